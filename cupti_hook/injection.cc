@@ -1,0 +1,38 @@
+// InitializeInjection: the one symbol libcuprobe_hook.so exports. The CUDA
+// driver calls it inside the first cuInit when CUDA_INJECTION64_PATH names
+// this library. It reads the configuration, builds the real seam, starts the
+// hook, and returns 1 (the driver ignores the value).
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "cupti_hook/hook.h"
+#include "cupti_hook/real_seam.h"
+#include "support/log.h"
+
+namespace {
+
+// Leaked on purpose: CUPTI may call back, and the atexit handler runs, after
+// static destructors would have run.
+cuprobe::Hook* g_hook = nullptr;
+
+void StopAtExit() {
+  if (g_hook != nullptr) g_hook->Stop();
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  cuprobe::SetLogPrefix(absl::StrCat("cuprobe[", ::getpid(), "]"));
+  static cuprobe::Hook* hook = [] {
+    auto* seam = new cuprobe::RealSeam;
+    auto* h = new cuprobe::Hook(*seam, cuprobe::HookConfig::FromEnvironment());
+    g_hook = h;
+    // Runs before the CUDA runtime's own atexit teardown (registered later).
+    std::atexit(StopAtExit);
+    return h;
+  }();
+  hook->Start();
+  return 1;
+}

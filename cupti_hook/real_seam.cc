@@ -1,0 +1,144 @@
+// The only file of cuprobe that calls cupti* and cu* functions.
+#include "cupti_hook/real_seam.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "support/cuda_status.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+// Driver entry points, resolved once. In an application the driver is loaded
+// already (we are called from inside cuInit), so RTLD_NOLOAD finds it.
+struct DriverApi {
+  absl::Status status;
+  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
+  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
+};
+
+template <typename F>
+absl::Status Resolve(void* lib, const char* name, F* out) {
+  *out = reinterpret_cast<F>(::dlsym(lib, name));
+  if (*out == nullptr) {
+    return absl::UnavailableError(absl::StrCat("libcuda.so.1 has no symbol ", name));
+  }
+  return absl::OkStatus();
+}
+
+const DriverApi& Driver() {
+  // Leaked on purpose: callbacks may run during exit.
+  static const DriverApi* api = [] {
+    auto* d = new DriverApi;
+    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) lib = ::dlopen("libcuda.so.1", RTLD_NOW);
+    if (lib == nullptr) {
+      const char* err = ::dlerror();
+      d->status = absl::FailedPreconditionError(
+          absl::StrCat("the CUDA driver (libcuda.so.1) cannot be loaded: ", err ? err : "?"));
+      return d;
+    }
+    d->status.Update(Resolve(lib, "cuFuncGetName", &d->func_get_name));
+    d->status.Update(Resolve(lib, "cuKernelGetName", &d->kernel_get_name));
+    return d;
+  }();
+  return *api;
+}
+
+}  // namespace
+
+absl::Status RealSeam::Subscribe(CUpti_CallbackFunc callback, void* userdata,
+                                 const char* subscriber_name, std::string* other_tool) {
+  char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN > 128 ? CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN : 128] =
+      {};
+  CUpti_SubscriberParams params = {};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = subscriber_name;
+  params.oldSubscriberName = old_name;
+  params.oldSubscriberSize = sizeof(old_name);
+  absl::Status status = CUPROBE_CUPTI_CALL(
+      cuptiSubscribe_v2(&subscriber_, callback, userdata, &params));
+  if (!status.ok()) {
+    subscriber_ = nullptr;
+    if (other_tool != nullptr) *other_tool = old_name;
+  }
+  return status;
+}
+
+absl::Status RealSeam::Unsubscribe() {
+  if (subscriber_ == nullptr) return absl::OkStatus();
+  absl::Status status = CUPROBE_CUPTI_CALL(cuptiUnsubscribe(subscriber_));
+  subscriber_ = nullptr;
+  return status;
+}
+
+absl::Status RealSeam::EnableCallback(bool enable, CUpti_CallbackDomain domain,
+                                      CUpti_CallbackId cbid) {
+  return CUPROBE_CUPTI_CALL(cuptiEnableCallback(enable ? 1 : 0, subscriber_, domain, cbid));
+}
+
+absl::Status RealSeam::EnableDomain(bool enable, CUpti_CallbackDomain domain) {
+  return CUPROBE_CUPTI_CALL(cuptiEnableDomain(enable ? 1 : 0, subscriber_, domain));
+}
+
+absl::Status RealSeam::ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                 CUpti_BuffersCallbackCompleteFunc complete) {
+  return CUPROBE_CUPTI_CALL(cuptiActivityRegisterCallbacks(request, complete));
+}
+
+absl::Status RealSeam::ActivityEnable(CUpti_ActivityKind kind) {
+  return CUPROBE_CUPTI_CALL(cuptiActivityEnable(kind));
+}
+
+absl::Status RealSeam::ActivityDisable(CUpti_ActivityKind kind) {
+  return CUPROBE_CUPTI_CALL(cuptiActivityDisable(kind));
+}
+
+absl::Status RealSeam::ActivityFlushAll(bool forced) {
+  return CUPROBE_CUPTI_CALL(cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0));
+}
+
+absl::StatusOr<CUpti_Activity*> RealSeam::ActivityNextRecord(uint8_t* buffer, size_t valid_size,
+                                                             CUpti_Activity* previous) {
+  CUpti_Activity* record = previous;
+  CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_size, &record);
+  if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) return absl::NotFoundError("end of activity buffer");
+  CUPROBE_RETURN_IF_ERROR(CuptiResultToStatus(r, "cuptiActivityGetNextRecord"));
+  return record;
+}
+
+absl::StatusOr<size_t> RealSeam::ActivityDroppedRecords(CUcontext context, uint32_t stream_id) {
+  size_t dropped = 0;
+  CUPROBE_RETURN_IF_ERROR(
+      CUPROBE_CUPTI_CALL(cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped)));
+  return dropped;
+}
+
+absl::Status RealSeam::Finalize() { return CUPROBE_CUPTI_CALL(cuptiFinalize()); }
+
+uint64_t RealSeam::Timestamp() {
+  uint64_t ts = 0;
+  if (cuptiGetTimestamp(&ts) != CUPTI_SUCCESS) return 0;
+  return ts;
+}
+
+absl::StatusOr<std::string> RealSeam::FunctionName(CUfunction function) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  const char* name = nullptr;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.func_get_name(&name, function)));
+  return std::string(name != nullptr ? name : "");
+}
+
+absl::StatusOr<std::string> RealSeam::KernelName(CUkernel kernel) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  const char* name = nullptr;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.kernel_get_name(&name, kernel)));
+  return std::string(name != nullptr ? name : "");
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,45 @@
+// File: cupti_hook/real_seam.h
+//
+// The real CuptiSeam: CUPTI is linked, the driver is reached through
+// dlopen("libcuda.so.1") (in an app the driver has already loaded it; on a
+// machine without a driver every driver call fails cleanly instead of the
+// library failing to load).
+#ifndef CUPROBE_CUPTI_HOOK_REAL_SEAM_H_
+#define CUPROBE_CUPTI_HOOK_REAL_SEAM_H_
+
+#include "cupti_hook/seam.h"
+
+namespace cuprobe {
+
+class RealSeam final : public CuptiSeam {
+ public:
+  RealSeam() = default;
+  RealSeam(const RealSeam&) = delete;
+  RealSeam& operator=(const RealSeam&) = delete;
+
+  absl::Status Subscribe(CUpti_CallbackFunc callback, void* userdata, const char* subscriber_name,
+                         std::string* other_tool) override;
+  absl::Status Unsubscribe() override;
+  absl::Status EnableCallback(bool enable, CUpti_CallbackDomain domain,
+                              CUpti_CallbackId cbid) override;
+  absl::Status EnableDomain(bool enable, CUpti_CallbackDomain domain) override;
+  absl::Status ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                         CUpti_BuffersCallbackCompleteFunc complete) override;
+  absl::Status ActivityEnable(CUpti_ActivityKind kind) override;
+  absl::Status ActivityDisable(CUpti_ActivityKind kind) override;
+  absl::Status ActivityFlushAll(bool forced) override;
+  absl::StatusOr<CUpti_Activity*> ActivityNextRecord(uint8_t* buffer, size_t valid_size,
+                                                     CUpti_Activity* previous) override;
+  absl::StatusOr<size_t> ActivityDroppedRecords(CUcontext context, uint32_t stream_id) override;
+  absl::Status Finalize() override;
+  uint64_t Timestamp() override;
+  absl::StatusOr<std::string> FunctionName(CUfunction function) override;
+  absl::StatusOr<std::string> KernelName(CUkernel kernel) override;
+
+ private:
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_REAL_SEAM_H_

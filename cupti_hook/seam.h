@@ -1,0 +1,65 @@
+// File: cupti_hook/seam.h
+//
+// The seam between the hook's logic and the CUPTI / CUDA driver calls it makes.
+// real_seam.cc is the only file of cuprobe that calls cupti* or cu*; tests use
+// testing/fake_seam.h, which records calls and fires hand-built callbacks.
+//
+//   RealSeam seam;                       // or FakeSeam in a test
+//   Hook hook(seam, config);
+//   hook.Start();                        // subscribes through the seam
+//
+// Every method returns a Status that names the failing call; none throws.
+#ifndef CUPROBE_CUPTI_HOOK_SEAM_H_
+#define CUPROBE_CUPTI_HOOK_SEAM_H_
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace cuprobe {
+
+class CuptiSeam {
+ public:
+  virtual ~CuptiSeam() = default;
+
+  // cuptiSubscribe_v2 as `subscriber_name`. When another tool already owns
+  // CUPTI the status is ALREADY_EXISTS and `*other_tool` names it (if CUPTI
+  // told us).
+  [[nodiscard]] virtual absl::Status Subscribe(CUpti_CallbackFunc callback, void* userdata,
+                                               const char* subscriber_name,
+                                               std::string* other_tool) = 0;
+  [[nodiscard]] virtual absl::Status Unsubscribe() = 0;
+  [[nodiscard]] virtual absl::Status EnableCallback(bool enable, CUpti_CallbackDomain domain,
+                                                    CUpti_CallbackId cbid) = 0;
+  [[nodiscard]] virtual absl::Status EnableDomain(bool enable, CUpti_CallbackDomain domain) = 0;
+
+  // Activity API (kernel / memcpy / memset timing).
+  [[nodiscard]] virtual absl::Status ActivityRegisterCallbacks(
+      CUpti_BuffersCallbackRequestFunc request, CUpti_BuffersCallbackCompleteFunc complete) = 0;
+  [[nodiscard]] virtual absl::Status ActivityEnable(CUpti_ActivityKind kind) = 0;
+  [[nodiscard]] virtual absl::Status ActivityDisable(CUpti_ActivityKind kind) = 0;
+  [[nodiscard]] virtual absl::Status ActivityFlushAll(bool forced) = 0;
+  // Next record after `previous` (nullptr: the first) in a completed buffer;
+  // NOT_FOUND at the end of the buffer.
+  [[nodiscard]] virtual absl::StatusOr<CUpti_Activity*> ActivityNextRecord(
+      uint8_t* buffer, size_t valid_size, CUpti_Activity* previous) = 0;
+  [[nodiscard]] virtual absl::StatusOr<size_t> ActivityDroppedRecords(CUcontext context,
+                                                                      uint32_t stream_id) = 0;
+  [[nodiscard]] virtual absl::Status Finalize() = 0;
+  // CUPTI's timestamp (ns), the clock of activity records.
+  [[nodiscard]] virtual uint64_t Timestamp() = 0;
+
+  // Driver. Names of launch handles: a launch may pass a CUkernel cast to
+  // CUfunction, which cuFuncGetName rejects and cuKernelGetName accepts.
+  [[nodiscard]] virtual absl::StatusOr<std::string> FunctionName(CUfunction function) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::string> KernelName(CUkernel kernel) = 0;
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_SEAM_H_

@@ -1,0 +1,80 @@
+// File: cupti_hook/testing/fake_seam.h
+//
+// A CuptiSeam for unit tests: records every call by name, lets the test choose
+// each call's result, and fires callbacks that the test builds by hand.
+//
+//   FakeSeam seam;
+//   seam.subscribe_status = absl::AlreadyExistsError("...");
+//   seam.other_tool = "Nsight Systems";
+//   Hook hook(seam, {});
+//   EXPECT_EQ(hook.Start(), HookState::kDisabled);
+//
+//   CUpti_CallbackData data = {}; data.callbackSite = CUPTI_API_ENTER;
+//   seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+#ifndef CUPROBE_CUPTI_HOOK_TESTING_FAKE_SEAM_H_
+#define CUPROBE_CUPTI_HOOK_TESTING_FAKE_SEAM_H_
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cupti_hook/seam.h"
+
+namespace cuprobe {
+
+class FakeSeam : public CuptiSeam {
+ public:
+  // Results the test chooses.
+  absl::Status subscribe_status;
+  std::string other_tool;
+  absl::Status enable_status;
+  std::map<const void*, std::string> names;  // handle -> kernel name
+  uint64_t now_ns = 1000;
+
+  // Called (when set) inside each seam call, e.g. to re-enter the hook.
+  std::function<void(const std::string& call)> on_call;
+
+  // What happened.
+  [[nodiscard]] std::vector<std::string> calls() const;
+  [[nodiscard]] bool subscribed() const;
+  [[nodiscard]] std::set<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> enabled() const;
+
+  // Invokes the subscribed callback as CUPTI would (no-op if unsubscribed).
+  void Fire(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
+
+  absl::Status Subscribe(CUpti_CallbackFunc callback, void* userdata, const char* subscriber_name,
+                         std::string* other_tool_out) override;
+  absl::Status Unsubscribe() override;
+  absl::Status EnableCallback(bool enable, CUpti_CallbackDomain domain,
+                              CUpti_CallbackId cbid) override;
+  absl::Status EnableDomain(bool enable, CUpti_CallbackDomain domain) override;
+  absl::Status ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                         CUpti_BuffersCallbackCompleteFunc complete) override;
+  absl::Status ActivityEnable(CUpti_ActivityKind kind) override;
+  absl::Status ActivityDisable(CUpti_ActivityKind kind) override;
+  absl::Status ActivityFlushAll(bool forced) override;
+  absl::StatusOr<CUpti_Activity*> ActivityNextRecord(uint8_t* buffer, size_t valid_size,
+                                                     CUpti_Activity* previous) override;
+  absl::StatusOr<size_t> ActivityDroppedRecords(CUcontext context, uint32_t stream_id) override;
+  absl::Status Finalize() override;
+  uint64_t Timestamp() override;
+  absl::StatusOr<std::string> FunctionName(CUfunction function) override;
+  absl::StatusOr<std::string> KernelName(CUkernel kernel) override;
+
+ private:
+  void Record(const std::string& call);
+
+  mutable std::mutex mu_;
+  std::vector<std::string> calls_;
+  CUpti_CallbackFunc callback_ = nullptr;
+  void* userdata_ = nullptr;
+  std::set<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> enabled_;
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_TESTING_FAKE_SEAM_H_
