@@ -35,7 +35,10 @@ HookState Hook::Start() {
                                other_tool.empty() ? std::string("another tool")
                                                   : absl::StrCat("'", other_tool, "'")));
     } else {
-      DisableWith(absl::StrCat("cannot subscribe to CUPTI (", status.message(), ")"));
+      DisableWith(absl::StrCat("cannot subscribe to CUPTI (", status.message(), ")",
+                               status.code() == absl::StatusCode::kUnavailable
+                                   ? "; is the NVIDIA driver installed?"
+                                   : ""));
     }
     return lifecycle_.state();
   }

@@ -1,0 +1,57 @@
+// The real seam on this machine. Without a CUDA driver (CI, build machines)
+// CUPTI answers cuptiSubscribe_v2 with an error and every driver call fails
+// cleanly; with one (the GPU machine) subscribing works.
+#include "cupti_hook/real_seam.h"
+
+#include <dlfcn.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::HasSubstr;
+
+bool DriverPresent() {
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return false;
+  ::dlclose(lib);
+  return true;
+}
+
+void CUPTIAPI NoOp(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+TEST(RealSeam, SubscribeFailsCleanlyWithoutDriver) {
+  if (DriverPresent()) GTEST_SKIP() << "a CUDA driver is installed here";
+  RealSeam seam;
+  std::string other;
+  absl::Status s = seam.Subscribe(&NoOp, nullptr, "cuprobe-test", &other);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("cuptiSubscribe_v2"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  // Nothing was subscribed, so unsubscribing is a no-op.
+  EXPECT_TRUE(seam.Unsubscribe().ok());
+}
+
+TEST(RealSeam, DriverCallsFailCleanlyWithoutDriver) {
+  if (DriverPresent()) GTEST_SKIP() << "a CUDA driver is installed here";
+  RealSeam seam;
+  absl::StatusOr<std::string> name = seam.KernelName(nullptr);
+  ASSERT_FALSE(name.ok());
+  EXPECT_THAT(name.status().message(), HasSubstr("libcuda.so.1"));
+  EXPECT_FALSE(seam.FunctionName(nullptr).ok());
+}
+
+TEST(RealSeam, SubscribesWithDriver) {
+  if (!DriverPresent()) GTEST_SKIP() << "no CUDA driver on this machine";
+  RealSeam seam;
+  std::string other;
+  absl::Status s = seam.Subscribe(&NoOp, nullptr, "cuprobe-test", &other);
+  ASSERT_TRUE(s.ok()) << s << " (other subscriber: '" << other << "')";
+  EXPECT_NE(seam.Timestamp(), 0u);
+  EXPECT_TRUE(seam.Unsubscribe().ok());
+}
+
+}  // namespace
+}  // namespace cuprobe
