@@ -14,13 +14,14 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_paths.h"
 
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const char kHookPath[] = CUPROBE_BINARY_DIR "/lib/libcuprobe_hook.so";
+const std::string kHookPath = cuprobe::testing::HookPath();
 
 std::string RunCommand(const std::string& cmd) {
   std::string out;
@@ -34,7 +35,7 @@ std::string RunCommand(const std::string& cmd) {
 }
 
 TEST(HookLibrary, ExportsInitializeInjectionOnly) {
-  std::string out = RunCommand(std::string("nm -D --defined-only ") + kHookPath);
+  std::string out = RunCommand("nm -D --defined-only " + kHookPath);
   std::vector<std::string> symbols;
   for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
     std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
@@ -45,7 +46,7 @@ TEST(HookLibrary, ExportsInitializeInjectionOnly) {
 }
 
 TEST(HookLibrary, NeedsNoLibstdcxxOrAbseil) {
-  std::string out = RunCommand(std::string("readelf -d ") + kHookPath);
+  std::string out = RunCommand("readelf -d " + kHookPath);
   EXPECT_THAT(out, HasSubstr("libcupti.so"));
   EXPECT_THAT(out, ::testing::Not(HasSubstr("libstdc++")));
   EXPECT_THAT(out, ::testing::Not(HasSubstr("libabsl")));
@@ -67,7 +68,7 @@ TEST(HookLibrary, InitializeInjectionWithoutGpuReturnsOneAndSaysSoOnce) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::dup2(fd, 2);
-    void* lib = ::dlopen(kHookPath, RTLD_NOW | RTLD_LOCAL);
+    void* lib = ::dlopen(kHookPath.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
       std::fprintf(stderr, "dlopen: %s\n", ::dlerror());
       ::_exit(10);
