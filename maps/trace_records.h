@@ -1,0 +1,139 @@
+// File: maps/trace_records.h
+//
+// The records the hook publishes into the session segment's record ring, and
+// that `cuprobe trace` (or the hook itself, in standalone mode) turns into a
+// summary and a timeline. This is a wire protocol between processes built
+// separately: fixed-width fields, no pointers, explicit padding, and
+// static_asserts on size and offsets. Bump kTraceRecordsVersion on any change.
+//
+// A record in the ring is a RecordHeader followed by its body:
+//
+//   RecordHeader{size = sizeof(RecordHeader) + sizeof(KernelRecord), type = kKernel}
+//   KernelRecord{...}
+//
+// Names travel once, as kName records (NameRecord + `length` bytes, no NUL);
+// other records refer to them by name_id. Every timestamp is CUPTI's clock
+// (cuptiGetTimestamp, nanoseconds), for launch and activity records alike.
+#ifndef CUPROBE_MAPS_TRACE_RECORDS_H_
+#define CUPROBE_MAPS_TRACE_RECORDS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cuprobe {
+
+inline constexpr uint32_t kTraceRecordsVersion = 1;
+
+enum class RecordType : uint16_t {
+  kName = 1,     // NameRecord + bytes
+  kLaunch = 2,   // LaunchRecord: one kernel launch API call on a CPU thread
+  kKernel = 3,   // KernelRecord: one kernel execution on the GPU
+  kMemcpy = 4,   // MemcpyRecord
+  kMemset = 5,   // MemsetRecord
+  kProcess = 6,  // ProcessRecord: once per attached process
+};
+
+// What API call a LaunchRecord describes.
+enum class LaunchApi : uint16_t {
+  kLaunchKernel = 1,
+  kLaunchKernelEx = 2,
+  kLaunchCooperativeKernel = 3,
+  kGraphLaunch = 4,
+};
+
+struct RecordHeader {
+  uint32_t size;  // header + body + trailing bytes, a multiple of 8
+  uint16_t type;  // RecordType
+  uint16_t flags;
+};
+
+struct NameRecord {
+  uint64_t name_id;  // > 0, unique within the process
+  uint32_t length;   // bytes that follow
+  uint32_t reserved;
+};
+
+struct ProcessRecord {
+  uint32_t pid;
+  uint32_t reserved;
+  uint64_t start_ns;   // CUPTI clock at hook init
+  uint64_t name_id;    // the program's name (NameRecord)
+};
+
+struct LaunchRecord {
+  uint64_t correlation_id;  // CUPTI's correlation id: joins KernelRecord
+  uint64_t name_id;         // kernel name (0 for graph launches, or unknown)
+  uint64_t api_start_ns;
+  uint64_t api_end_ns;
+  uint64_t stream;          // CUstream handle value, as an id
+  uint32_t pid;
+  uint32_t tid;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_mem_bytes;
+  uint16_t api;             // LaunchApi
+  uint16_t result;          // CUresult of the call (truncated)
+};
+
+struct KernelRecord {
+  uint64_t correlation_id;
+  uint64_t name_id;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t graph_node_id;  // 0 unless launched from a graph
+  uint32_t device;
+  uint32_t context;
+  uint32_t stream_id;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t dynamic_shared_bytes;
+  uint32_t static_shared_bytes;
+  uint32_t registers_per_thread;
+  uint32_t graph_id;
+  uint32_t reserved;
+};
+
+struct MemcpyRecord {
+  uint64_t correlation_id;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t bytes;
+  uint32_t device;
+  uint32_t context;
+  uint32_t stream_id;
+  uint8_t copy_kind;  // CUpti_ActivityMemcpyKind
+  uint8_t src_kind;   // CUpti_ActivityMemoryKind
+  uint8_t dst_kind;
+  uint8_t flags;
+};
+
+struct MemsetRecord {
+  uint64_t correlation_id;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t bytes;
+  uint32_t device;
+  uint32_t context;
+  uint32_t stream_id;
+  uint32_t value;
+};
+
+static_assert(sizeof(RecordHeader) == 8);
+static_assert(sizeof(NameRecord) == 16);
+static_assert(sizeof(ProcessRecord) == 24);
+static_assert(sizeof(LaunchRecord) == 80);
+static_assert(offsetof(LaunchRecord, grid) == 48);
+static_assert(offsetof(LaunchRecord, api) == 76);
+static_assert(sizeof(KernelRecord) == 96);
+static_assert(offsetof(KernelRecord, device) == 40);
+static_assert(offsetof(KernelRecord, reserved) == 92);
+static_assert(sizeof(MemcpyRecord) == 48);
+static_assert(sizeof(MemsetRecord) == 48);
+static_assert(std::is_standard_layout_v<LaunchRecord> && std::is_trivially_copyable_v<LaunchRecord>);
+static_assert(std::is_standard_layout_v<KernelRecord> && std::is_trivially_copyable_v<KernelRecord>);
+static_assert(std::is_trivially_copyable_v<MemcpyRecord> && std::is_trivially_copyable_v<MemsetRecord>);
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_MAPS_TRACE_RECORDS_H_

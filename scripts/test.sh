@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, configures, builds (Release, all
+# cores) and runs the whole ctest suite. GPU tests skip (reported as skipped)
+# on a machine without a GPU. CI (.ci/run) calls exactly this script.
+#
+#   scripts/test.sh                  # everything
+#   CUPROBE_BUILD_DIR=/tmp/b scripts/test.sh
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${CUPROBE_BUILD_DIR:-$root/build}"
+jobs="$(nproc)"
+
+"$root/scripts/install-deps.sh"
+echo "test: configuring $build"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUPROBE_WERROR=ON >/dev/null
+echo "test: building with $jobs jobs"
+cmake --build "$build" -j "$jobs"
+echo "test: running ctest"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
