@@ -1,0 +1,286 @@
+#include "cupti_hook/tracer.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cupti_hook/init_state.h"
+
+namespace cuprobe {
+namespace {
+
+uint32_t Clamp32(int64_t v) { return v < 0 ? 0u : static_cast<uint32_t>(v); }
+
+// The dimensions and stream of a launch, read from the API's parameters.
+struct LaunchShape {
+  const void* handle = nullptr;
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t shared = 0;
+  uint64_t stream = 0;
+  LaunchApi api = LaunchApi::kLaunchKernel;
+};
+
+template <typename P>
+void FromClassicParams(const P* p, LaunchShape* s) {
+  s->handle = p->f;
+  s->grid[0] = p->gridDimX;
+  s->grid[1] = p->gridDimY;
+  s->grid[2] = p->gridDimZ;
+  s->block[0] = p->blockDimX;
+  s->block[1] = p->blockDimY;
+  s->block[2] = p->blockDimZ;
+  s->shared = p->sharedMemBytes;
+  s->stream = reinterpret_cast<uint64_t>(p->hStream);
+}
+
+template <typename P>
+void FromExParams(const P* p, LaunchShape* s) {
+  s->handle = p->f;
+  s->api = LaunchApi::kLaunchKernelEx;
+  const CUlaunchConfig* c = p->config;
+  if (c == nullptr) return;
+  s->grid[0] = c->gridDimX;
+  s->grid[1] = c->gridDimY;
+  s->grid[2] = c->gridDimZ;
+  s->block[0] = c->blockDimX;
+  s->block[1] = c->blockDimY;
+  s->block[2] = c->blockDimZ;
+  s->shared = c->sharedMemBytes;
+  s->stream = reinterpret_cast<uint64_t>(c->hStream);
+}
+
+bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
+  if (params == nullptr) return false;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      FromClassicParams(static_cast<const cuLaunchKernel_params*>(params), s);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      FromClassicParams(static_cast<const cuLaunchKernel_ptsz_params*>(params), s);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      FromExParams(static_cast<const cuLaunchKernelEx_params*>(params), s);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      FromExParams(static_cast<const cuLaunchKernelEx_ptsz_params*>(params), s);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      FromClassicParams(static_cast<const cuLaunchCooperativeKernel_params*>(params), s);
+      s->api = LaunchApi::kLaunchCooperativeKernel;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      FromClassicParams(static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(params), s);
+      s->api = LaunchApi::kLaunchCooperativeKernel;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: {
+      auto* p = static_cast<const cuGraphLaunch_params*>(params);
+      s->stream = reinterpret_cast<uint64_t>(p->hStream);
+      s->api = LaunchApi::kGraphLaunch;
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: {
+      auto* p = static_cast<const cuGraphLaunch_ptsz_params*>(params);
+      s->stream = reinterpret_cast<uint64_t>(p->hStream);
+      s->api = LaunchApi::kGraphLaunch;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool Tracer::IsLaunchCallback(CUpti_CallbackId cbid) {
+  return std::find(kLaunchCallbacks.begin(), kLaunchCallbacks.end(), cbid) !=
+         kLaunchCallbacks.end();
+}
+
+Tracer::Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid)
+    : seam_(seam), sink_(sink), pid_(pid) {}
+
+bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* extra,
+                  uint32_t extra_size) {
+  GateScope scope(gate_);
+  if (!scope.entered()) return false;
+  if (sink_.Write(static_cast<uint16_t>(type), body, size, extra, extra_size)) {
+    written_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  dropped_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool Tracer::CloseSink() { return gate_.CloseAndWait(); }
+
+uint64_t Tracer::InternName(std::string_view name) {
+  uint64_t id;
+  {
+    absl::MutexLock lock(&names_mu_);
+    auto it = ids_by_name_.find(name);
+    if (it != ids_by_name_.end()) return it->second;
+    id = next_name_id_++;
+    ids_by_name_.emplace(std::string(name), id);
+  }
+  // First sight: publish the name once. A dropped name record leaves readers
+  // with "<unknown>" for this id, which they report.
+  NameRecord rec = {};
+  rec.name_id = id;
+  rec.length = static_cast<uint32_t>(std::min<size_t>(name.size(), 1u << 16));
+  Emit(RecordType::kName, &rec, sizeof(rec), name.data(), rec.length);
+  return id;
+}
+
+uint64_t Tracer::NameForHandle(const void* handle) {
+  if (handle == nullptr) return 0;
+  {
+    absl::MutexLock lock(&names_mu_);
+    auto it = ids_by_handle_.find(handle);
+    if (it != ids_by_handle_.end()) return it->second;
+  }
+  // Miss: ask the driver with no lock held (the call may re-enter CUPTI). The
+  // handle may be a CUfunction or a CUkernel cast to one; try both.
+  absl::StatusOr<std::string> name = seam_.FunctionName(static_cast<CUfunction>(const_cast<void*>(handle)));
+  if (!name.ok()) name = seam_.KernelName(static_cast<CUkernel>(const_cast<void*>(handle)));
+  uint64_t id = 0;
+  if (name.ok()) {
+    id = InternName(*name);
+  } else {
+    name_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&names_mu_);
+  ids_by_handle_.emplace(handle, id);
+  return id;
+}
+
+void Tracer::Begin(std::string_view program) {
+  ProcessRecord rec = {};
+  rec.pid = pid_;
+  rec.start_ns = seam_.Timestamp();
+  rec.name_id = InternName(program);
+  Emit(RecordType::kProcess, &rec, sizeof(rec));
+}
+
+void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (data == nullptr) return;
+  if (data->callbackSite == CUPTI_API_ENTER) {
+    if (data->correlationData != nullptr) *data->correlationData = seam_.Timestamp();
+    return;
+  }
+  uint64_t end = seam_.Timestamp();
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  LaunchShape shape;
+  if (!ReadShape(cbid, data->functionParams, &shape)) return;
+  LaunchRecord rec = {};
+  rec.correlation_id = data->correlationId;
+  rec.name_id = shape.api == LaunchApi::kGraphLaunch ? 0 : NameForHandle(shape.handle);
+  rec.api_start_ns = data->correlationData != nullptr ? *data->correlationData : end;
+  rec.api_end_ns = end;
+  rec.stream = shape.stream;
+  rec.pid = pid_;
+  rec.tid = static_cast<uint32_t>(CurrentThreadId());
+  std::memcpy(rec.grid, shape.grid, sizeof(rec.grid));
+  std::memcpy(rec.block, shape.block, sizeof(rec.block));
+  rec.shared_mem_bytes = shape.shared;
+  rec.api = static_cast<uint16_t>(shape.api);
+  if (data->functionReturnValue != nullptr) {
+    rec.result = static_cast<uint16_t>(*static_cast<const CUresult*>(data->functionReturnValue));
+  }
+  Emit(RecordType::kLaunch, &rec, sizeof(rec));
+}
+
+void Tracer::HandleActivity(const CUpti_Activity* record) {
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      KernelRecord rec = {};
+      rec.correlation_id = k->correlationId;
+      rec.name_id = InternName(k->name != nullptr ? k->name : "<unnamed>");
+      rec.start_ns = k->start;
+      rec.end_ns = k->end;
+      rec.graph_node_id = k->graphNodeId;
+      rec.device = k->deviceId;
+      rec.context = k->contextId;
+      rec.stream_id = k->streamId;
+      rec.grid[0] = Clamp32(k->gridX);
+      rec.grid[1] = Clamp32(k->gridY);
+      rec.grid[2] = Clamp32(k->gridZ);
+      rec.block[0] = Clamp32(k->blockX);
+      rec.block[1] = Clamp32(k->blockY);
+      rec.block[2] = Clamp32(k->blockZ);
+      rec.dynamic_shared_bytes = Clamp32(k->dynamicSharedMemory);
+      rec.static_shared_bytes = Clamp32(k->staticSharedMemory);
+      rec.registers_per_thread = k->registersPerThread;
+      rec.graph_id = k->graphId;
+      Emit(RecordType::kKernel, &rec, sizeof(rec));
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      MemcpyRecord rec = {};
+      rec.correlation_id = m->correlationId;
+      rec.start_ns = m->start;
+      rec.end_ns = m->end;
+      rec.bytes = m->bytes;
+      rec.device = m->deviceId;
+      rec.context = m->contextId;
+      rec.stream_id = m->streamId;
+      rec.copy_kind = m->copyKind;
+      rec.src_kind = m->srcKind;
+      rec.dst_kind = m->dstKind;
+      rec.flags = m->flags;
+      Emit(RecordType::kMemcpy, &rec, sizeof(rec));
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      MemsetRecord rec = {};
+      rec.correlation_id = m->correlationId;
+      rec.start_ns = m->start;
+      rec.end_ns = m->end;
+      rec.bytes = m->bytes;
+      rec.device = m->deviceId;
+      rec.context = m->contextId;
+      rec.stream_id = m->streamId;
+      rec.value = m->value;
+      Emit(RecordType::kMemset, &rec, sizeof(rec));
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void Tracer::OnActivityBuffer(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                              size_t valid_size) {
+  activity_buffers_.fetch_add(1, std::memory_order_relaxed);
+  CUpti_Activity* record = nullptr;
+  while (true) {
+    absl::StatusOr<CUpti_Activity*> next = seam_.ActivityNextRecord(buffer, valid_size, record);
+    if (!next.ok()) break;
+    record = *next;
+    activity_records_.fetch_add(1, std::memory_order_relaxed);
+    HandleActivity(record);
+  }
+  absl::StatusOr<size_t> dropped = seam_.ActivityDroppedRecords(context, stream_id);
+  if (dropped.ok() && *dropped > 0) {
+    activity_dropped_.fetch_add(*dropped, std::memory_order_relaxed);
+  }
+}
+
+TracerStats Tracer::stats() const {
+  TracerStats s;
+  s.launches = launches_.load();
+  s.records_written = written_.load();
+  s.records_dropped = dropped_.load();
+  s.activity_buffers = activity_buffers_.load();
+  s.activity_records = activity_records_.load();
+  s.activity_dropped = activity_dropped_.load();
+  s.name_failures = name_failures_.load();
+  return s;
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,108 @@
+// File: cupti_hook/tracer.h
+//
+// Launch tracing: turns CUPTI launch callbacks and activity records into trace
+// records (maps/trace_records.h) written to a RecordSink.
+//
+//   Tracer tracer(seam, sink);
+//   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) seam.EnableCallback(...);
+//   tracer.OnLaunchApi(cbid, data);            // from the driver-API callback
+//   tracer.OnActivityBuffer(buffer, valid);    // from CUPTI's buffer-completed callback
+//   tracer.CloseSink();                        // teardown: no write after this returns
+//
+// Hot path (every launch): one timestamp at ENTER; at EXIT the name cache
+// (a hash lookup under a mutex that is never held while calling out) and one
+// ring write. Names are interned once per handle and once per string.
+#ifndef CUPROBE_CUPTI_HOOK_TRACER_H_
+#define CUPROBE_CUPTI_HOOK_TRACER_H_
+
+#include <cupti.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "cupti_hook/record_sink.h"
+#include "cupti_hook/seam.h"
+#include "maps/trace_records.h"
+
+namespace cuprobe {
+
+struct TracerStats {
+  uint64_t launches = 0;
+  uint64_t records_written = 0;
+  uint64_t records_dropped = 0;
+  uint64_t activity_buffers = 0;
+  uint64_t activity_records = 0;
+  uint64_t activity_dropped = 0;  // records CUPTI itself dropped
+  uint64_t name_failures = 0;
+};
+
+class Tracer {
+ public:
+  // The driver-API callbacks that launch kernels (and CUDA graphs).
+  static constexpr std::array<CUpti_CallbackId, 8> kLaunchCallbacks = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+  };
+  static constexpr std::array<CUpti_ActivityKind, 3> kActivityKinds = {
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+      CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMSET,
+  };
+  [[nodiscard]] static bool IsLaunchCallback(CUpti_CallbackId cbid);
+
+  Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid);
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // Writes the ProcessRecord (and the program's name).
+  void Begin(std::string_view program);
+  // A launch callback (ENTER and EXIT). `data` is CUPTI's CUpti_CallbackData.
+  void OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  // A completed activity buffer: converts every record it holds.
+  void OnActivityBuffer(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t valid_size);
+  // After this returns no thread writes to the sink any more; later calls are
+  // dropped silently. False if a writer did not leave in time (leak the sink).
+  bool CloseSink();
+
+  [[nodiscard]] TracerStats stats() const;
+  [[nodiscard]] uint64_t InternName(std::string_view name);
+
+ private:
+  uint64_t NameForHandle(const void* handle);
+  bool Emit(RecordType type, const void* body, uint32_t size, const void* extra = nullptr,
+            uint32_t extra_size = 0);
+  void HandleActivity(const CUpti_Activity* record);
+
+  CuptiSeam& seam_;
+  RecordSink& sink_;
+  const uint32_t pid_;
+  ActiveGate gate_;
+
+  absl::Mutex names_mu_;
+  absl::flat_hash_map<std::string, uint64_t> ids_by_name_ ABSL_GUARDED_BY(names_mu_);
+  absl::flat_hash_map<const void*, uint64_t> ids_by_handle_ ABSL_GUARDED_BY(names_mu_);
+  uint64_t next_name_id_ ABSL_GUARDED_BY(names_mu_) = 1;
+
+  std::atomic<uint64_t> launches_{0};
+  std::atomic<uint64_t> written_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> activity_buffers_{0};
+  std::atomic<uint64_t> activity_records_{0};
+  std::atomic<uint64_t> activity_dropped_{0};
+  std::atomic<uint64_t> name_failures_{0};
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_TRACER_H_

@@ -1,0 +1,280 @@
+#include "loader/args.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+constexpr char kGeneralUsage[] = R"(cuprobe: trace and probe the CUDA kernels of unmodified programs
+
+USAGE
+  cuprobe <command> [options] [-- program [args...]]
+
+COMMANDS
+  trace     run a program and trace every kernel launch, kernel, memcpy and memset
+  inspect   list the CUDA code in an executable, library, fatbin, cubin or PTX file
+
+  cuprobe <command> --help    options and examples of one command
+  cuprobe --version
+
+EXAMPLES
+  cuprobe trace -- ./vec_add
+  cuprobe trace -o run1 --format table,csv,chrome -- python3 train.py
+  cuprobe inspect build/samples/vec_add
+
+ENVIRONMENT
+  CUPROBE_LOG   off, error, warn (default), info, debug, trace
+)";
+
+constexpr char kTraceUsage[] = R"(cuprobe trace: trace every kernel of a program (an Nsight-Systems-style run)
+
+USAGE
+  cuprobe trace [options] -- program [args...]
+
+  Runs the program with cuprobe's hook injected (CUDA_INJECTION64_PATH), with
+  the program's own stdin, stdout and stderr. Prints a kernel summary when it
+  exits and writes the report files. cuprobe exits with the program's exit
+  code (or re-raises the signal that killed it).
+
+OPTIONS
+  -o, --output PREFIX     report file prefix (default: cuprobe-report)
+  -f, --format LIST       comma-separated: table, json, csv, chrome
+                          (default: table,chrome)
+                            table   kernel summary on stderr and in PREFIX.txt
+                            json    PREFIX.json: summaries as JSON
+                            csv     PREFIX.csv: kernel summary as CSV
+                            chrome  PREFIX.trace.json: a timeline for Perfetto
+                                    (ui.perfetto.dev) or chrome://tracing
+      --buffer-mb N       size of the record ring in the session (default: 64)
+      --interval MS       how often the hook publishes heartbeats (default: 100)
+      --keep              keep the session segment in /dev/shm after the run
+  -h, --help              this text
+
+EXAMPLES
+  cuprobe trace -- ./vec_add 1048576 100
+  cuprobe trace -o matmul --format table,json -- python3 matmul.py
+  cuprobe trace --format chrome -o timeline -- ./app && echo open timeline.trace.json
+)";
+
+constexpr char kInspectUsage[] = R"(cuprobe inspect: list the CUDA code in a file
+
+USAGE
+  cuprobe inspect [options] FILE
+
+  FILE may be a host executable or shared library (its .nv_fatbin section), a
+  fatbin, an ELF cubin or a PTX file. Lists every entry (kind, SM, PTX ISA
+  version, compression, sizes) and the kernels of each.
+
+OPTIONS
+      --sm N              device SM to choose PTX for (default: 90)
+      --extract-ptx PATH  write the PTX chosen for --sm to PATH ("-": stdout)
+  -h, --help              this text
+
+EXAMPLES
+  cuprobe inspect build/samples/vec_add
+  cuprobe inspect --extract-ptx - build/samples/vec_add | head
+)";
+
+absl::Status Invalid(std::string_view message, std::string_view topic) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      message, "\nTry 'cuprobe ", topic, topic.empty() ? "" : " ", "--help'."));
+}
+
+absl::StatusOr<std::vector<ReportFormat>> ParseFormats(std::string_view list) {
+  std::vector<ReportFormat> formats;
+  for (std::string_view f : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    if (f == "table") {
+      formats.push_back(ReportFormat::kTable);
+    } else if (f == "json") {
+      formats.push_back(ReportFormat::kJson);
+    } else if (f == "csv") {
+      formats.push_back(ReportFormat::kCsv);
+    } else if (f == "chrome" || f == "perfetto") {
+      formats.push_back(ReportFormat::kChrome);
+    } else {
+      return Invalid(absl::StrCat("unknown report format '", f,
+                                  "' (expected table, json, csv, chrome)"),
+                     "trace");
+    }
+  }
+  if (formats.empty()) return Invalid("--format needs at least one format", "trace");
+  return formats;
+}
+
+// Reads the value of an option given as "--name value" or "--name=value".
+class OptionReader {
+ public:
+  OptionReader(const std::vector<std::string>& argv, size_t& i) : argv_(argv), i_(i) {}
+
+  // True if argv[i] is this option; fills *value or sets *error.
+  bool Match(std::string_view short_name, std::string_view long_name, std::string* value,
+             absl::Status* error) {
+    std::string_view arg = argv_[i_];
+    std::string_view name = arg;
+    std::string_view inline_value;
+    bool has_inline = false;
+    if (size_t eq = arg.find('='); arg.substr(0, 2) == "--" && eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+      has_inline = true;
+    }
+    if (name != long_name && (short_name.empty() || name != short_name)) return false;
+    if (has_inline) {
+      *value = std::string(inline_value);
+      return true;
+    }
+    if (i_ + 1 >= argv_.size()) {
+      *error = absl::InvalidArgumentError(absl::StrCat("option ", name, " needs a value"));
+      return true;
+    }
+    *value = argv_[++i_];
+    return true;
+  }
+
+ private:
+  const std::vector<std::string>& argv_;
+  size_t& i_;
+};
+
+template <typename T>
+absl::StatusOr<T> ParseNumber(std::string_view option, std::string_view text, T min, T max,
+                              std::string_view topic) {
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < static_cast<uint64_t>(min) ||
+      v > static_cast<uint64_t>(max)) {
+    return Invalid(absl::StrCat(option, " expects a number from ", min, " to ", max, ", got '",
+                                text, "'"),
+                   topic);
+  }
+  return static_cast<T>(v);
+}
+
+absl::StatusOr<CliArgs> ParseTrace(const std::vector<std::string>& argv, size_t i, CliArgs args) {
+  args.command = Command::kTrace;
+  TraceOptions& t = args.trace;
+  for (; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "--") {
+      t.command.assign(argv.begin() + static_cast<long>(i) + 1, argv.end());
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      args.command = Command::kHelp;
+      args.help_topic = "trace";
+      return args;
+    }
+    if (arg == "--keep") {
+      t.keep_session = true;
+      continue;
+    }
+    std::string value;
+    absl::Status error;
+    OptionReader r(argv, i);
+    if (r.Match("-o", "--output", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--output needs a non-empty prefix", "trace");
+      t.output = value;
+    } else if (r.Match("-f", "--format", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(t.formats, ParseFormats(value));
+    } else if (r.Match("", "--buffer-mb", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(uint64_t mb,
+                               ParseNumber<uint64_t>("--buffer-mb", value, 1, 4096, "trace"));
+      t.ring_bytes = mb << 20;
+    } else if (r.Match("", "--interval", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(t.interval_ms,
+                               ParseNumber<uint32_t>("--interval", value, 1, 60000, "trace"));
+    } else if (!arg.empty() && arg[0] == '-') {
+      return Invalid(absl::StrCat("unknown option '", arg, "'"), "trace");
+    } else {
+      // The program may follow directly, without "--".
+      t.command.assign(argv.begin() + static_cast<long>(i), argv.end());
+      break;
+    }
+  }
+  if (t.command.empty()) {
+    return Invalid("trace needs a program to run: cuprobe trace [options] -- program [args]",
+                   "trace");
+  }
+  return args;
+}
+
+absl::StatusOr<CliArgs> ParseInspect(const std::vector<std::string>& argv, size_t i,
+                                     CliArgs args) {
+  args.command = Command::kInspect;
+  InspectOptions& o = args.inspect;
+  for (; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      args.command = Command::kHelp;
+      args.help_topic = "inspect";
+      return args;
+    }
+    std::string value;
+    absl::Status error;
+    OptionReader r(argv, i);
+    if (r.Match("", "--sm", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(o.sm, ParseNumber<uint32_t>("--sm", value, 10, 200, "inspect"));
+    } else if (r.Match("", "--extract-ptx", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      o.extract_ptx = value;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return Invalid(absl::StrCat("unknown option '", arg, "'"), "inspect");
+    } else if (!o.path.empty()) {
+      return Invalid(absl::StrCat("inspect takes one file, got '", o.path, "' and '", arg, "'"),
+                     "inspect");
+    } else {
+      o.path = arg;
+    }
+  }
+  if (o.path.empty()) return Invalid("inspect needs a file: cuprobe inspect FILE", "inspect");
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
+  CliArgs args;
+  if (argv.size() < 2) return args;  // plain `cuprobe`: general help
+  const std::string& cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    args.command = Command::kHelp;
+    if (argv.size() > 2) args.help_topic = argv[2];
+    if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect") {
+      return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
+    }
+    return args;
+  }
+  if (cmd == "-V" || cmd == "--version" || cmd == "version") {
+    args.command = Command::kVersion;
+    return args;
+  }
+  if (cmd == "trace") return ParseTrace(argv, 2, std::move(args));
+  if (cmd == "inspect") return ParseInspect(argv, 2, std::move(args));
+  return Invalid(absl::StrCat("unknown command '", cmd, "'"), "");
+}
+
+std::string UsageText(std::string_view topic) {
+  if (topic == "trace") return kTraceUsage;
+  if (topic == "inspect") return kInspectUsage;
+  return kGeneralUsage;
+}
+
+std::string_view ReportFormatName(ReportFormat format) {
+  switch (format) {
+    case ReportFormat::kTable: return "table";
+    case ReportFormat::kJson: return "json";
+    case ReportFormat::kCsv: return "csv";
+    case ReportFormat::kChrome: return "chrome";
+  }
+  return "?";
+}
+
+}  // namespace cuprobe

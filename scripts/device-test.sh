@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs every GPU test, smoke test and (with --bench) benchmark on the GPU
+# machine, from a build folder made on a build machine. Writes JUnit XML and
+# logs to the results folder and prints a short summary. Every program runs
+# under `timeout`, so a hang costs its own limit only.
+#
+#   scripts/device-test.sh [--bench] [RESULTS_DIR]     (default: $OUT or ./device-results)
+#
+# Through the device tool, with build/ carried:
+#   run(command="scripts/device-test.sh", carry=["build"])
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bench=0
+if [[ "${1:-}" == "--bench" ]]; then bench=1; shift; fi
+results="${1:-${OUT:-$root/device-results}}"
+build="${CUPROBE_BUILD_DIR:-$root/build}"
+export CUPROBE_BUILD_DIR="$build" CUPROBE_SOURCE_DIR="$root"
+mkdir -p "$results/logs"
+summary="$results/summary.txt"
+: > "$summary"
+fails=0
+
+say() { echo "$*" | tee -a "$summary"; }
+
+say "== device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+say "== host: $(uname -srm), $(nproc) cores; build: $build"
+
+# 1. Every test binary (unit tests also run here: some have a with-driver path).
+for t in "$build"/tests/*; do
+  [[ -x "$t" && -f "$t" ]] || continue
+  name=$(basename "$t")
+  timeout 600 "$t" --gtest_output="xml:$results/logs/$name.xml" > "$results/logs/$name.log" 2>&1
+  rc=$?
+  line=$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$results/logs/$name.log" | tr '\n' ' ')
+  skipped=$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)' "$results/logs/$name.log")
+  if [[ $rc -ne 0 ]]; then
+    fails=$((fails + 1))
+    say "FAIL $name (rc=$rc) $line"
+    grep -E '^\[  FAILED  \]|Failure|error' "$results/logs/$name.log" | head -20 | tee -a "$summary"
+  else
+    say "ok   $name $line skipped=$skipped"
+  fi
+done
+
+# 2. Smoke: vec_add with and without the hook; output and exit code unchanged.
+vec="$build/samples/vec_add"
+hook="$build/lib/libcuprobe_hook.so"
+timeout 120 "$vec" 1048576 10 > "$results/logs/native.out" 2> "$results/logs/native.err"
+native_rc=$?
+CUPROBE_LOG=info CUDA_INJECTION64_PATH="$hook" timeout 120 "$vec" 1048576 10 \
+  > "$results/logs/hooked.out" 2> "$results/logs/hooked.err"
+hooked_rc=$?
+if [[ $native_rc -eq $hooked_rc ]] && cmp -s "$results/logs/native.out" "$results/logs/hooked.out" \
+   && grep -q "hook ready" "$results/logs/hooked.err"; then
+  say "ok   smoke: vec_add under the hook: rc=$hooked_rc, stdout identical"
+else
+  fails=$((fails + 1))
+  say "FAIL smoke: native rc=$native_rc hooked rc=$hooked_rc"
+fi
+say "     app stdout: $(cat "$results/logs/hooked.out")"
+say "     hook stderr: $(tr '\n' '|' < "$results/logs/hooked.err")"
+
+# 3. The main job, if the CLI has `trace`.
+if [[ -x "$build/bin/cuprobe" ]] && "$build/bin/cuprobe" trace --help >/dev/null 2>&1; then
+  (cd "$results/logs" && timeout 300 "$build/bin/cuprobe" trace -o vec_add \
+     --format table,json,csv,chrome -- "$vec" 1048576 100 > trace.out 2> trace.err)
+  rc=$?
+  if [[ $rc -eq 0 ]]; then say "ok   cuprobe trace vec_add"; else fails=$((fails + 1)); say "FAIL cuprobe trace vec_add rc=$rc"; fi
+  sed -n '1,20p' "$results/logs/trace.err" | tee -a "$summary"
+fi
+
+# 4. Benchmarks.
+if (( bench )) && [[ -x "$root/bench/run.sh" ]]; then
+  timeout 540 "$root/bench/run.sh" "$results" 2>&1 | tee -a "$summary"
+fi
+
+say "== $fails failure(s)"
+tar -C "$results" -czf "$results/logs.tar.gz" logs && rm -rf "$results/logs"
+exit $(( fails > 0 ))

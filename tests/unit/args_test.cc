@@ -1,0 +1,109 @@
+#include "loader/args.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::StatusOr<CliArgs> Parse(std::vector<std::string> argv) {
+  argv.insert(argv.begin(), "cuprobe");
+  return ParseArgs(argv);
+}
+
+TEST(Args, NoArgumentsIsGeneralHelp) {
+  absl::StatusOr<CliArgs> a = Parse({});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->command, Command::kHelp);
+  EXPECT_EQ(a->help_topic, "");
+}
+
+TEST(Args, HelpAndVersion) {
+  EXPECT_EQ(Parse({"--help"})->command, Command::kHelp);
+  EXPECT_EQ(Parse({"help", "trace"})->help_topic, "trace");
+  EXPECT_EQ(Parse({"trace", "--help"})->help_topic, "trace");
+  EXPECT_EQ(Parse({"inspect", "-h"})->help_topic, "inspect");
+  EXPECT_EQ(Parse({"--version"})->command, Command::kVersion);
+  EXPECT_FALSE(Parse({"help", "nosuch"}).ok());
+}
+
+TEST(Args, TraceDefaults) {
+  absl::StatusOr<CliArgs> a = Parse({"trace", "--", "./app", "-x", "--flag"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, Command::kTrace);
+  EXPECT_THAT(a->trace.command, ElementsAre("./app", "-x", "--flag"));
+  EXPECT_EQ(a->trace.output, "cuprobe-report");
+  EXPECT_THAT(a->trace.formats, ElementsAre(ReportFormat::kTable, ReportFormat::kChrome));
+  EXPECT_EQ(a->trace.ring_bytes, 64ull << 20);
+  EXPECT_EQ(a->trace.interval_ms, 100u);
+  EXPECT_FALSE(a->trace.keep_session);
+}
+
+TEST(Args, TraceOptions) {
+  absl::StatusOr<CliArgs> a =
+      Parse({"trace", "-o", "out/run1", "--format=json,csv,chrome", "--buffer-mb", "8",
+             "--interval=250", "--keep", "python3", "train.py", "--lr", "3"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->trace.output, "out/run1");
+  EXPECT_THAT(a->trace.formats,
+              ElementsAre(ReportFormat::kJson, ReportFormat::kCsv, ReportFormat::kChrome));
+  EXPECT_EQ(a->trace.ring_bytes, 8ull << 20);
+  EXPECT_EQ(a->trace.interval_ms, 250u);
+  EXPECT_TRUE(a->trace.keep_session);
+  // Everything from the first non-option on belongs to the program.
+  EXPECT_THAT(a->trace.command, ElementsAre("python3", "train.py", "--lr", "3"));
+}
+
+TEST(Args, TraceErrorsAreClear) {
+  absl::StatusOr<CliArgs> a = Parse({"trace"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("trace needs a program to run"));
+  EXPECT_THAT(a.status().message(), HasSubstr("cuprobe trace --help"));
+
+  a = Parse({"trace", "--format", "xml", "--", "./app"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("unknown report format 'xml'"));
+
+  a = Parse({"trace", "--buffer-mb", "0", "--", "./app"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("--buffer-mb expects a number from 1 to 4096"));
+
+  a = Parse({"trace", "-o"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("option -o needs a value"));
+
+  a = Parse({"trace", "--bogus", "--", "./app"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("unknown option '--bogus'"));
+}
+
+TEST(Args, Inspect) {
+  absl::StatusOr<CliArgs> a = Parse({"inspect", "--sm", "80", "--extract-ptx", "-", "app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, Command::kInspect);
+  EXPECT_EQ(a->inspect.path, "app");
+  EXPECT_EQ(a->inspect.sm, 80u);
+  EXPECT_EQ(a->inspect.extract_ptx, "-");
+  EXPECT_FALSE(Parse({"inspect"}).ok());
+  EXPECT_THAT(Parse({"inspect", "a", "b"}).status().message(), HasSubstr("one file"));
+}
+
+TEST(Args, UnknownCommand) {
+  absl::StatusOr<CliArgs> a = Parse({"frobnicate"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("unknown command 'frobnicate'"));
+}
+
+TEST(Args, UsageHasExamples) {
+  for (std::string_view topic : {"", "trace", "inspect"}) {
+    std::string text = UsageText(topic);
+    EXPECT_THAT(text, HasSubstr("EXAMPLES")) << topic;
+    EXPECT_THAT(text, HasSubstr("cuprobe ")) << topic;
+  }
+}
+
+}  // namespace
+}  // namespace cuprobe
