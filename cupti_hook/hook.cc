@@ -1,31 +1,86 @@
 #include "cupti_hook/hook.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "support/log.h"
 
 namespace cuprobe {
+namespace {
+
+// CUPTI's activity callbacks carry no user data; they find the tracer here.
+std::atomic<Tracer*> g_activity_tracer{nullptr};
+
+std::string ProgramName() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string first;
+  std::getline(in, first, '\0');
+  return first.empty() ? "<unknown>" : first;
+}
+
+}  // namespace
 
 HookConfig HookConfig::FromEnvironment() {
   HookConfig config;
+  config.pid = static_cast<uint32_t>(::getpid());
   if (const char* s = std::getenv("CUPROBE_SESSION"); s != nullptr) config.session = s;
+  if (const char* s = std::getenv("CUPROBE_OUTPUT"); s != nullptr && *s != '\0') {
+    config.output = s;
+  } else {
+    config.output = absl::StrCat("cuprobe-", config.pid, ".json");
+  }
+  if (const char* s = std::getenv("CUPROBE_INTERVAL_MS"); s != nullptr) {
+    uint32_t ms = 0;
+    if (absl::SimpleAtoi(s, &ms) && ms >= 1 && ms <= 60000) config.interval_ms = ms;
+  }
+  config.program = ProgramName();
   return config;
 }
 
-Hook::Hook(CuptiSeam& seam, HookConfig config) : seam_(seam), config_(std::move(config)) {}
+Hook::Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output)
+    : seam_(seam), config_(std::move(config)), make_output_(std::move(make_output)) {}
 
 void Hook::DisableWith(const std::string& reason) {
-  if (lifecycle_.Disable(reason)) {
-    CUPROBE_LOG(kWarning, "%s; not instrumenting, the application runs unchanged", reason);
+  if (!lifecycle_.Disable(reason)) return;
+  CUPROBE_LOG(kWarning, "%s; not instrumenting, the application runs unchanged", reason);
+  if (output_ != nullptr && tracer_ != nullptr) {
+    tracer_->WhileSinkOpen([&] { output_->PublishStatus(HookState::kDisabled, reason); });
+  } else if (output_ != nullptr) {
+    output_->PublishStatus(HookState::kDisabled, reason);
   }
+}
+
+absl::Status Hook::EnableCallbacks() {
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    if (!s.ok()) return s;
+  }
+  for (CUpti_CallbackId cbid :
+       {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING}) {
+    absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+    if (!s.ok()) return s;
+  }
+  // Best effort: older CUPTI builds may not have the state domain.
+  (void)seam_.EnableCallback(true, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
+  return absl::OkStatus();
 }
 
 HookState Hook::Start() {
   if (!lifecycle_.TryBeginInit()) return lifecycle_.state();
   // Everything the hook calls from here on must fall through our own callback.
   ReentrancyGuard guard;
+
+  absl::StatusOr<TraceOutput*> output = make_output_(config_);
+  if (!output.ok()) {
+    DisableWith(std::string(output.status().message()));
+    return lifecycle_.state();
+  }
+  output_ = *output;
 
   std::string other_tool;
   absl::Status status = seam_.Subscribe(&Hook::Callback, this, "cuprobe", &other_tool);
@@ -43,20 +98,78 @@ HookState Hook::Start() {
     return lifecycle_.state();
   }
   subscribed_ = true;
-  lifecycle_.FinishInit();
-  CUPROBE_LOG(kInfo, "hook ready: subscribed to CUPTI as 'cuprobe'%s",
-              config_.session.empty() ? " (standalone)"
-                                      : absl::StrCat(", session ", config_.session));
+
+  tracer_ = new Tracer(seam_, *output_, config_.pid);
+  status = EnableCallbacks();
+  if (status.ok()) {
+    g_activity_tracer.store(tracer_, std::memory_order_release);
+    status = seam_.ActivityRegisterCallbacks(&Hook::BufferRequested, &Hook::BufferCompleted);
+  }
+  for (CUpti_ActivityKind kind : Tracer::kActivityKinds) {
+    if (!status.ok()) break;
+    status = seam_.ActivityEnable(kind);
+    activity_enabled_ = activity_enabled_ || status.ok();
+  }
+  if (!status.ok()) {
+    DisableWith(absl::StrCat("cannot enable tracing (", status.message(), ")"));
+    return lifecycle_.state();
+  }
+  tracer_->Begin(config_.program);
+  watcher_ = new Watcher(std::chrono::milliseconds(config_.interval_ms), [this] { Tick(); });
+  watcher_->Start();
+
+  if (!lifecycle_.FinishInit()) return lifecycle_.state();
+  output_->PublishStatus(HookState::kReady, "");
+  CUPROBE_LOG(kInfo, "hook ready: subscribed to CUPTI as 'cuprobe', tracing to %s",
+              output_->Describe());
   return lifecycle_.state();
+}
+
+void Hook::Tick() {
+  // Runs on the watcher thread, which Stop() joins before releasing anything.
+  output_->PublishStats(tracer_->stats(), seam_.Timestamp());
+  if (lifecycle_.IsReady() && activity_enabled_) {
+    // Hands completed buffers to BufferCompleted so readers see kernels while
+    // the program runs.
+    (void)seam_.ActivityFlushAll(false);
+  }
 }
 
 void Hook::Stop() {
   if (!lifecycle_.TryBeginStop()) return;
+  // From here on every callback falls through (state STOPPING).
   ReentrancyGuard guard;
+  if (watcher_ != nullptr) watcher_->Stop();  // joined: no tick runs any more
+  if (activity_enabled_) {
+    absl::Status s = seam_.ActivityFlushAll(true);
+    if (!s.ok()) CUPROBE_LOG(kDebug, "teardown: %s", s.ToString());
+  }
+  if (output_ != nullptr && tracer_ != nullptr) {
+    output_->PublishStats(tracer_->stats(), seam_.Timestamp());
+  }
+  if (activity_enabled_) {
+    for (CUpti_ActivityKind kind : Tracer::kActivityKinds) (void)seam_.ActivityDisable(kind);
+    activity_enabled_ = false;
+  }
   if (subscribed_) {
-    absl::Status status = seam_.Unsubscribe();
-    if (!status.ok()) CUPROBE_LOG(kDebug, "teardown: %s", status.ToString());
+    absl::Status s = seam_.Unsubscribe();
+    if (!s.ok()) CUPROBE_LOG(kDebug, "teardown: %s", s.ToString());
     subscribed_ = false;
+  }
+  // No tracer thread may be inside the output once the gate is closed. If one
+  // is stuck there, leak the output rather than unmap under it.
+  bool quiet = tracer_ == nullptr || tracer_->CloseSink();
+  if (output_ != nullptr) {
+    std::string reason = lifecycle_.reason();
+    output_->PublishStatus(HookState::kStopped, reason);
+    absl::Status s = output_->Finish();
+    if (!s.ok()) CUPROBE_LOG(kWarning, "%s", s.message());
+    if (quiet) {
+      output_->Release();
+    } else {
+      CUPROBE_LOG(kWarning, "a tracer thread did not leave in time; keeping %s mapped",
+                  output_->Describe());
+    }
   }
   lifecycle_.FinishStop();
 }
@@ -64,6 +177,23 @@ void Hook::Stop() {
 void CUPTIAPI Hook::Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                              const void* cbdata) {
   static_cast<Hook*>(userdata)->OnCallback(domain, cbid, cbdata);
+}
+
+void CUPTIAPI Hook::BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kActivityBufferBytes));
+  *size = *buffer != nullptr ? kActivityBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI Hook::BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                    size_t size, size_t valid_size) {
+  ReentrancyGuard guard;
+  Tracer* tracer = g_activity_tracer.load(std::memory_order_acquire);
+  // After teardown the tracer's gate is closed and this only frees the buffer.
+  if (tracer != nullptr && buffer != nullptr && valid_size > 0) {
+    tracer->OnActivityBuffer(context, stream_id, buffer, valid_size);
+  }
+  std::free(buffer);
 }
 
 void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
@@ -75,6 +205,32 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     return;
   }
   ReentrancyGuard guard;
+  switch (domain) {
+    case CUPTI_CB_DOMAIN_DRIVER_API:
+      if (Tracer::IsLaunchCallback(cbid)) {
+        tracer_->OnLaunchApi(cbid, static_cast<const CUpti_CallbackData*>(cbdata));
+      }
+      break;
+    case CUPTI_CB_DOMAIN_RESOURCE:
+      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+        contexts_alive_.fetch_add(1, std::memory_order_relaxed);
+      } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+        contexts_alive_.fetch_sub(1, std::memory_order_relaxed);
+        // Publish what the context produced while it still exists.
+        if (watcher_ != nullptr) watcher_->Poke();
+      }
+      break;
+    case CUPTI_CB_DOMAIN_STATE:
+      if (cbid == CUPTI_CBID_STATE_FATAL_ERROR) {
+        auto* state = static_cast<const CUpti_StateData*>(cbdata);
+        const char* message = state != nullptr ? state->notification.message : nullptr;
+        DisableWith(absl::StrCat("CUPTI reported a fatal error",
+                                 message != nullptr ? absl::StrCat(": ", message) : ""));
+      }
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace cuprobe

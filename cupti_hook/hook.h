@@ -1,39 +1,63 @@
 // File: cupti_hook/hook.h
 //
-// The hook: owns the init state machine and the CUPTI subscription, and
-// dispatches callbacks. All CUPTI/driver access goes through a CuptiSeam, so
-// the whole class is unit-tested against testing/FakeSeam.
+// The hook: owns the init state machine, the CUPTI subscription, the tracer,
+// the watcher thread and the trace output, and tears them down in a fixed
+// order. All CUPTI/driver access goes through a CuptiSeam, so the whole class
+// is unit-tested against testing/FakeSeam.
 //
 //   static auto* seam = new RealSeam;          // leaked: callbacks run at exit
-//   static auto* hook = new Hook(*seam, HookConfig::FromEnvironment());
+//   static auto* hook = new Hook(*seam, HookConfig::FromEnvironment(), MakeOutput);
 //   hook->Start();
 //   ...
 //   hook->Stop();                              // idempotent
+//
+// Teardown order (Stop): stop accepting work (STOPPING: every callback falls
+// through) -> stop and join the watcher -> flush CUPTI activity buffers and
+// publish final stats -> disable activity, unsubscribe -> close the tracer's
+// gate (no writer left) -> finish and release the output (unmap the segment).
 #ifndef CUPROBE_CUPTI_HOOK_HOOK_H_
 #define CUPROBE_CUPTI_HOOK_HOOK_H_
 
 #include <cupti.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "cupti_hook/init_state.h"
 #include "cupti_hook/seam.h"
+#include "cupti_hook/trace_output.h"
+#include "cupti_hook/tracer.h"
+#include "cupti_hook/watcher.h"
 
 namespace cuprobe {
 
 struct HookConfig {
   // CUPROBE_SESSION: the session segment created by `cuprobe` (empty when the
-  // injection path was set by hand).
+  // injection path was set by hand: standalone mode).
   std::string session;
+  // CUPROBE_OUTPUT: where standalone mode writes its trace
+  // (default ./cuprobe-<pid>.json).
+  std::string output;
+  // CUPROBE_INTERVAL_MS: watcher period.
+  uint32_t interval_ms = 100;
+  uint32_t pid = 0;
+  std::string program;  // for the trace: argv[0] of the app
 
   [[nodiscard]] static HookConfig FromEnvironment();
 };
 
+// Makes the trace output for a config (the real one opens the segment).
+using OutputFactory = std::function<absl::StatusOr<TraceOutput*>(const HookConfig&)>;
+
 class Hook {
  public:
-  Hook(CuptiSeam& seam, HookConfig config);
+  Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output);
   Hook(const Hook&) = delete;
   Hook& operator=(const Hook&) = delete;
 
@@ -47,21 +71,40 @@ class Hook {
   [[nodiscard]] const InitStateMachine& lifecycle() const { return lifecycle_; }
   [[nodiscard]] uint64_t callbacks_seen() const { return callbacks_seen_.load(); }
   [[nodiscard]] uint64_t callbacks_fell_through() const { return callbacks_fell_through_.load(); }
+  [[nodiscard]] Tracer* tracer() const { return tracer_; }
+  [[nodiscard]] const Watcher* watcher() const { return watcher_; }
+  [[nodiscard]] int contexts_alive() const { return contexts_alive_.load(); }
 
   // The CUPTI callback; userdata is the Hook.
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                 const void* cbdata);
+  // CUPTI's activity-buffer callbacks (global in CUPTI: they reach the hook
+  // through a process-wide pointer set by Start).
+  static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+  static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                       size_t size, size_t valid_size);
+
+  static constexpr size_t kActivityBufferBytes = 4u << 20;
 
  private:
   void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
   void DisableWith(const std::string& reason);
+  absl::Status EnableCallbacks();
+  void Tick();
 
   CuptiSeam& seam_;
   HookConfig config_;
+  OutputFactory make_output_;
   InitStateMachine lifecycle_;
   bool subscribed_ = false;
+  bool activity_enabled_ = false;
+  // Leaked on purpose (never deleted): CUPTI may call back after teardown.
+  TraceOutput* output_ = nullptr;
+  Tracer* tracer_ = nullptr;
+  Watcher* watcher_ = nullptr;
   std::atomic<uint64_t> callbacks_seen_{0};
   std::atomic<uint64_t> callbacks_fell_through_{0};
+  std::atomic<int> contexts_alive_{0};
 };
 
 }  // namespace cuprobe

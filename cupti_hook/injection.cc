@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cupti_hook/hook.h"
+#include "cupti_hook/outputs.h"
 #include "cupti_hook/real_seam.h"
 #include "support/log.h"
 
@@ -21,13 +22,17 @@ void StopAtExit() {
   if (g_hook != nullptr) g_hook->Stop();
 }
 
+// Last resort, if the library is unloaded or atexit handlers did not run.
+__attribute__((destructor)) void StopAtUnload() { StopAtExit(); }
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   cuprobe::SetLogPrefix(absl::StrCat("cuprobe[", ::getpid(), "]"));
   static cuprobe::Hook* hook = [] {
     auto* seam = new cuprobe::RealSeam;
-    auto* h = new cuprobe::Hook(*seam, cuprobe::HookConfig::FromEnvironment());
+    auto* h = new cuprobe::Hook(*seam, cuprobe::HookConfig::FromEnvironment(),
+                                &cuprobe::MakeTraceOutput);
     g_hook = h;
     // Runs before the CUDA runtime's own atexit teardown (registered later).
     std::atexit(StopAtExit);

@@ -75,6 +75,15 @@ class Tracer {
   // dropped silently. False if a writer did not leave in time (leak the sink).
   bool CloseSink();
 
+  // Runs f() only while the sink is open (for status writes from callbacks).
+  template <typename F>
+  bool WhileSinkOpen(F&& f) {
+    GateScope scope(gate_);
+    if (!scope.entered()) return false;
+    f();
+    return true;
+  }
+
   [[nodiscard]] TracerStats stats() const;
   [[nodiscard]] uint64_t InternName(std::string_view name);
 

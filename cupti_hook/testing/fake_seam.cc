@@ -1,5 +1,7 @@
 #include "cupti_hook/testing/fake_seam.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace cuprobe {
@@ -8,6 +10,7 @@ void FakeSeam::Record(const std::string& call) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     calls_.push_back(call);
+    if (events != nullptr) events->push_back(call);
   }
   if (on_call) on_call(call);
 }
@@ -78,10 +81,33 @@ absl::Status FakeSeam::EnableDomain(bool enable, CUpti_CallbackDomain domain) {
   return enable_status;
 }
 
-absl::Status FakeSeam::ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc,
-                                                 CUpti_BuffersCallbackCompleteFunc) {
+absl::Status FakeSeam::ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                 CUpti_BuffersCallbackCompleteFunc complete) {
   Record("ActivityRegisterCallbacks");
+  std::lock_guard<std::mutex> lock(mu_);
+  request_ = request;
+  complete_ = complete;
   return absl::OkStatus();
+}
+
+size_t FakeSeam::ActivityRecordSize(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return sizeof(CUpti_ActivityMemset4);
+    default:
+      return 0;
+  }
+}
+
+void FakeSeam::QueueActivity(const void* record, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto* p = static_cast<const uint8_t*>(record);
+  pending_.insert(pending_.end(), p, p + size);
 }
 
 absl::Status FakeSeam::ActivityEnable(CUpti_ActivityKind kind) {
@@ -96,11 +122,36 @@ absl::Status FakeSeam::ActivityDisable(CUpti_ActivityKind kind) {
 
 absl::Status FakeSeam::ActivityFlushAll(bool forced) {
   Record(absl::StrCat("ActivityFlushAll(", forced ? 1 : 0, ")"));
+  std::vector<uint8_t> records;
+  CUpti_BuffersCallbackRequestFunc request;
+  CUpti_BuffersCallbackCompleteFunc complete;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    records.swap(pending_);
+    request = request_;
+    complete = complete_;
+  }
+  if (records.empty() || request == nullptr || complete == nullptr) return absl::OkStatus();
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  request(&buffer, &size, &max_records);
+  if (buffer == nullptr || size < records.size()) return absl::ResourceExhaustedError("buffer");
+  std::memcpy(buffer, records.data(), records.size());
+  complete(nullptr, 0, buffer, size, records.size());  // frees the buffer
   return absl::OkStatus();
 }
 
-absl::StatusOr<CUpti_Activity*> FakeSeam::ActivityNextRecord(uint8_t*, size_t, CUpti_Activity*) {
-  return absl::NotFoundError("end of activity buffer");
+absl::StatusOr<CUpti_Activity*> FakeSeam::ActivityNextRecord(uint8_t* buffer, size_t valid_size,
+                                                             CUpti_Activity* previous) {
+  uint8_t* next = buffer;
+  if (previous != nullptr) {
+    size_t size = ActivityRecordSize(previous->kind);
+    if (size == 0) return absl::InvalidArgumentError("unknown activity kind");
+    next = reinterpret_cast<uint8_t*>(previous) + size;
+  }
+  if (next >= buffer + valid_size) return absl::NotFoundError("end of activity buffer");
+  return reinterpret_cast<CUpti_Activity*>(next);
 }
 
 absl::StatusOr<size_t> FakeSeam::ActivityDroppedRecords(CUcontext, uint32_t) { return 0; }
@@ -114,6 +165,9 @@ uint64_t FakeSeam::Timestamp() { return now_ns; }
 
 absl::StatusOr<std::string> FakeSeam::FunctionName(CUfunction function) {
   Record("FunctionName");
+  if (kernel_handles.count(function) != 0) {
+    return absl::InvalidArgumentError("cuFuncGetName: CUDA_ERROR_INVALID_HANDLE");
+  }
   auto it = names.find(function);
   if (it == names.end()) return absl::InvalidArgumentError("cuFuncGetName: unknown handle");
   return it->second;

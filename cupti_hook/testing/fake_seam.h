@@ -33,10 +33,22 @@ class FakeSeam : public CuptiSeam {
   std::string other_tool;
   absl::Status enable_status;
   std::map<const void*, std::string> names;  // handle -> kernel name
+  // Handles that are CUkernels: cuFuncGetName fails on them, as on a driver.
+  std::set<const void*> kernel_handles;
   uint64_t now_ns = 1000;
 
   // Called (when set) inside each seam call, e.g. to re-enter the hook.
   std::function<void(const std::string& call)> on_call;
+  // When set, every call is also appended here (shared with FakeOutput to
+  // check the order of teardown steps).
+  std::vector<std::string>* events = nullptr;
+
+  // Activity records for the next ActivityFlushAll: laid out back to back in
+  // one buffer, as CUPTI does (CUpti_ActivityKernel10, CUpti_ActivityMemcpy6,
+  // CUpti_ActivityMemset4). Flushing hands them to the registered
+  // buffer-completed callback.
+  void QueueActivity(const void* record, size_t size);
+  [[nodiscard]] static size_t ActivityRecordSize(CUpti_ActivityKind kind);
 
   // What happened.
   [[nodiscard]] std::vector<std::string> calls() const;
@@ -73,6 +85,9 @@ class FakeSeam : public CuptiSeam {
   CUpti_CallbackFunc callback_ = nullptr;
   void* userdata_ = nullptr;
   std::set<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> enabled_;
+  CUpti_BuffersCallbackRequestFunc request_ = nullptr;
+  CUpti_BuffersCallbackCompleteFunc complete_ = nullptr;
+  std::vector<uint8_t> pending_;
 };
 
 }  // namespace cuprobe

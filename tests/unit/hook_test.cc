@@ -1,10 +1,17 @@
-// The hook's logic against the fake seam.
+// The hook's logic against the fake seam and a fake output: init, callbacks,
+// tracing, and the teardown order.
 #include "cupti_hook/hook.h"
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "cupti_hook/testing/fake_output.h"
 #include "cupti_hook/testing/fake_seam.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -13,8 +20,10 @@
 namespace cuprobe {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
 
 class StderrCapture {
  public:
@@ -38,129 +47,474 @@ class StderrCapture {
   int fds_[2];
 };
 
-CUpti_CallbackData ApiEnter() {
-  CUpti_CallbackData data = {};
-  data.callbackSite = CUPTI_API_ENTER;
-  data.functionName = "cuLaunchKernel";
-  return data;
+template <typename T>
+T Body(const FakeOutput::Written& w) {
+  T t;
+  EXPECT_GE(w.bytes.size(), sizeof(T));
+  std::memcpy(&t, w.bytes.data(), sizeof(T));
+  return t;
 }
 
-TEST(Hook, StartSubscribesAndBecomesReady) {
+std::string NameOf(const FakeOutput& out, uint64_t id) {
+  for (const auto& w : out.OfType(RecordType::kName)) {
+    auto n = Body<NameRecord>(w);
+    if (n.name_id == id) {
+      return std::string(reinterpret_cast<const char*>(w.bytes.data()) + sizeof(NameRecord),
+                         n.length);
+    }
+  }
+  return "<missing>";
+}
+
+// A hook wired to a fake seam and output, with a short watcher interval.
+struct Rig {
+  std::vector<std::string> events;
   FakeSeam seam;
-  Hook hook(seam, {});
-  EXPECT_EQ(hook.Start(), HookState::kReady);
-  EXPECT_TRUE(seam.subscribed());
-  EXPECT_THAT(seam.calls(), ElementsAre("Subscribe"));
+  FakeOutput output{&events};
+  HookConfig config;
+  Hook hook;
+
+  explicit Rig(uint32_t interval_ms = 1000)
+      : hook(seam, MakeConfig(interval_ms), [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
+          return &output;
+        }) {
+    seam.events = &events;
+  }
+  static HookConfig MakeConfig(uint32_t interval_ms) {
+    HookConfig c;
+    c.pid = 4242;
+    c.program = "./app";
+    c.interval_ms = interval_ms;
+    return c;
+  }
+};
+
+// Fires one launch (ENTER then EXIT) as CUPTI would.
+void Launch(FakeSeam& seam, CUpti_CallbackId cbid, void* params, uint32_t correlation,
+            uint64_t t_enter, uint64_t t_exit) {
+  uint64_t scratch = 0;
+  CUresult ret = CUDA_SUCCESS;
+  CUpti_CallbackData data = {};
+  data.functionName = "cuLaunchKernel";
+  data.functionParams = params;
+  data.functionReturnValue = &ret;
+  data.correlationId = correlation;
+  data.correlationData = &scratch;
+  data.callbackSite = CUPTI_API_ENTER;
+  seam.now_ns = t_enter;
+  seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &data);
+  data.callbackSite = CUPTI_API_EXIT;
+  seam.now_ns = t_exit;
+  seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &data);
+}
+
+cuLaunchKernel_params KernelParams(void* f, unsigned gx, unsigned bx, void* stream) {
+  cuLaunchKernel_params p = {};
+  p.f = static_cast<CUfunction>(f);
+  p.gridDimX = gx;
+  p.gridDimY = 2;
+  p.gridDimZ = 1;
+  p.blockDimX = bx;
+  p.blockDimY = 1;
+  p.blockDimZ = 1;
+  p.sharedMemBytes = 128;
+  p.hStream = static_cast<CUstream>(stream);
+  return p;
+}
+
+TEST(Hook, StartEnablesOnlyWhatTracingNeeds) {
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  std::set<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> want;
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) want.insert({CUPTI_CB_DOMAIN_DRIVER_API, cbid});
+  want.insert({CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED});
+  want.insert({CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING});
+  want.insert({CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR});
+  EXPECT_EQ(rig.seam.enabled(), want);
+  EXPECT_THAT(rig.seam.calls(), IsSupersetOf({"Subscribe", "ActivityRegisterCallbacks",
+                                              "ActivityEnable(10)", "ActivityEnable(1)",
+                                              "ActivityEnable(2)"}));
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains(HasSubstr("EnableDomain"))))
+      << "never a whole domain";
+  EXPECT_THAT(rig.events, Contains("Status(READY)"));
+  // The process record and the program's name.
+  auto procs = rig.output.OfType(RecordType::kProcess);
+  ASSERT_EQ(procs.size(), 1u);
+  ProcessRecord p = Body<ProcessRecord>(procs[0]);
+  EXPECT_EQ(p.pid, 4242u);
+  EXPECT_EQ(NameOf(rig.output, p.name_id), "./app");
+  rig.hook.Stop();
 }
 
 TEST(Hook, SecondStartIsANoOp) {
-  FakeSeam seam;
-  Hook hook(seam, {});
-  ASSERT_EQ(hook.Start(), HookState::kReady);
-  EXPECT_EQ(hook.Start(), HookState::kReady);
-  EXPECT_THAT(seam.calls(), ElementsAre("Subscribe"));
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  EXPECT_EQ(rig.hook.Start(), HookState::kReady);
+  std::vector<std::string> calls = rig.seam.calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "Subscribe"), 1);
+  rig.hook.Stop();
+}
+
+TEST(Hook, LaunchBecomesALaunchRecordWithCachedName) {
+  Rig rig;
+  int k1 = 0, k2 = 0, stream = 0;
+  rig.seam.names[&k1] = "_Z7vec_addPKfS0_Pfi";
+  rig.seam.names[&k2] = "_Z5scalePffi";
+  rig.seam.kernel_handles.insert(&k2);  // a CUkernel: cuFuncGetName fails on it
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+
+  auto p1 = KernelParams(&k1, 4096, 256, &stream);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p1, 7, 1000, 1500);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p1, 8, 2000, 2300);
+  auto p2 = KernelParams(&k2, 8, 32, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &p2, 9, 3000, 3100);
+
+  auto launches = rig.output.OfType(RecordType::kLaunch);
+  ASSERT_EQ(launches.size(), 3u);
+  LaunchRecord a = Body<LaunchRecord>(launches[0]);
+  EXPECT_EQ(a.correlation_id, 7u);
+  EXPECT_EQ(a.api_start_ns, 1000u);
+  EXPECT_EQ(a.api_end_ns, 1500u);
+  EXPECT_EQ(a.grid[0], 4096u);
+  EXPECT_EQ(a.grid[1], 2u);
+  EXPECT_EQ(a.block[0], 256u);
+  EXPECT_EQ(a.shared_mem_bytes, 128u);
+  EXPECT_EQ(a.stream, reinterpret_cast<uint64_t>(&stream));
+  EXPECT_EQ(a.pid, 4242u);
+  EXPECT_EQ(a.tid, static_cast<uint32_t>(CurrentThreadId()));
+  EXPECT_EQ(a.api, static_cast<uint16_t>(LaunchApi::kLaunchKernel));
+  EXPECT_EQ(NameOf(rig.output, a.name_id), "_Z7vec_addPKfS0_Pfi");
+  LaunchRecord b = Body<LaunchRecord>(launches[1]);
+  EXPECT_EQ(b.name_id, a.name_id);
+  LaunchRecord c = Body<LaunchRecord>(launches[2]);
+  EXPECT_EQ(NameOf(rig.output, c.name_id), "_Z5scalePffi") << "CUkernel named by cuKernelGetName";
+
+  // Each handle was named once; each name was published once.
+  std::vector<std::string> calls = rig.seam.calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "FunctionName"), 2);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "KernelName"), 1);
+  EXPECT_EQ(rig.output.OfType(RecordType::kName).size(), 3u);  // ./app + 2 kernels
+  EXPECT_EQ(rig.hook.tracer()->stats().launches, 3u);
+  rig.hook.Stop();
+}
+
+TEST(Hook, LaunchKernelExAndGraphLaunch) {
+  Rig rig;
+  int k = 0, stream = 0, graph = 0;
+  rig.seam.names[&k] = "gemm";
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  CUlaunchConfig config = {};
+  config.gridDimX = 132;
+  config.gridDimY = 1;
+  config.gridDimZ = 1;
+  config.blockDimX = 384;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = 200000;
+  config.hStream = reinterpret_cast<CUstream>(&stream);
+  cuLaunchKernelEx_params ex = {};
+  ex.config = &config;
+  ex.f = reinterpret_cast<CUfunction>(&k);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &ex, 11, 10, 20);
+  cuGraphLaunch_params g = {};
+  g.hGraph = reinterpret_cast<CUgraphExec>(&graph);
+  g.hStream = reinterpret_cast<CUstream>(&stream);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &g, 12, 30, 40);
+  auto launches = rig.output.OfType(RecordType::kLaunch);
+  ASSERT_EQ(launches.size(), 2u);
+  LaunchRecord a = Body<LaunchRecord>(launches[0]);
+  EXPECT_EQ(a.api, static_cast<uint16_t>(LaunchApi::kLaunchKernelEx));
+  EXPECT_EQ(a.grid[0], 132u);
+  EXPECT_EQ(a.block[0], 384u);
+  EXPECT_EQ(a.shared_mem_bytes, 200000u);
+  EXPECT_EQ(NameOf(rig.output, a.name_id), "gemm");
+  LaunchRecord b = Body<LaunchRecord>(launches[1]);
+  EXPECT_EQ(b.api, static_cast<uint16_t>(LaunchApi::kGraphLaunch));
+  EXPECT_EQ(b.name_id, 0u);
+  EXPECT_EQ(b.stream, reinterpret_cast<uint64_t>(&stream));
+  rig.hook.Stop();
+}
+
+TEST(Hook, ActivityRecordsAreConvertedAtFlush) {
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  CUpti_ActivityKernel10 k = {};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.name = "_Z7vec_addPKfS0_Pfi";
+  k.start = 5000;
+  k.end = 9000;
+  k.correlationId = 7;
+  k.deviceId = 0;
+  k.streamId = 13;
+  k.gridX = 4096;
+  k.gridY = 1;
+  k.gridZ = 1;
+  k.blockX = 256;
+  k.blockY = 1;
+  k.blockZ = 1;
+  k.registersPerThread = 16;
+  k.dynamicSharedMemory = 128;
+  rig.seam.QueueActivity(&k, sizeof(k));
+  CUpti_ActivityMemcpy6 m = {};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  m.bytes = 4 << 20;
+  m.start = 100;
+  m.end = 900;
+  m.correlationId = 3;
+  m.streamId = 7;
+  rig.seam.QueueActivity(&m, sizeof(m));
+  CUpti_ActivityMemset4 s = {};
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.bytes = 1024;
+  s.value = 0;
+  s.start = 50;
+  s.end = 60;
+  rig.seam.QueueActivity(&s, sizeof(s));
+  rig.hook.Stop();  // teardown flushes
+
+  auto kernels = rig.output.OfType(RecordType::kKernel);
+  ASSERT_EQ(kernels.size(), 1u);
+  KernelRecord kr = Body<KernelRecord>(kernels[0]);
+  EXPECT_EQ(kr.correlation_id, 7u);
+  EXPECT_EQ(kr.start_ns, 5000u);
+  EXPECT_EQ(kr.end_ns, 9000u);
+  EXPECT_EQ(kr.stream_id, 13u);
+  EXPECT_EQ(kr.grid[0], 4096u);
+  EXPECT_EQ(kr.block[0], 256u);
+  EXPECT_EQ(kr.registers_per_thread, 16u);
+  EXPECT_EQ(kr.dynamic_shared_bytes, 128u);
+  EXPECT_EQ(NameOf(rig.output, kr.name_id), "_Z7vec_addPKfS0_Pfi");
+  auto memcpys = rig.output.OfType(RecordType::kMemcpy);
+  ASSERT_EQ(memcpys.size(), 1u);
+  MemcpyRecord mr = Body<MemcpyRecord>(memcpys[0]);
+  EXPECT_EQ(mr.bytes, 4u << 20);
+  EXPECT_EQ(mr.copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+  EXPECT_EQ(rig.output.OfType(RecordType::kMemset).size(), 1u);
+  EXPECT_EQ(rig.output.last_stats().activity_records, 3u);
+}
+
+TEST(Hook, TeardownOrder) {
+  Rig rig(/*interval_ms=*/2);
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  bool watcher_running_at_release = true;
+  bool writer_gate_open_at_release = true;
+  rig.output.on_release = [&] {
+    watcher_running_at_release = rig.hook.watcher()->running();
+    // After the gate is closed a write attempt is refused.
+    writer_gate_open_at_release = rig.hook.tracer()->WhileSinkOpen([] {});
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  rig.hook.Stop();
+  EXPECT_FALSE(watcher_running_at_release) << "the watcher must be joined before unmap";
+  EXPECT_FALSE(writer_gate_open_at_release);
+  // The fixed order of the steps after the run.
+  std::vector<std::string> tail;
+  for (const std::string& e : rig.events) {
+    if (e == "ActivityFlushAll(1)" || e == "ActivityDisable(10)" || e == "Unsubscribe" ||
+        e.rfind("Status(STOPPED", 0) == 0 || e == "Finish" || e == "Release") {
+      tail.push_back(e);
+    }
+  }
+  EXPECT_THAT(tail, ElementsAre("ActivityFlushAll(1)", "ActivityDisable(10)", "Unsubscribe",
+                                "Status(STOPPED)", "Finish", "Release"));
+  EXPECT_GE(rig.output.stats_published(), 2) << "heartbeats while running, plus the final one";
+  EXPECT_EQ(rig.hook.lifecycle().state(), HookState::kStopped);
+}
+
+TEST(Hook, SecondStopIsANoOp) {
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  rig.hook.Stop();
+  size_t n = rig.events.size();
+  rig.hook.Stop();
+  EXPECT_EQ(rig.events.size(), n);
 }
 
 TEST(Hook, AnotherToolOwnsCuptiDisablesWithItsName) {
-  FakeSeam seam;
-  seam.subscribe_status = absl::AlreadyExistsError("cuptiSubscribe_v2 failed");
-  seam.other_tool = "Nsight Systems";
-  Hook hook(seam, {});
+  Rig rig;
+  rig.seam.subscribe_status = absl::AlreadyExistsError("cuptiSubscribe_v2 failed");
+  rig.seam.other_tool = "Nsight Systems";
   StderrCapture capture;
-  EXPECT_EQ(hook.Start(), HookState::kDisabled);
+  EXPECT_EQ(rig.hook.Start(), HookState::kDisabled);
   std::string err = capture.Take();
   EXPECT_THAT(err, HasSubstr("CUPTI is already in use by 'Nsight Systems'"));
   EXPECT_THAT(err, HasSubstr("the application runs unchanged"));
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
-  EXPECT_THAT(hook.lifecycle().reason(), HasSubstr("Nsight Systems"));
-  EXPECT_FALSE(seam.subscribed());
+  EXPECT_THAT(rig.events, Contains(HasSubstr("Status(DISABLED,CUPTI is already in use")));
+  EXPECT_FALSE(rig.seam.subscribed());
+  rig.hook.Stop();
+  EXPECT_THAT(rig.seam.calls(), ElementsAre("Subscribe")) << "a disabled hook leaves CUPTI alone";
+  EXPECT_THAT(rig.events, Contains("Release"));
 }
 
 TEST(Hook, NoDriverDisablesWithOneLine) {
-  FakeSeam seam;
-  seam.subscribe_status = absl::UnavailableError("cuptiSubscribe_v2 failed: CUPTI_ERROR_UNKNOWN");
-  Hook hook(seam, {});
+  Rig rig;
+  rig.seam.subscribe_status = absl::UnavailableError("cuptiSubscribe_v2 failed: CUPTI_ERROR_UNKNOWN");
   StderrCapture capture;
-  EXPECT_EQ(hook.Start(), HookState::kDisabled);
+  EXPECT_EQ(rig.hook.Start(), HookState::kDisabled);
   std::string err = capture.Take();
   EXPECT_THAT(err, HasSubstr("cannot subscribe to CUPTI"));
-  EXPECT_THAT(err, HasSubstr("CUPTI_ERROR_UNKNOWN"));
+  EXPECT_THAT(err, HasSubstr("is the NVIDIA driver installed?"));
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
-  // Teardown of a disabled hook does not touch CUPTI.
+  rig.hook.Stop();
+  EXPECT_EQ(rig.hook.lifecycle().state(), HookState::kStopped);
+}
+
+TEST(Hook, OutputFailureDisablesBeforeTouchingCupti) {
+  FakeSeam seam;
+  Hook hook(seam, Rig::MakeConfig(100), [](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
+    return absl::FailedPreconditionError("segment 'x' is not a cuprobe session (magic 0x0)");
+  });
+  StderrCapture capture;
+  EXPECT_EQ(hook.Start(), HookState::kDisabled);
+  EXPECT_THAT(capture.Take(), HasSubstr("is not a cuprobe session"));
+  EXPECT_TRUE(seam.calls().empty());
   hook.Stop();
-  EXPECT_EQ(hook.lifecycle().state(), HookState::kStopped);
-  EXPECT_THAT(seam.calls(), ElementsAre("Subscribe"));
+}
+
+TEST(Hook, EnableFailureDisables) {
+  Rig rig;
+  rig.seam.enable_status = absl::InternalError("cuptiEnableCallback failed");
+  StderrCapture capture;
+  EXPECT_EQ(rig.hook.Start(), HookState::kDisabled);
+  EXPECT_THAT(capture.Take(), HasSubstr("cannot enable tracing"));
+  rig.hook.Stop();
+  EXPECT_THAT(rig.seam.calls(), Contains("Unsubscribe"));
 }
 
 TEST(Hook, CallbackDuringInitFallsThrough) {
-  FakeSeam seam;
-  Hook* hook_ptr = nullptr;
-  // CUPTI may deliver a callback from inside Subscribe (e.g. another thread
-  // launching while we initialize); fire one from there.
-  seam.on_call = [&](const std::string& call) {
+  Rig rig;
+  // CUPTI may deliver a callback from inside Subscribe (another thread
+  // launching while we initialize); fire one from there, on this thread and
+  // on another one.
+  rig.seam.on_call = [&](const std::string& call) {
     if (call != "Subscribe") return;
-    CUpti_CallbackData data = ApiEnter();
-    Hook::Callback(hook_ptr, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUpti_CallbackData data = {};
+    data.callbackSite = CUPTI_API_ENTER;
+    Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                    &data);
-  };
-  Hook hook(seam, {});
-  hook_ptr = &hook;
-  ASSERT_EQ(hook.Start(), HookState::kReady);
-  EXPECT_EQ(hook.callbacks_seen(), 1u);
-  EXPECT_EQ(hook.callbacks_fell_through(), 1u);
-}
-
-TEST(Hook, CallbackFromAnotherThreadDuringInitFallsThrough) {
-  FakeSeam seam;
-  Hook* hook_ptr = nullptr;
-  seam.on_call = [&](const std::string& call) {
-    if (call != "Subscribe") return;
     std::thread([&] {
-      CUpti_CallbackData data = ApiEnter();
-      Hook::Callback(hook_ptr, CUPTI_CB_DOMAIN_DRIVER_API,
+      Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
                      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
     }).join();
   };
-  Hook hook(seam, {});
-  hook_ptr = &hook;
-  ASSERT_EQ(hook.Start(), HookState::kReady);
-  EXPECT_EQ(hook.callbacks_fell_through(), 1u);
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  EXPECT_EQ(rig.hook.callbacks_seen(), 2u);
+  EXPECT_EQ(rig.hook.callbacks_fell_through(), 2u);
+  EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty());
+  rig.hook.Stop();
 }
 
 TEST(Hook, ReentrantCallbackFallsThrough) {
-  FakeSeam seam;
-  Hook hook(seam, {});
-  ASSERT_EQ(hook.Start(), HookState::kReady);
-  CUpti_CallbackData data = ApiEnter();
+  Rig rig;
+  int k = 0;
+  rig.seam.names[&k] = "k";
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  auto p = KernelParams(&k, 1, 1, nullptr);
   {
-    // As if the hook itself were calling the driver from inside a callback.
-    ReentrancyGuard inside_hook;
-    seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+    ReentrancyGuard inside_hook;  // as if the hook itself were calling the driver
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 1, 1, 2);
   }
-  EXPECT_EQ(hook.callbacks_fell_through(), 1u);
-  seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
-  EXPECT_EQ(hook.callbacks_seen(), 2u);
-  EXPECT_EQ(hook.callbacks_fell_through(), 1u) << "a callback on a READY hook is handled";
+  EXPECT_EQ(rig.hook.callbacks_fell_through(), 2u);
+  EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty());
+  // A name lookup inside the callback that re-enters CUPTI falls through too.
+  rig.seam.on_call = [&](const std::string& call) {
+    if (call != "FunctionName") return;
+    CUpti_CallbackData inner = {};
+    inner.callbackSite = CUPTI_API_ENTER;
+    rig.seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &inner);
+  };
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 2, 3, 4);
+  EXPECT_EQ(rig.output.OfType(RecordType::kLaunch).size(), 1u);
+  EXPECT_EQ(rig.hook.callbacks_fell_through(), 3u);
+  rig.hook.Stop();
 }
 
-TEST(Hook, StopUnsubscribesOnceAndCallbacksFallThroughAfter) {
-  FakeSeam seam;
-  Hook hook(seam, {});
-  ASSERT_EQ(hook.Start(), HookState::kReady);
-  hook.Stop();
-  hook.Stop();
-  EXPECT_EQ(hook.lifecycle().state(), HookState::kStopped);
-  EXPECT_THAT(seam.calls(), ElementsAre("Subscribe", "Unsubscribe"));
-  CUpti_CallbackData data = ApiEnter();
-  Hook::Callback(&hook, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
-  EXPECT_EQ(hook.callbacks_fell_through(), 1u);
+TEST(Hook, FatalErrorDisablesAndLaunchesFallThrough) {
+  Rig rig;
+  int k = 0;
+  rig.seam.names[&k] = "k";
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  CUpti_StateData state = {};
+  state.notification.result = CUPTI_ERROR_UNKNOWN;
+  state.notification.message = "device lost";
+  StderrCapture capture;
+  rig.seam.Fire(CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR, &state);
+  EXPECT_THAT(capture.Take(), HasSubstr("CUPTI reported a fatal error: device lost"));
+  EXPECT_EQ(rig.hook.lifecycle().state(), HookState::kDisabled);
+  auto p = KernelParams(&k, 1, 1, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 1, 1, 2);
+  EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty());
+  rig.hook.Stop();
+  EXPECT_EQ(rig.hook.lifecycle().state(), HookState::kStopped);
 }
 
-TEST(HookConfig, ReadsSessionFromEnvironment) {
+TEST(Hook, ContextsAreCounted) {
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  CUpti_ResourceData r = {};
+  rig.seam.Fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &r);
+  rig.seam.Fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &r);
+  rig.seam.Fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &r);
+  EXPECT_EQ(rig.hook.contexts_alive(), 1);
+  rig.hook.Stop();
+}
+
+TEST(Hook, StopWhileThreadsLaunchNeverWritesAfterRelease) {
+  for (int round = 0; round < 20; ++round) {
+    Rig rig(/*interval_ms=*/1);
+    int k = 0;
+    rig.seam.names[&k] = "k";
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        auto p = KernelParams(&k, 1, 1, nullptr);
+        uint32_t corr = static_cast<uint32_t>(t) << 24;
+        while (!stop.load()) {
+          uint64_t scratch = 0;
+          CUpti_CallbackData data = {};
+          data.functionParams = &p;
+          data.correlationId = ++corr;
+          data.correlationData = &scratch;
+          data.callbackSite = CUPTI_API_ENTER;
+          Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
+                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+          data.callbackSite = CUPTI_API_EXIT;
+          Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
+                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    rig.hook.Stop();
+    stop.store(true);
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(rig.output.writes_after_release(), 0) << "round " << round;
+    ASSERT_THAT(rig.events, Contains("Release"));
+  }
+}
+
+TEST(HookConfig, ReadsEnvironment) {
   ::setenv("CUPROBE_SESSION", "cuprobe-test-session", 1);
-  EXPECT_EQ(HookConfig::FromEnvironment().session, "cuprobe-test-session");
+  ::setenv("CUPROBE_OUTPUT", "/tmp/x.json", 1);
+  ::setenv("CUPROBE_INTERVAL_MS", "25", 1);
+  HookConfig c = HookConfig::FromEnvironment();
+  EXPECT_EQ(c.session, "cuprobe-test-session");
+  EXPECT_EQ(c.output, "/tmp/x.json");
+  EXPECT_EQ(c.interval_ms, 25u);
+  EXPECT_EQ(c.pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_THAT(c.program, HasSubstr("hook_test"));
   ::unsetenv("CUPROBE_SESSION");
-  EXPECT_EQ(HookConfig::FromEnvironment().session, "");
+  ::unsetenv("CUPROBE_OUTPUT");
+  ::setenv("CUPROBE_INTERVAL_MS", "0", 1);  // out of range: default
+  c = HookConfig::FromEnvironment();
+  EXPECT_EQ(c.session, "");
+  EXPECT_EQ(c.output, absl::StrCat("cuprobe-", ::getpid(), ".json"));
+  EXPECT_EQ(c.interval_ms, 100u);
+  ::unsetenv("CUPROBE_INTERVAL_MS");
 }
 
 }  // namespace

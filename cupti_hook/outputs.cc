@@ -1,0 +1,109 @@
+#include "cupti_hook/outputs.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "maps/trace_chrome.h"
+#include "maps/trace_report.h"
+#include "support/log.h"
+
+namespace cuprobe {
+namespace {
+
+SessionState ToSessionState(HookState state) {
+  switch (state) {
+    case HookState::kReady: return SessionState::kHookReady;
+    case HookState::kDisabled: return SessionState::kHookDisabled;
+    case HookState::kStopping:
+    case HookState::kStopped: return SessionState::kHookStopped;
+    default: return SessionState::kHookAttached;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<TraceOutput*> SessionOutput::Open(const std::string& name, uint32_t pid) {
+  absl::StatusOr<Session> session = Session::Open(name, /*writable=*/true);
+  if (!session.ok()) {
+    return absl::Status(session.status().code(),
+                        absl::StrCat("session '", name, "' is not usable (",
+                                     session.status().message(), ")"));
+  }
+  auto* out = new SessionOutput(std::move(*session));
+  out->session_.header().hook_pid.store(pid, std::memory_order_release);
+  (void)out->session_.SetHookStatus(static_cast<uint32_t>(HookState::kInitializing),
+                                    SessionState::kHookAttached, "");
+  return out;
+}
+
+bool SessionOutput::Write(uint16_t type, const void* body, uint32_t body_size, const void* extra,
+                          uint32_t extra_size) {
+  return session_.ring().Write(type, body, body_size, extra, extra_size);
+}
+
+void SessionOutput::PublishStatus(HookState state, std::string_view reason) {
+  // A DISABLED hook keeps saying so (with its reason) after it stops.
+  SessionState s = ToSessionState(state);
+  if (state == HookState::kStopped && !reason.empty()) s = SessionState::kHookDisabled;
+  (void)session_.SetHookStatus(static_cast<uint32_t>(state), s, reason);
+}
+
+void SessionOutput::PublishStats(const TracerStats& stats, uint64_t now_ns) {
+  SegmentHeader& h = session_.header();
+  h.records_written.store(stats.records_written, std::memory_order_relaxed);
+  h.records_dropped.store(stats.records_dropped, std::memory_order_relaxed);
+  h.activity_buffers.store(stats.activity_buffers, std::memory_order_relaxed);
+  h.activity_records_dropped.store(stats.activity_dropped, std::memory_order_relaxed);
+  h.launches_seen.store(stats.launches, std::memory_order_relaxed);
+  h.heartbeat_ns.store(now_ns, std::memory_order_relaxed);
+  h.heartbeat_count.fetch_add(1, std::memory_order_release);
+}
+
+void SessionOutput::Release() {
+  // If the CLI that created the session is gone (killed), nobody else will
+  // remove the name: do it so /dev/shm does not fill up with dead sessions.
+  uint32_t creator = session_.header().creator_pid;
+  if (creator != 0 && ::kill(static_cast<pid_t>(creator), 0) != 0 && errno == ESRCH) {
+    (void)session_.Remove();
+  }
+  // Unmap: move the session into a temporary that dies here.
+  Session gone = std::move(session_);
+  (void)gone;
+}
+
+std::string SessionOutput::Describe() const { return absl::StrCat("session ", session_.name()); }
+
+bool StandaloneOutput::Write(uint16_t type, const void* body, uint32_t body_size,
+                             const void* extra, uint32_t extra_size) {
+  std::vector<uint8_t> bytes(body_size + extra_size);
+  std::memcpy(bytes.data(), body, body_size);
+  if (extra_size > 0) std::memcpy(bytes.data() + body_size, extra, extra_size);
+  std::lock_guard<std::mutex> lock(mu_);
+  return data_.Add(type, absl::MakeConstSpan(bytes)).ok();
+}
+
+void StandaloneOutput::PublishStats(const TracerStats& stats, uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dropped_ = stats.records_dropped;
+}
+
+absl::Status StandaloneOutput::Finish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  data_.AddDropped(dropped_);
+  absl::Status s = WriteFile(path_, FormatChromeTrace(data_));
+  if (s.ok()) {
+    CUPROBE_LOG(kInfo, "wrote trace of %d kernels to %s", data_.kernels().size(), path_);
+  }
+  return s;
+}
+
+absl::StatusOr<TraceOutput*> MakeTraceOutput(const HookConfig& config) {
+  if (!config.session.empty()) return SessionOutput::Open(config.session, config.pid);
+  return new StandaloneOutput(config.output);
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,70 @@
+// File: cupti_hook/outputs.h
+//
+// The two TraceOutputs of the hook:
+//
+//   SessionOutput     the session segment created by `cuprobe trace`
+//                     (CUPROBE_SESSION): records go to its ring, status and
+//                     stats to its header, for the CLI to read live.
+//   StandaloneOutput  CUDA_INJECTION64_PATH set by hand: records are kept in
+//                     the process and written as a Chrome/Perfetto trace to
+//                     CUPROBE_OUTPUT at exit.
+//
+//   absl::StatusOr<TraceOutput*> out = MakeTraceOutput(HookConfig::FromEnvironment());
+#ifndef CUPROBE_CUPTI_HOOK_OUTPUTS_H_
+#define CUPROBE_CUPTI_HOOK_OUTPUTS_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cupti_hook/hook.h"
+#include "cupti_hook/trace_output.h"
+#include "maps/segment.h"
+#include "maps/trace_data.h"
+
+namespace cuprobe {
+
+class SessionOutput final : public TraceOutput {
+ public:
+  // Opens and validates the segment; marks it attached by this process.
+  static absl::StatusOr<TraceOutput*> Open(const std::string& name, uint32_t pid);
+
+  bool Write(uint16_t type, const void* body, uint32_t body_size, const void* extra,
+             uint32_t extra_size) override;
+  void PublishStatus(HookState state, std::string_view reason) override;
+  void PublishStats(const TracerStats& stats, uint64_t now_ns) override;
+  absl::Status Finish() override { return absl::OkStatus(); }
+  void Release() override;
+  std::string Describe() const override;
+
+ private:
+  explicit SessionOutput(Session session) : session_(std::move(session)) {}
+  Session session_;
+};
+
+class StandaloneOutput final : public TraceOutput {
+ public:
+  explicit StandaloneOutput(std::string path) : path_(std::move(path)) {}
+
+  bool Write(uint16_t type, const void* body, uint32_t body_size, const void* extra,
+             uint32_t extra_size) override;
+  void PublishStatus(HookState state, std::string_view reason) override {}
+  void PublishStats(const TracerStats& stats, uint64_t now_ns) override;
+  absl::Status Finish() override;
+  void Release() override {}
+  std::string Describe() const override { return "file " + path_; }
+
+ private:
+  const std::string path_;
+  std::mutex mu_;
+  TraceData data_;
+  uint64_t dropped_ = 0;
+};
+
+// The real OutputFactory: a session when config.session is set, else standalone.
+[[nodiscard]] absl::StatusOr<TraceOutput*> MakeTraceOutput(const HookConfig& config);
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_OUTPUTS_H_

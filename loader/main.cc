@@ -1,0 +1,55 @@
+// cuprobe: the command-line tool. Parses arguments into CliArgs and hands
+// them to one command; all text for the user comes from here or the command.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "loader/args.h"
+#include "loader/inspect_command.h"
+#include "loader/trace_command.h"
+#include "support/log.h"
+
+#ifndef CUPROBE_VERSION
+#define CUPROBE_VERSION "0.0.0"
+#endif
+
+int main(int argc, char** argv) {
+  using namespace cuprobe;
+  // The CLI talks to the user at info level unless CUPROBE_LOG says
+  // otherwise (the variable also reaches the hook in the program).
+  const char* level = std::getenv("CUPROBE_LOG");
+  if (level == nullptr || *level == '\0') SetLogLevel(LogLevel::kInfo);
+
+  std::vector<std::string> args(argv, argv + argc);
+  absl::StatusOr<CliArgs> parsed = ParseArgs(args);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "cuprobe: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  switch (parsed->command) {
+    case Command::kHelp:
+      std::fputs(UsageText(parsed->help_topic).c_str(), stdout);
+      return 0;
+    case Command::kVersion:
+      std::printf("cuprobe %s\n", CUPROBE_VERSION);
+      return 0;
+    case Command::kInspect: {
+      absl::Status s = RunInspect(parsed->inspect);
+      if (!s.ok()) {
+        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+      return 0;
+    }
+    case Command::kTrace: {
+      absl::StatusOr<int> code = RunTrace(parsed->trace);
+      if (!code.ok()) {
+        std::fprintf(stderr, "cuprobe: %s\n", std::string(code.status().message()).c_str());
+        return 2;
+      }
+      return *code;
+    }
+  }
+  return 2;
+}

@@ -1,0 +1,217 @@
+#include "loader/trace_command.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "loader/child_process.h"
+#include "maps/segment.h"
+#include "maps/trace_chrome.h"
+#include "maps/trace_data.h"
+#include "maps/trace_report.h"
+#include "support/log.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ExeDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  return fs::path(buf).parent_path().string();
+}
+
+// Fails early (before the program runs) when a report could not be written.
+absl::Status CheckWritable(const std::string& path) {
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write report '", path, "': directory '", dir.string(),
+                     "' does not exist"));
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write report '", path, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::string ReportPath(const TraceOptions& o, ReportFormat f) {
+  switch (f) {
+    case ReportFormat::kTable: return o.output + ".txt";
+    case ReportFormat::kJson: return o.output + ".json";
+    case ReportFormat::kCsv: return o.output + ".csv";
+    case ReportFormat::kChrome: return o.output + ".trace.json";
+  }
+  return o.output;
+}
+
+// Moves records from the ring into TraceData while the program runs.
+class Drainer {
+ public:
+  Drainer(Session& session, TraceData& data) : session_(session), data_(data) {}
+
+  void Start() {
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        if (DrainOnce() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    while (DrainOnce() > 0) {
+    }
+  }
+
+  size_t DrainOnce() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = session_.ring().Drain([&](uint16_t type, absl::Span<const uint8_t> body) {
+      absl::Status s = data_.Add(type, body);
+      if (!s.ok() && !reported_invalid_) {
+        reported_invalid_ = true;
+        CUPROBE_LOG(kWarning, "skipping an invalid record: %s", s.message());
+      }
+    });
+    if (!session_.ring().consumer_status().ok() && !reported_corrupt_) {
+      reported_corrupt_ = true;
+      CUPROBE_LOG(kError, "the session's record ring is corrupt: %s",
+                  session_.ring().consumer_status().message());
+    }
+    return n;
+  }
+
+ private:
+  Session& session_;
+  TraceData& data_;
+  std::mutex mu_;
+  std::atomic<bool> stop_{false};
+  bool reported_invalid_ = false;
+  bool reported_corrupt_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> FindHookLibrary() {
+  if (const char* env = std::getenv("CUPROBE_HOOK"); env != nullptr && *env != '\0') {
+    if (::access(env, R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("CUPROBE_HOOK='", env, "': ", std::strerror(errno)));
+    }
+    return fs::absolute(env).string();
+  }
+  std::string dir = ExeDir();
+  for (const std::string& candidate :
+       {dir + "/../lib/libcuprobe_hook.so", dir + "/libcuprobe_hook.so"}) {
+    if (::access(candidate.c_str(), R_OK) == 0) return fs::weakly_canonical(candidate).string();
+  }
+  return absl::NotFoundError(absl::StrCat("cannot find libcuprobe_hook.so next to ", dir,
+                                          " (set CUPROBE_HOOK to its path)"));
+}
+
+absl::StatusOr<int> RunTrace(const TraceOptions& options) {
+  CUPROBE_ASSIGN_OR_RETURN(std::string hook, FindHookLibrary());
+  for (ReportFormat f : options.formats) {
+    if (f == ReportFormat::kTable) continue;  // printed, and written next to the others
+    CUPROBE_RETURN_IF_ERROR(CheckWritable(ReportPath(options, f)));
+  }
+
+  SessionOptions session_options;
+  session_options.ring_capacity = options.ring_bytes;
+  CUPROBE_ASSIGN_OR_RETURN(Session session, Session::Create(session_options));
+
+  TraceData data;
+  Drainer drainer(session, data);
+  drainer.Start();
+  absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(
+      options.command, {{"CUDA_INJECTION64_PATH", hook},
+                        {"CUPROBE_SESSION", session.name()},
+                        {"CUPROBE_INTERVAL_MS", absl::StrCat(options.interval_ms)}});
+  if (!child.ok()) {
+    drainer.Stop();
+    if (!options.keep_session) (void)session.Remove();
+    return child.status();
+  }
+  ChildExit exit = child->Wait();
+  // The hook's teardown (atexit, before the process ended) flushed its last
+  // records into the ring: drain them all.
+  drainer.Stop();
+
+  const SegmentHeader& h = session.header();
+  auto state = static_cast<SessionState>(session.session_state());
+  if (state == SessionState::kCreated) {
+    CUPROBE_LOG(kWarning,
+                "the program never initialized CUDA with the hook loaded: no kernels traced");
+  } else if (state == SessionState::kHookDisabled) {
+    CUPROBE_LOG(kWarning, "the hook was disabled: %s", session.HookReason());
+  }
+  uint64_t ring_dropped = session.ring().dropped();
+  if (ring_dropped > 0) {
+    data.AddDropped(ring_dropped);
+    CUPROBE_LOG(kWarning, "%d records were dropped: the record ring was full (try --buffer-mb)",
+                ring_dropped);
+  }
+  uint64_t cupti_dropped = h.activity_records_dropped.load();
+  if (cupti_dropped > 0) {
+    CUPROBE_LOG(kWarning, "CUPTI dropped %d activity records", cupti_dropped);
+  }
+
+  TraceSummary summary = Summarize(data);
+  absl::Status write_status;
+  for (ReportFormat f : options.formats) {
+    std::string path = ReportPath(options, f);
+    absl::Status s;
+    switch (f) {
+      case ReportFormat::kTable: {
+        std::string text = FormatSummaryText(summary);
+        std::fputs(text.c_str(), stderr);
+        s = WriteFile(path, text);
+        break;
+      }
+      case ReportFormat::kJson:
+        s = WriteFile(path, FormatSummaryJson(summary));
+        break;
+      case ReportFormat::kCsv:
+        s = WriteFile(path, FormatKernelSummaryCsv(summary.kernels));
+        break;
+      case ReportFormat::kChrome:
+        s = WriteFile(path, FormatChromeTrace(data));
+        break;
+    }
+    if (s.ok()) {
+      CUPROBE_LOG(kInfo, "wrote %s", path);
+    } else {
+      CUPROBE_LOG(kError, "%s", s.message());
+      write_status.Update(s);
+    }
+  }
+  if (options.keep_session) {
+    CUPROBE_LOG(kInfo, "kept session %s", Session::ShmPath(session.name()));
+  } else {
+    (void)session.Remove();
+  }
+  if (exit.signal != 0) {
+    CUPROBE_LOG(kWarning, "the program was %s", exit.Describe());
+    RaiseDefault(exit.signal);
+  }
+  return exit.exit_code;
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,434 @@
+// File: maps/segment.cc
+#include "maps/segment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <utility>
+
+#include <boost/interprocess/exceptions.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/permissions.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+namespace bip = boost::interprocess;
+
+constexpr mode_t kSegmentMode = 0600;
+// NAME_MAX for the /dev/shm entry.
+constexpr size_t kMaxNameLength = 255;
+
+// Reads a field of memory another process may be writing exactly once, so
+// the value validated is the value used (no compiler re-load in between).
+template <typename T>
+T LoadOnce(const T& field) {
+  return *static_cast<const volatile T*>(&field);
+}
+
+absl::Status ValidateName(std::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError("empty session segment name");
+  if (name.size() > kMaxNameLength) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("session segment name is %d bytes long (at most %d)", name.size(),
+                        kMaxNameLength));
+  }
+  if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos ||
+      name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session segment name '", name, "' must be a plain /dev/shm entry name (no '/')"));
+  }
+  return absl::OkStatus();
+}
+
+// 64 bits from the kernel CSPRNG: the name is what keeps other local users
+// from opening (or racing to pre-create) the segment.
+absl::StatusOr<uint64_t> RandomU64() {
+  uint64_t value = 0;
+  auto* out = reinterpret_cast<unsigned char*>(&value);
+  size_t got = 0;
+  while (got < sizeof(value)) {
+    ssize_t n = ::getrandom(out + got, sizeof(value) - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == ENOSYS) {
+      break;  // very old kernel: fall back to /dev/urandom below
+    } else {
+      return absl::InternalError(absl::StrCat("getrandom: ", std::strerror(errno)));
+    }
+  }
+  if (got == sizeof(value)) return value;
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open /dev/urandom: ", std::strerror(errno)));
+  got = 0;
+  while (got < sizeof(value)) {
+    ssize_t n = ::read(fd, out + got, sizeof(value) - got);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (!(n < 0 && errno == EINTR)) {
+      ::close(fd);
+      return absl::InternalError("cannot read /dev/urandom");
+    }
+  }
+  ::close(fd);
+  return value;
+}
+
+// Maps a Boost.Interprocess failure to a Status. Boost keeps the errno.
+absl::Status FromInterprocess(const bip::interprocess_exception& e, std::string_view doing,
+                              std::string_view name) {
+  const int err = e.get_native_error();
+  const bip::error_code_t code = e.get_error_code();
+  const std::string path = Session::ShmPath(name);
+  if (err == ENOENT || code == bip::not_found_error) {
+    return absl::NotFoundError(absl::StrFormat(
+        "session segment '%s' not found (no %s): the cuprobe session that created it may have "
+        "ended",
+        name, path));
+  }
+  if (err == EACCES || err == EPERM || code == bip::security_error) {
+    struct stat st;
+    std::string owner = "owner unknown";
+    if (::stat(path.c_str(), &st) == 0) {
+      owner = absl::StrFormat("owned by uid %d, mode 0%o", st.st_uid, st.st_mode & 07777);
+    }
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "permission denied %s session segment '%s' (%s is %s; this process runs as uid %d): run "
+        "as the user that started the session",
+        doing, name, path, owner, ::geteuid()));
+  }
+  if (err == EEXIST || code == bip::already_exists_error) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("session segment '%s' already exists (%s)", name, path));
+  }
+  if (err == ENOSPC || err == ENOMEM || code == bip::out_of_memory_error ||
+      code == bip::out_of_space_error) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "out of memory or /dev/shm space %s session segment '%s': %s", doing, name, e.what()));
+  }
+  return absl::InternalError(absl::StrFormat("%s session segment '%s' failed: %s (errno %d)",
+                                             doing, name, e.what(), err));
+}
+
+// Unlinks a half-built segment unless dismissed.
+class RemoveOnFailure {
+ public:
+  explicit RemoveOnFailure(const std::string& name) : name_(name) {}
+  RemoveOnFailure(const RemoveOnFailure&) = delete;
+  RemoveOnFailure& operator=(const RemoveOnFailure&) = delete;
+  ~RemoveOnFailure() {
+    if (armed_) bip::shared_memory_object::remove(name_.c_str());
+  }
+  void Dismiss() { armed_ = false; }
+
+ private:
+  const std::string& name_;
+  bool armed_ = true;
+};
+
+struct Geometry {
+  uint64_t ring_offset;
+  uint64_t ring_capacity;
+};
+
+// Validates the header of a mapped segment of `real_size` bytes. Every
+// field is copied once before it is checked.
+absl::StatusOr<Geometry> ValidateHeader(std::string_view name, const uint8_t* base,
+                                        uint64_t real_size) {
+  const auto& h = *reinterpret_cast<const SegmentHeader*>(base);
+  // Acquire first: if the creator has published a state, everything it
+  // wrote before is visible to the loads below.
+  const uint32_t state = h.session_state.load(std::memory_order_acquire);
+  const uint64_t magic = LoadOnce(h.magic);
+  if (magic != kSegmentMagic) {
+    if (magic == 0 && state == 0) {
+      return absl::UnavailableError(absl::StrFormat(
+          "segment '%s' is not initialized yet (its creator is still building it, or died "
+          "doing so)",
+          name));
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "segment '%s' is not a cuprobe session (magic 0x%016x, expected 0x%016x)", name, magic,
+        kSegmentMagic));
+  }
+  if (state == 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "segment '%s' is not ready yet (session state 0: its creator is still building it)", name));
+  }
+  const uint32_t layout_version = LoadOnce(h.layout_version);
+  if (layout_version != kSegmentLayoutVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "segment '%s': layout version %d, this build understands %d (mixing cuprobe builds?)",
+        name, layout_version, kSegmentLayoutVersion));
+  }
+  const uint32_t header_size = LoadOnce(h.header_size);
+  if (header_size != sizeof(SegmentHeader)) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': header_size %d, layout version %d has %d", name, header_size,
+        kSegmentLayoutVersion, sizeof(SegmentHeader)));
+  }
+  const uint32_t records_version = LoadOnce(h.records_version);
+  if (records_version != kTraceRecordsVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "segment '%s': trace records version %d, this build understands %d", name,
+        records_version, kTraceRecordsVersion));
+  }
+  const uint64_t segment_size = LoadOnce(h.segment_size);
+  if (segment_size != real_size) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': header says segment_size %d, but the shared memory object is %d bytes",
+        name, segment_size, real_size));
+  }
+  // From here on segment_size == real_size >= sizeof(SegmentHeader); every
+  // subtraction below is guarded by the comparison before it.
+  const uint64_t ring_offset = LoadOnce(h.ring_offset);
+  if (ring_offset < header_size || ring_offset % 64 != 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': ring_offset %d is not a 64-byte-aligned offset past the %d-byte header",
+        name, ring_offset, header_size));
+  }
+  if (ring_offset > segment_size || segment_size - ring_offset < kRingControlSize) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': ring_offset %d leaves no room for the %d-byte ring control block in a "
+        "%d-byte segment",
+        name, ring_offset, kRingControlSize, segment_size));
+  }
+  const uint64_t room = segment_size - ring_offset - kRingControlSize;
+  const uint64_t ring_capacity = LoadOnce(h.ring_capacity);
+  if (ring_capacity > room) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': ring_capacity %d does not fit in the %d bytes after the ring control "
+        "block",
+        name, ring_capacity, room));
+  }
+  if (ring_capacity % 8 != 0 || ring_capacity < RecordRing::kMinCapacity ||
+      ring_capacity > RecordRing::kMaxCapacity) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': ring_capacity %d is not a multiple of 8 in [%d, %d]", name, ring_capacity,
+        RecordRing::kMinCapacity, RecordRing::kMaxCapacity));
+  }
+  if (state < kMinSessionState || state > kMaxSessionState) {
+    return absl::DataLossError(
+        absl::StrFormat("segment '%s': unknown session state %d", name, state));
+  }
+  return Geometry{ring_offset, ring_capacity};
+}
+
+}  // namespace
+
+std::string Session::ShmPath(std::string_view name) { return absl::StrCat("/dev/shm/", name); }
+
+Session::Session(std::string name, std::unique_ptr<bip::mapped_region> region,
+                 SegmentHeader* header, RecordRing ring, uint64_t segment_size,
+                 uint64_t ring_offset, uint64_t ring_capacity, bool writable)
+    : name_(std::move(name)),
+      region_(std::move(region)),
+      header_(header),
+      ring_(std::move(ring)),
+      segment_size_(segment_size),
+      ring_offset_(ring_offset),
+      ring_capacity_(ring_capacity),
+      writable_(writable) {}
+
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+// mapped_region's destructor munmaps; it does not throw.
+Session::~Session() = default;
+
+absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
+  const uint64_t capacity = options.ring_capacity;
+  if (capacity % 8 != 0 || capacity < RecordRing::kMinCapacity ||
+      capacity > RecordRing::kMaxCapacity) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "session ring capacity %d must be a multiple of 8 in [%d, %d]", capacity,
+        RecordRing::kMinCapacity, RecordRing::kMaxCapacity));
+  }
+  const uint64_t ring_offset = kDefaultRingOffset;
+  const uint64_t segment_size = ring_offset + kRingControlSize + capacity;
+  CUPROBE_ASSIGN_OR_RETURN(uint64_t random, RandomU64());
+  std::string name =
+      absl::StrFormat("cuprobe-%d-%d-%016x", ::geteuid(), ::getpid(), random);
+
+  try {
+    // create_only: O_CREAT | O_EXCL. Boost fchmods to the permissions after
+    // shm_open (so umask cannot narrow them) but ignores fchmod's result:
+    // we check the outcome below.
+    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write,
+                                  bip::permissions(kSegmentMode));
+    RemoveOnFailure cleanup(name);
+    const int fd = shm.get_mapping_handle().handle;
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      return absl::InternalError(absl::StrFormat("fstat %s: %s", ShmPath(name),
+                                                 std::strerror(errno)));
+    }
+    if ((st.st_mode & 07777) != kSegmentMode || st.st_uid != ::geteuid()) {
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "session segment %s has mode 0%o and owner uid %d, expected 0%o and uid %d", ShmPath(name),
+          st.st_mode & 07777, st.st_uid, kSegmentMode, ::geteuid()));
+    }
+    shm.truncate(static_cast<bip::offset_t>(segment_size));
+    if (options.reserve_memory) {
+      const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(segment_size));
+      if (rc == ENOSPC || rc == ENOMEM || rc == EFBIG) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "not enough space in /dev/shm for a %d-byte session segment (%s); free some or ask "
+            "for a smaller ring",
+            segment_size, std::strerror(rc)));
+      }
+      // EOPNOTSUPP/EINVAL: a filesystem without fallocate. The pages are then
+      // allocated on first touch, as without reserve_memory.
+      if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+        return absl::InternalError(
+            absl::StrFormat("posix_fallocate %s: %s", ShmPath(name), std::strerror(rc)));
+      }
+    }
+    auto region = std::make_unique<bip::mapped_region>(shm, bip::read_write, 0,
+                                                       static_cast<size_t>(segment_size));
+    auto* base = static_cast<uint8_t*>(region->get_address());
+
+    // Fresh shm pages are zero; value-initialization also zeroes every field
+    // and reserved byte, and begins the lifetime of the atomics.
+    auto* header = new (base) SegmentHeader();
+    header->magic = kSegmentMagic;
+    header->layout_version = kSegmentLayoutVersion;
+    header->header_size = sizeof(SegmentHeader);
+    header->segment_size = segment_size;
+    header->creator_pid = static_cast<uint32_t>(::getpid());
+    header->records_version = kTraceRecordsVersion;
+    header->ring_offset = ring_offset;
+    header->ring_capacity = capacity;
+    // The data area is fresh (zero) memory: the two-argument Format, which
+    // does not touch all of it.
+    RecordRing::Format(base + ring_offset, capacity);
+    CUPROBE_ASSIGN_OR_RETURN(
+        RecordRing ring,
+        RecordRing::Attach(base + ring_offset, base + ring_offset + kRingControlSize, capacity));
+    // Publish last: an Open that sees kCreated sees the whole header.
+    header->session_state.store(static_cast<uint32_t>(SessionState::kCreated),
+                                std::memory_order_release);
+    cleanup.Dismiss();
+    return Session(std::move(name), std::move(region), header, std::move(ring), segment_size,
+                   ring_offset, capacity, /*writable=*/true);
+  } catch (const bip::interprocess_exception& e) {
+    return FromInterprocess(e, "creating", name);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("out of memory creating session segment '%s'", name));
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrFormat("creating session segment '%s' failed: %s", name, e.what()));
+  }
+}
+
+absl::StatusOr<Session> Session::Open(std::string_view name_view, bool writable) {
+  CUPROBE_RETURN_IF_ERROR(ValidateName(name_view));
+  std::string name(name_view);
+  try {
+    bip::shared_memory_object shm(bip::open_only, name.c_str(),
+                                  writable ? bip::read_write : bip::read_only);
+    struct stat st;
+    if (::fstat(shm.get_mapping_handle().handle, &st) != 0) {
+      return absl::InternalError(absl::StrFormat("fstat %s: %s", ShmPath(name),
+                                                 std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("segment '%s' is not a cuprobe session (not a regular shm object)", name));
+    }
+    const uint64_t real_size = static_cast<uint64_t>(st.st_size);
+    if (real_size == 0) {
+      return absl::UnavailableError(absl::StrFormat(
+          "segment '%s' is empty (0 bytes): not a cuprobe session, or its creator is still "
+          "building it",
+          name));
+    }
+    auto region = std::make_unique<bip::mapped_region>(
+        shm, writable ? bip::read_write : bip::read_only, 0, static_cast<size_t>(real_size));
+    auto* base = static_cast<uint8_t*>(region->get_address());
+    if (real_size < sizeof(SegmentHeader)) {
+      uint64_t magic = 0;
+      if (real_size >= sizeof(magic)) std::memcpy(&magic, base, sizeof(magic));
+      if (magic != kSegmentMagic) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "segment '%s' is not a cuprobe session (magic 0x%016x, %d bytes)", name, magic,
+            real_size));
+      }
+      return absl::DataLossError(absl::StrFormat(
+          "segment '%s' is truncated: %d bytes, smaller than the %d-byte session header", name,
+          real_size, sizeof(SegmentHeader)));
+    }
+    CUPROBE_ASSIGN_OR_RETURN(Geometry g, ValidateHeader(name, base, real_size));
+    uint8_t* control = base + g.ring_offset;
+    absl::StatusOr<RecordRing> ring =
+        RecordRing::Attach(control, control + kRingControlSize, g.ring_capacity, writable);
+    if (!ring.ok()) {
+      return absl::Status(ring.status().code(),
+                          absl::StrCat("segment '", name, "': ", ring.status().message()));
+    }
+    auto* header = reinterpret_cast<SegmentHeader*>(base);
+    return Session(std::move(name), std::move(region), header, *std::move(ring), real_size,
+                   g.ring_offset, g.ring_capacity, writable);
+  } catch (const bip::interprocess_exception& e) {
+    return FromInterprocess(e, "opening", name);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("out of memory opening session segment '%s'", name));
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrFormat("opening session segment '%s' failed: %s", name, e.what()));
+  }
+}
+
+uint32_t Session::session_state() const {
+  return header_->session_state.load(std::memory_order_acquire);
+}
+
+std::string Session::HookReason() const {
+  (void)header_->session_state.load(std::memory_order_acquire);
+  char copy[kHookReasonSize];
+  std::memcpy(copy, header_->hook_reason, sizeof(copy));
+  const size_t n = ::strnlen(copy, sizeof(copy) - 1);
+  return std::string(copy, n);
+}
+
+absl::Status Session::SetHookStatus(uint32_t hook_state, SessionState state,
+                                    std::string_view reason) {
+  if (!writable_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("session segment '%s' is open read-only", name_));
+  }
+  const size_t n = std::min(reason.size(), kHookReasonSize - 1);
+  if (n > 0) std::memcpy(header_->hook_reason, reason.data(), n);
+  std::memset(header_->hook_reason + n, 0, kHookReasonSize - n);
+  header_->hook_state.store(hook_state, std::memory_order_release);
+  header_->session_state.store(static_cast<uint32_t>(state), std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status Session::Remove() {
+  if (removed_) return absl::OkStatus();
+  errno = 0;
+  if (!bip::shared_memory_object::remove(name_.c_str()) && errno != ENOENT) {
+    return absl::InternalError(absl::StrFormat("removing session segment %s: %s", ShmPath(name_),
+                                               std::strerror(errno)));
+  }
+  removed_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace cuprobe

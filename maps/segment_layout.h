@@ -1,0 +1,188 @@
+// File: maps/segment_layout.h
+//
+// The byte layout of the session segment: the wire protocol between the
+// `cuprobe` CLI (which creates the segment), the hook inside the CUDA
+// application (which opens it and writes), and readers that attach later.
+// The three are built separately and map the segment at different addresses,
+// so everything here is fixed-width, offsets only (never pointers), and
+// pinned by static_asserts. Bump kSegmentLayoutVersion on any change.
+//
+//   offset 0                         SegmentHeader (kSegmentHeaderSize bytes)
+//   header.ring_offset               RingControl   (kRingControlSize bytes)
+//   header.ring_offset + kRingControlSize
+//                                    ring data     (header.ring_capacity bytes)
+//   header.segment_size              end
+//
+// Publication protocol: the creator writes the whole header and formats the
+// ring, then stores session_state = kCreated with release. Anyone opening the
+// segment loads session_state with acquire before trusting any other field;
+// a zero state means "still being built".
+//
+// Reading a header someone else owns (see maps/segment.h for the checks):
+//
+//   const SegmentHeader& h = ...;
+//   uint32_t state = h.session_state.load(std::memory_order_acquire);
+//   if (h.magic != kSegmentMagic) ...  // not ours
+#ifndef CUPROBE_MAPS_SEGMENT_LAYOUT_H_
+#define CUPROBE_MAPS_SEGMENT_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "maps/trace_records.h"
+
+namespace cuprobe {
+
+// "CUPROBES" as bytes in memory on a little-endian machine.
+inline constexpr uint64_t kSegmentMagic = 0x5345424F'52505543ull;
+inline constexpr uint32_t kSegmentLayoutVersion = 1;
+
+// "CPRRING1" in memory: marks a formatted RingControl.
+inline constexpr uint64_t kRingMagic = 0x31474E49'52525043ull;
+
+enum class SessionState : uint32_t {
+  kCreated = 1,        // the CLI built the segment; no hook yet
+  kHookAttached = 2,   // a hook opened it and is initializing
+  kHookReady = 3,      // the hook traces
+  kHookDisabled = 4,   // the hook gave up; hook_reason says why
+  kHookStopped = 5,    // the hook finished its teardown
+};
+inline constexpr uint32_t kMinSessionState = 1;
+inline constexpr uint32_t kMaxSessionState = 5;
+
+[[nodiscard]] constexpr std::string_view SessionStateName(SessionState state) {
+  switch (state) {
+    case SessionState::kCreated: return "created";
+    case SessionState::kHookAttached: return "hook-attached";
+    case SessionState::kHookReady: return "hook-ready";
+    case SessionState::kHookDisabled: return "hook-disabled";
+    case SessionState::kHookStopped: return "hook-stopped";
+  }
+  return "unknown";
+}
+
+// These fields are shared between processes: they must be plain lock-free
+// machine words (a lock-based atomic would put a process-local lock in
+// memory other processes see).
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && alignof(std::atomic<uint64_t>) == 8);
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && alignof(std::atomic<uint32_t>) == 4);
+
+inline constexpr size_t kHookReasonSize = 256;
+inline constexpr size_t kSpareStats = 10;
+
+struct SegmentHeader {
+  // --- Written once by the creator before session_state is published;
+  // immutable afterwards. Untrusted when read by another process: copy each
+  // field once and validate the copy (maps/segment.cc).
+  uint64_t magic;            // kSegmentMagic
+  uint32_t layout_version;   // kSegmentLayoutVersion
+  uint32_t header_size;      // sizeof(SegmentHeader)
+  uint64_t segment_size;     // whole segment, bytes (equals the shm object's size)
+  uint32_t creator_pid;
+  uint32_t records_version;  // kTraceRecordsVersion of the creator
+  uint64_t ring_offset;      // RingControl; data follows at +kRingControlSize
+  uint64_t ring_capacity;    // ring data bytes, a multiple of 8
+  uint64_t reserved0[2];
+
+  // --- Live, cross-process (lock-free atomics).
+  std::atomic<uint32_t> hook_pid;
+  std::atomic<uint32_t> hook_state;     // the hook's own state enum value
+  std::atomic<uint32_t> session_state;  // SessionState; 0 while being built
+  uint32_t reserved1;
+  std::atomic<uint64_t> heartbeat_ns;
+  std::atomic<uint64_t> heartbeat_count;
+
+  // Stats the hook publishes (its watcher copies them here). The ring's own
+  // counters (RingControl) are the authoritative record counts.
+  std::atomic<uint64_t> records_written;
+  std::atomic<uint64_t> records_dropped;
+  std::atomic<uint64_t> bytes_dropped;
+  std::atomic<uint64_t> activity_buffers;
+  std::atomic<uint64_t> activity_records_dropped;
+  std::atomic<uint64_t> launches_seen;
+  std::atomic<uint64_t> spare_stats[kSpareStats];
+
+  // Written before the hook_state/session_state store (release) that
+  // announces it; NUL-terminated by the writer, but a reader must bound it
+  // (Session::HookReason does).
+  char hook_reason[kHookReasonSize];
+
+  uint8_t reserved[544];
+};
+
+inline constexpr size_t kSegmentHeaderSize = 1024;
+static_assert(sizeof(SegmentHeader) == kSegmentHeaderSize);
+static_assert(std::is_standard_layout_v<SegmentHeader>);
+static_assert(alignof(SegmentHeader) == 8);
+static_assert(offsetof(SegmentHeader, magic) == 0);
+static_assert(offsetof(SegmentHeader, layout_version) == 8);
+static_assert(offsetof(SegmentHeader, header_size) == 12);
+static_assert(offsetof(SegmentHeader, segment_size) == 16);
+static_assert(offsetof(SegmentHeader, creator_pid) == 24);
+static_assert(offsetof(SegmentHeader, records_version) == 28);
+static_assert(offsetof(SegmentHeader, ring_offset) == 32);
+static_assert(offsetof(SegmentHeader, ring_capacity) == 40);
+static_assert(offsetof(SegmentHeader, hook_pid) == 64);
+static_assert(offsetof(SegmentHeader, hook_state) == 68);
+static_assert(offsetof(SegmentHeader, session_state) == 72);
+static_assert(offsetof(SegmentHeader, heartbeat_ns) == 80);
+static_assert(offsetof(SegmentHeader, heartbeat_count) == 88);
+static_assert(offsetof(SegmentHeader, records_written) == 96);
+static_assert(offsetof(SegmentHeader, launches_seen) == 136);
+static_assert(offsetof(SegmentHeader, spare_stats) == 144);
+static_assert(offsetof(SegmentHeader, hook_reason) == 224);
+static_assert(offsetof(SegmentHeader, reserved) == 480);
+
+// The ring's control block. Producers (hook threads, possibly in several
+// processes) contend on `head`; the single consumer owns `tail`; each sits on
+// its own cache line so the consumer's stores do not bounce the producers'
+// line. head and tail are byte positions that only grow (64 bits: they do not
+// wrap in practice); the data index is position % capacity.
+struct alignas(64) RingControl {
+  // Line 0: written by Format, read-only afterwards.
+  uint64_t magic;     // kRingMagic
+  uint64_t capacity;  // data bytes (also in SegmentHeader: both must agree)
+  uint8_t pad0[48];
+  // Line 1: next byte position a producer reserves.
+  std::atomic<uint64_t> head;
+  uint8_t pad1[56];
+  // Line 2: next byte position the consumer reads; bytes before it are zero.
+  std::atomic<uint64_t> tail;
+  uint8_t pad2[56];
+  // Line 3.
+  std::atomic<uint64_t> written;
+  uint8_t pad3[56];
+  // Line 4: drops are rare and update both together.
+  std::atomic<uint64_t> dropped;
+  std::atomic<uint64_t> dropped_bytes;
+  uint8_t pad4[48];
+  uint8_t reserved[192];
+};
+
+inline constexpr size_t kRingControlSize = 512;
+static_assert(sizeof(RingControl) == kRingControlSize);
+static_assert(std::is_standard_layout_v<RingControl>);
+static_assert(offsetof(RingControl, magic) == 0);
+static_assert(offsetof(RingControl, capacity) == 8);
+static_assert(offsetof(RingControl, head) == 64);
+static_assert(offsetof(RingControl, tail) == 128);
+static_assert(offsetof(RingControl, written) == 192);
+static_assert(offsetof(RingControl, dropped) == 256);
+static_assert(offsetof(RingControl, dropped_bytes) == 264);
+
+// Where Session::Create puts the ring (Open accepts any valid placement).
+inline constexpr uint64_t kDefaultRingOffset = kSegmentHeaderSize;
+static_assert(kDefaultRingOffset % 64 == 0);
+
+// The record header sits at 8-aligned positions and capacity is a multiple
+// of 8, so the 8-byte RecordHeader is never split by the wrap.
+static_assert(sizeof(RecordHeader) == 8 && offsetof(RecordHeader, size) == 0);
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_MAPS_SEGMENT_LAYOUT_H_

@@ -1,0 +1,288 @@
+// File: maps/trace_chrome.cc
+#include "maps/trace_chrome.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "maps/trace_report.h"
+
+namespace cuprobe {
+namespace {
+
+// A slice or flow event, kept with its sort key so the output is stable
+// whatever order the records arrived in.
+struct Event {
+  uint64_t ts;
+  uint32_t pid;
+  uint32_t tid;
+  size_t seq;
+  std::string json;
+};
+
+class ChromeTraceWriter {
+ public:
+  explicit ChromeTraceWriter(const TraceData& data) : data_(data) { origin_ = Origin(); }
+
+  std::string Write();
+
+ private:
+  uint64_t Origin() const;
+  // Microseconds since the origin, "%d.%03d": exact, no floating point.
+  std::string Micros(uint64_t ns) const {
+    const uint64_t rel = ns > origin_ ? ns - origin_ : 0;
+    return absl::StrFormat("%d.%03d", rel / 1000, rel % 1000);
+  }
+  static std::string Dur(uint64_t start, uint64_t end) {
+    const uint64_t d = DurationNs(start, end);
+    return absl::StrFormat("%d.%03d", d / 1000, d % 1000);
+  }
+  static uint32_t GpuPid(uint32_t device) { return kChromeGpuPidBase + device; }
+
+  // Appends `"name":...,"cat":...,"ph":"X",...,"args":{` to a new event; the
+  // caller appends its args and the closing "}}".
+  std::string SliceHead(std::string_view name, std::string_view cat, uint64_t start,
+                        uint64_t end, uint32_t pid, uint32_t tid) const;
+  void AddEvent(uint64_t ts, uint32_t pid, uint32_t tid, std::string json) {
+    events_.push_back(Event{ts, pid, tid, events_.size(), std::move(json)});
+  }
+  static void AppendMetadata(std::string* out, std::string_view name, uint32_t pid,
+                             uint32_t tid, std::string_view key, std::string_view string_value,
+                             int64_t int_value, bool is_string);
+
+  void AddLaunches();
+  void AddKernels();
+  void AddMemoryOps();
+  void AddFlows();
+  std::string Metadata() const;
+
+  const TraceData& data_;
+  uint64_t origin_ = 0;
+  std::vector<Event> events_;
+  std::vector<Event> flows_;
+  std::set<uint32_t> cpu_pids_;
+  std::set<std::pair<uint32_t, uint32_t>> cpu_threads_;  // (pid, tid)
+  std::set<uint32_t> devices_;
+  std::set<std::pair<uint32_t, uint32_t>> streams_;      // (device, stream id)
+};
+
+uint64_t ChromeTraceWriter::Origin() const {
+  uint64_t origin = std::numeric_limits<uint64_t>::max();
+  for (const auto& l : data_.launches()) origin = std::min(origin, l.api_start_ns);
+  for (const auto& k : data_.kernels()) origin = std::min(origin, k.start_ns);
+  for (const auto& m : data_.memcpys()) origin = std::min(origin, m.start_ns);
+  for (const auto& m : data_.memsets()) origin = std::min(origin, m.start_ns);
+  return origin == std::numeric_limits<uint64_t>::max() ? 0 : origin;
+}
+
+std::string ChromeTraceWriter::SliceHead(std::string_view name, std::string_view cat,
+                                         uint64_t start, uint64_t end, uint32_t pid,
+                                         uint32_t tid) const {
+  std::string out = "{\"name\":";
+  AppendJsonString(&out, name);
+  out += ",\"cat\":";
+  AppendJsonString(&out, cat);
+  absl::StrAppend(&out, ",\"ph\":\"X\",\"ts\":", Micros(start), ",\"dur\":", Dur(start, end),
+                  ",\"pid\":", pid, ",\"tid\":", tid, ",\"args\":{");
+  return out;
+}
+
+std::string Dim3(const uint32_t (&v)[3]) { return absl::StrCat("[", v[0], ",", v[1], ",", v[2], "]"); }
+
+void ChromeTraceWriter::AddLaunches() {
+  for (const LaunchRecord& l : data_.launches()) {
+    cpu_pids_.insert(l.pid);
+    cpu_threads_.insert({l.pid, l.tid});
+    std::string e = SliceHead(LaunchApiName(l.api), "cuda_api", l.api_start_ns, l.api_end_ns,
+                              l.pid, l.tid);
+    e += "\"kernel\":";
+    if (l.name_id == 0 && l.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)) {
+      AppendJsonString(&e, "[graph]");
+    } else {
+      AppendJsonString(&e, DemangleKernelName(data_.Name(l.name_id)));
+    }
+    absl::StrAppend(&e, ",\"correlation id\":", l.correlation_id, ",\"grid\":", Dim3(l.grid),
+                    ",\"block\":", Dim3(l.block), ",\"shared memory\":", l.shared_mem_bytes,
+                    ",\"stream\":\"", absl::StrFormat("0x%x", l.stream), "\",\"result\":",
+                    l.result, "}}");
+    AddEvent(l.api_start_ns, l.pid, l.tid, std::move(e));
+  }
+}
+
+void ChromeTraceWriter::AddKernels() {
+  for (const KernelRecord& k : data_.kernels()) {
+    devices_.insert(k.device);
+    streams_.insert({k.device, k.stream_id});
+    const std::string_view raw = data_.Name(k.name_id);
+    const std::string name = DemangleKernelName(raw);
+    std::string e = SliceHead(name, "kernel", k.start_ns, k.end_ns, GpuPid(k.device), k.stream_id);
+    absl::StrAppend(&e, "\"correlation id\":", k.correlation_id, ",\"grid\":", Dim3(k.grid),
+                    ",\"block\":", Dim3(k.block),
+                    ",\"shared memory\":", k.dynamic_shared_bytes + uint64_t{k.static_shared_bytes},
+                    ",\"dynamic shared memory\":", k.dynamic_shared_bytes,
+                    ",\"static shared memory\":", k.static_shared_bytes,
+                    ",\"registers per thread\":", k.registers_per_thread,
+                    ",\"stream\":", k.stream_id, ",\"device\":", k.device,
+                    ",\"context\":", k.context);
+    if (k.graph_id != 0 || k.graph_node_id != 0) {
+      absl::StrAppend(&e, ",\"graph id\":", k.graph_id, ",\"graph node id\":", k.graph_node_id);
+    }
+    if (name != raw) {
+      e += ",\"mangled name\":";
+      AppendJsonString(&e, raw);
+    }
+    e += "}}";
+    AddEvent(k.start_ns, GpuPid(k.device), k.stream_id, std::move(e));
+  }
+}
+
+void ChromeTraceWriter::AddMemoryOps() {
+  for (const MemcpyRecord& m : data_.memcpys()) {
+    devices_.insert(m.device);
+    streams_.insert({m.device, m.stream_id});
+    std::string e = SliceHead(MemcpyKindName(m.copy_kind), "memcpy", m.start_ns, m.end_ns,
+                              GpuPid(m.device), m.stream_id);
+    absl::StrAppend(&e, "\"bytes\":", m.bytes, ",\"correlation id\":", m.correlation_id,
+                    ",\"stream\":", m.stream_id, ",\"device\":", m.device, ",\"src kind\":");
+    AppendJsonString(&e, MemoryKindName(m.src_kind));
+    e += ",\"dst kind\":";
+    AppendJsonString(&e, MemoryKindName(m.dst_kind));
+    e += "}}";
+    AddEvent(m.start_ns, GpuPid(m.device), m.stream_id, std::move(e));
+  }
+  for (const MemsetRecord& m : data_.memsets()) {
+    devices_.insert(m.device);
+    streams_.insert({m.device, m.stream_id});
+    std::string e = SliceHead(kMemsetOperationName, "memset", m.start_ns, m.end_ns,
+                              GpuPid(m.device), m.stream_id);
+    absl::StrAppend(&e, "\"bytes\":", m.bytes, ",\"value\":", m.value,
+                    ",\"correlation id\":", m.correlation_id, ",\"stream\":", m.stream_id,
+                    ",\"device\":", m.device, "}}");
+    AddEvent(m.start_ns, GpuPid(m.device), m.stream_id, std::move(e));
+  }
+}
+
+void ChromeTraceWriter::AddFlows() {
+  // The earliest kernel of each correlation id (ties: first recorded).
+  absl::flat_hash_map<uint64_t, const KernelRecord*> kernel_of;
+  for (const KernelRecord& k : data_.kernels()) {
+    if (k.correlation_id == 0) continue;
+    auto [it, inserted] = kernel_of.try_emplace(k.correlation_id, &k);
+    if (!inserted && k.start_ns < it->second->start_ns) it->second = &k;
+  }
+  // One arrow per correlation id: the first launch record that carries it.
+  absl::flat_hash_map<uint64_t, bool> done;
+  for (const LaunchRecord& l : data_.launches()) {
+    auto it = kernel_of.find(l.correlation_id);
+    if (it == kernel_of.end() || !done.try_emplace(l.correlation_id, true).second) continue;
+    const KernelRecord& k = *it->second;
+    std::string s = absl::StrCat(
+        "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"s\",\"id\":", l.correlation_id,
+        ",\"ts\":", Micros(l.api_start_ns), ",\"pid\":", l.pid, ",\"tid\":", l.tid, "}");
+    std::string f = absl::StrCat(
+        "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"f\",\"bp\":\"e\",\"id\":",
+        l.correlation_id, ",\"ts\":", Micros(k.start_ns), ",\"pid\":", GpuPid(k.device),
+        ",\"tid\":", k.stream_id, "}");
+    // Sorted by correlation id, start before finish.
+    flows_.push_back(Event{l.correlation_id, 0, 0, 0, std::move(s)});
+    flows_.push_back(Event{l.correlation_id, 0, 0, 1, std::move(f)});
+  }
+  std::sort(flows_.begin(), flows_.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.ts, a.seq) < std::tie(b.ts, b.seq);
+  });
+}
+
+void ChromeTraceWriter::AppendMetadata(std::string* out, std::string_view name, uint32_t pid,
+                                       uint32_t tid, std::string_view key,
+                                       std::string_view string_value, int64_t int_value,
+                                       bool is_string) {
+  *out += "{\"name\":";
+  AppendJsonString(out, name);
+  absl::StrAppend(out, ",\"ph\":\"M\",\"pid\":", pid, ",\"tid\":", tid, ",\"args\":{");
+  AppendJsonString(out, key);
+  *out += ':';
+  if (is_string) {
+    AppendJsonString(out, string_value);
+  } else {
+    absl::StrAppend(out, int_value);
+  }
+  *out += "}},\n";
+}
+
+std::string ChromeTraceWriter::Metadata() const {
+  absl::flat_hash_map<uint32_t, std::string_view> process_names;
+  for (const ProcessRecord& p : data_.processes()) {
+    if (data_.HasName(p.name_id)) process_names[p.pid] = data_.Name(p.name_id);
+  }
+  std::set<uint32_t> pids = cpu_pids_;
+  for (const ProcessRecord& p : data_.processes()) pids.insert(p.pid);
+
+  std::string out;
+  int64_t sort_index = 0;
+  for (uint32_t pid : pids) {
+    auto it = process_names.find(pid);
+    const std::string name =
+        it != process_names.end() ? std::string(it->second) : absl::StrCat("Process ", pid);
+    AppendMetadata(&out, "process_name", pid, 0, "name", name, 0, true);
+    AppendMetadata(&out, "process_sort_index", pid, 0, "sort_index", "", sort_index++, false);
+  }
+  for (const auto& [pid, tid] : cpu_threads_) {
+    AppendMetadata(&out, "thread_name", pid, tid, "name", absl::StrCat("Thread ", tid), 0, true);
+  }
+  for (uint32_t device : devices_) {
+    AppendMetadata(&out, "process_name", GpuPid(device), 0, "name",
+                   absl::StrCat("GPU ", device), 0, true);
+    AppendMetadata(&out, "process_sort_index", GpuPid(device), 0, "sort_index", "",
+                   sort_index++, false);
+  }
+  for (const auto& [device, stream] : streams_) {
+    AppendMetadata(&out, "thread_name", GpuPid(device), stream, "name",
+                   absl::StrCat("Stream ", stream), 0, true);
+    AppendMetadata(&out, "thread_sort_index", GpuPid(device), stream, "sort_index", "", stream,
+                   false);
+  }
+  return out;
+}
+
+std::string ChromeTraceWriter::Write() {
+  AddLaunches();
+  AddKernels();
+  AddMemoryOps();
+  AddFlows();
+  // seq makes every key unique: the order is total, whatever sort is used.
+  std::sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.ts, a.pid, a.tid, a.seq) < std::tie(b.ts, b.pid, b.tid, b.seq);
+  });
+
+  std::string out = "{\"traceEvents\":[\n";
+  out += Metadata();
+  for (const Event& e : events_) absl::StrAppend(&out, e.json, ",\n");
+  for (const Event& e : flows_) absl::StrAppend(&out, e.json, ",\n");
+  // Every entry above ends in ",\n"; JSON forbids a trailing comma.
+  if (out.size() >= 2 && out.compare(out.size() - 2, 2, ",\n") == 0) {
+    out.resize(out.size() - 2);
+    out += '\n';
+  }
+  // origin_ns is a string: CUPTI timestamps exceed 2^53, JavaScript's exact
+  // integer range.
+  const TraceCounters& c = data_.counters();
+  absl::StrAppend(&out, "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"cuprobe\"",
+                  ",\"trace_records_version\":", kTraceRecordsVersion,
+                  ",\"origin_ns\":\"", origin_, "\",\"dropped_records\":", c.dropped,
+                  ",\"invalid_records\":", c.invalid, ",\"unknown_type_records\":",
+                  c.unknown_type, "}}\n");
+  return out;
+}
+
+}  // namespace
+
+std::string FormatChromeTrace(const TraceData& data) { return ChromeTraceWriter(data).Write(); }
+
+}  // namespace cuprobe

@@ -1,0 +1,159 @@
+// File: maps/trace_data.cc
+#include "maps/trace_data.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "absl/strings/str_format.h"
+
+namespace cuprobe {
+namespace {
+
+// The ring holds records at 8-byte boundaries, but a span handed to us may
+// come from anywhere (a file, a test buffer): copy, never cast.
+template <typename T>
+T LoadRecord(absl::Span<const uint8_t> body) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  T record;
+  std::memcpy(&record, body.data(), sizeof(T));
+  return record;
+}
+
+absl::Status ShortBody(uint16_t type, size_t have, size_t need) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s (type %d) body is %d bytes, shorter than the %d-byte record",
+                      RecordTypeName(type), type, have, need));
+}
+
+}  // namespace
+
+std::string_view RecordTypeName(uint16_t type) {
+  switch (static_cast<RecordType>(type)) {
+    case RecordType::kName:
+      return "NameRecord";
+    case RecordType::kLaunch:
+      return "LaunchRecord";
+    case RecordType::kKernel:
+      return "KernelRecord";
+    case RecordType::kMemcpy:
+      return "MemcpyRecord";
+    case RecordType::kMemset:
+      return "MemsetRecord";
+    case RecordType::kProcess:
+      return "ProcessRecord";
+  }
+  return "unknown record";
+}
+
+absl::Status TraceData::Add(uint16_t type, absl::Span<const uint8_t> body) {
+  size_t need = 0;
+  switch (static_cast<RecordType>(type)) {
+    case RecordType::kName:
+      return AddNameRecord(body);
+    case RecordType::kLaunch:
+      need = sizeof(LaunchRecord);
+      break;
+    case RecordType::kKernel:
+      need = sizeof(KernelRecord);
+      break;
+    case RecordType::kMemcpy:
+      need = sizeof(MemcpyRecord);
+      break;
+    case RecordType::kMemset:
+      need = sizeof(MemsetRecord);
+      break;
+    case RecordType::kProcess:
+      need = sizeof(ProcessRecord);
+      break;
+    default:
+      ++counters_.unknown_type;
+      return absl::OkStatus();
+  }
+  if (body.size() < need) {
+    ++counters_.invalid;
+    return ShortBody(type, body.size(), need);
+  }
+  switch (static_cast<RecordType>(type)) {
+    case RecordType::kLaunch:
+      AddLaunch(LoadRecord<LaunchRecord>(body));
+      break;
+    case RecordType::kKernel:
+      AddKernel(LoadRecord<KernelRecord>(body));
+      break;
+    case RecordType::kMemcpy:
+      AddMemcpy(LoadRecord<MemcpyRecord>(body));
+      break;
+    case RecordType::kMemset:
+      AddMemset(LoadRecord<MemsetRecord>(body));
+      break;
+    case RecordType::kProcess:
+      AddProcess(LoadRecord<ProcessRecord>(body));
+      break;
+    case RecordType::kName:
+      break;  // handled above
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TraceData::AddNameRecord(absl::Span<const uint8_t> body) {
+  constexpr uint16_t kType = static_cast<uint16_t>(RecordType::kName);
+  if (body.size() < sizeof(NameRecord)) {
+    ++counters_.invalid;
+    return ShortBody(kType, body.size(), sizeof(NameRecord));
+  }
+  const auto record = LoadRecord<NameRecord>(body);
+  const size_t available = body.size() - sizeof(NameRecord);
+  if (record.length > available) {
+    ++counters_.invalid;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NameRecord (type %d) for name_id %d declares %d name bytes, but the %d-byte body "
+        "holds only %d after its %d-byte header",
+        kType, record.name_id, record.length, body.size(), available, sizeof(NameRecord)));
+  }
+  if (record.name_id == 0) {
+    ++counters_.invalid;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NameRecord (type %d) has name_id 0; ids start at 1 (0 means 'no name')", kType));
+  }
+  const auto* bytes = reinterpret_cast<const char*>(body.data() + sizeof(NameRecord));
+  AddName(record.name_id, std::string_view(bytes, record.length));
+  return absl::OkStatus();
+}
+
+void TraceData::AddName(uint64_t name_id, std::string_view name) {
+  names_.insert_or_assign(name_id, std::string(name));
+  ++counters_.accepted;
+}
+
+void TraceData::AddProcess(const ProcessRecord& record) {
+  processes_.push_back(record);
+  ++counters_.accepted;
+}
+
+void TraceData::AddLaunch(const LaunchRecord& record) {
+  launches_.push_back(record);
+  ++counters_.accepted;
+}
+
+void TraceData::AddKernel(const KernelRecord& record) {
+  kernels_.push_back(record);
+  ++counters_.accepted;
+}
+
+void TraceData::AddMemcpy(const MemcpyRecord& record) {
+  memcpys_.push_back(record);
+  ++counters_.accepted;
+}
+
+void TraceData::AddMemset(const MemsetRecord& record) {
+  memsets_.push_back(record);
+  ++counters_.accepted;
+}
+
+std::string_view TraceData::Name(uint64_t name_id) const {
+  auto it = names_.find(name_id);
+  if (it == names_.end()) return kUnknownName;
+  return it->second;
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,105 @@
+// File: maps/trace_data.h
+//
+// TraceData accumulates the trace records of one process (see
+// maps/trace_records.h) for the report: names, launches, kernels, memory
+// operations and processes. The consumer of the record ring feeds it each
+// record's type and body; the hook (standalone mode) and tests may add the
+// structs directly:
+//
+//   TraceData data;
+//   for (const auto& [type, body] : ring_records) {
+//     absl::Status s = data.Add(type, body);   // short/garbled body: error,
+//     if (!s.ok()) CUPROBE_LOG(kWarning, ...); // counted, record skipped
+//   }
+//   data.AddDropped(ring.lost_records());
+//   std::string_view name = data.Name(data.kernels()[0].name_id);
+//
+// Records of an unknown type are counted and skipped (a newer hook may emit
+// types this reader does not know). Bodies may be longer than the struct
+// (padding to a multiple of 8, or a future version's extra fields); only the
+// struct's bytes are read.
+//
+// name_id is unique within one process, and KernelRecord carries no pid: use
+// one TraceData per process ring.
+//
+// Not thread-safe: one consumer thread feeds it.
+#ifndef CUPROBE_MAPS_TRACE_DATA_H_
+#define CUPROBE_MAPS_TRACE_DATA_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "maps/trace_records.h"
+
+namespace cuprobe {
+
+// Returned by TraceData::Name() for a name_id without a NameRecord (and for 0).
+inline constexpr std::string_view kUnknownName = "<unknown>";
+
+// "NameRecord", "KernelRecord", ... or "unknown record" for a type without one.
+[[nodiscard]] std::string_view RecordTypeName(uint16_t type);
+
+struct TraceCounters {
+  uint64_t accepted = 0;      // records stored (Add and the Add* calls)
+  uint64_t invalid = 0;       // rejected by Add: short body, bad NameRecord
+  uint64_t unknown_type = 0;  // skipped by Add: type this reader does not know
+  uint64_t dropped = 0;       // lost before reaching us (AddDropped: ring overflow)
+};
+
+class TraceData {
+ public:
+  TraceData() = default;
+  TraceData(const TraceData&) = delete;
+  TraceData& operator=(const TraceData&) = delete;
+  TraceData(TraceData&&) = default;
+  TraceData& operator=(TraceData&&) = default;
+
+  // Decodes one record: `type` is RecordHeader::type, `body` the bytes after
+  // the header (trailing padding allowed). An invalid body returns
+  // InvalidArgument naming the record type and the sizes, counts as invalid
+  // and stores nothing. An unknown type returns OK and counts as unknown_type.
+  [[nodiscard]] absl::Status Add(uint16_t type, absl::Span<const uint8_t> body);
+
+  // Direct adds (the hook, tests). A later name for the same id replaces it.
+  void AddName(uint64_t name_id, std::string_view name);
+  void AddProcess(const ProcessRecord& record);
+  void AddLaunch(const LaunchRecord& record);
+  void AddKernel(const KernelRecord& record);
+  void AddMemcpy(const MemcpyRecord& record);
+  void AddMemset(const MemsetRecord& record);
+  // Records the producer lost (ring full): reported in the summary.
+  void AddDropped(uint64_t count) { counters_.dropped += count; }
+
+  // The name for `name_id`, or kUnknownName. The view stays valid until the
+  // next AddName/Add of a name record.
+  [[nodiscard]] std::string_view Name(uint64_t name_id) const;
+  [[nodiscard]] bool HasName(uint64_t name_id) const { return names_.contains(name_id); }
+
+  [[nodiscard]] const std::vector<ProcessRecord>& processes() const { return processes_; }
+  [[nodiscard]] const std::vector<LaunchRecord>& launches() const { return launches_; }
+  [[nodiscard]] const std::vector<KernelRecord>& kernels() const { return kernels_; }
+  [[nodiscard]] const std::vector<MemcpyRecord>& memcpys() const { return memcpys_; }
+  [[nodiscard]] const std::vector<MemsetRecord>& memsets() const { return memsets_; }
+  [[nodiscard]] size_t name_count() const { return names_.size(); }
+  [[nodiscard]] const TraceCounters& counters() const { return counters_; }
+
+ private:
+  absl::Status AddNameRecord(absl::Span<const uint8_t> body);
+
+  absl::flat_hash_map<uint64_t, std::string> names_;
+  std::vector<ProcessRecord> processes_;
+  std::vector<LaunchRecord> launches_;
+  std::vector<KernelRecord> kernels_;
+  std::vector<MemcpyRecord> memcpys_;
+  std::vector<MemsetRecord> memsets_;
+  TraceCounters counters_;
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_MAPS_TRACE_DATA_H_
