@@ -218,7 +218,7 @@ size_t RecordRing::Drain(
         }
       }
       std::memcpy(scratch_.data(), data_ + body_index, first);
-      std::memcpy(scratch_.data() + first, data_, body_len - first);
+      std::memcpy(scratch_.data() + first, data_ + 8, body_len - first);
       body = absl::MakeConstSpan(scratch_.data(), body_len);
     }
     fn(type, body);

@@ -45,6 +45,9 @@ class ChromeTraceWriter {
     return absl::StrFormat("%d.%03d", d / 1000, d % 1000);
   }
   static uint32_t GpuPid(uint32_t device) { return kChromeGpuPidBase + device; }
+  static uint32_t LaneTid(uint32_t stream, uint32_t lane) {
+    return stream + lane * kChromeLaneTidStride;
+  }
 
   // Appends `"name":...,"cat":...,"ph":"X",...,"args":{` to a new event; the
   // caller appends its args and the closing "}}".
@@ -57,6 +60,7 @@ class ChromeTraceWriter {
                              uint32_t tid, std::string_view key, std::string_view string_value,
                              int64_t int_value, bool is_string);
 
+  void AssignLanes();
   void AddLaunches();
   void AddKernels();
   void AddMemoryOps();
@@ -70,7 +74,9 @@ class ChromeTraceWriter {
   std::set<uint32_t> cpu_pids_;
   std::set<std::pair<uint32_t, uint32_t>> cpu_threads_;  // (pid, tid)
   std::set<uint32_t> devices_;
-  std::set<std::pair<uint32_t, uint32_t>> streams_;      // (device, stream id)
+  // (device, stream id, lane): lane 0 is the stream's own track.
+  std::set<std::tuple<uint32_t, uint32_t, uint32_t>> tracks_;
+  std::vector<uint32_t> kernel_lane_, memcpy_lane_, memset_lane_;
 };
 
 uint64_t ChromeTraceWriter::Origin() const {
@@ -96,6 +102,59 @@ std::string ChromeTraceWriter::SliceHead(std::string_view name, std::string_view
 
 std::string Dim3(const uint32_t (&v)[3]) { return absl::StrCat("[", v[0], ",", v[1], ",", v[2], "]"); }
 
+// Work on one stream is serialized, except kernels of a graph (and async
+// copies engines) that CUPTI reports with the stream they were launched into.
+// Viewers drop or garble "X" slices that overlap without nesting, so an
+// operation that starts before the previous one on its stream ended goes to
+// the first free overflow lane of that stream (greedy interval partitioning).
+void ChromeTraceWriter::AssignLanes() {
+  struct Op {
+    uint32_t device, stream;
+    uint64_t start, end;
+    int kind;  // 0 kernel, 1 memcpy, 2 memset
+    size_t index;
+  };
+  std::vector<Op> ops;
+  const auto& kernels = data_.kernels();
+  const auto& memcpys = data_.memcpys();
+  const auto& memsets = data_.memsets();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    ops.push_back({kernels[i].device, kernels[i].stream_id, kernels[i].start_ns,
+                   std::max(kernels[i].start_ns, kernels[i].end_ns), 0, i});
+  }
+  for (size_t i = 0; i < memcpys.size(); ++i) {
+    ops.push_back({memcpys[i].device, memcpys[i].stream_id, memcpys[i].start_ns,
+                   std::max(memcpys[i].start_ns, memcpys[i].end_ns), 1, i});
+  }
+  for (size_t i = 0; i < memsets.size(); ++i) {
+    ops.push_back({memsets[i].device, memsets[i].stream_id, memsets[i].start_ns,
+                   std::max(memsets[i].start_ns, memsets[i].end_ns), 2, i});
+  }
+  std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) {
+    return std::tie(a.device, a.stream, a.start, a.kind, a.index) <
+           std::tie(b.device, b.stream, b.start, b.kind, b.index);
+  });
+  kernel_lane_.assign(kernels.size(), 0);
+  memcpy_lane_.assign(memcpys.size(), 0);
+  memset_lane_.assign(memsets.size(), 0);
+  std::vector<uint64_t> lane_end;  // per lane of the current stream
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (i == 0 || op.device != ops[i - 1].device || op.stream != ops[i - 1].stream) {
+      lane_end.clear();
+    }
+    uint32_t lane = 0;
+    while (lane < lane_end.size() && lane_end[lane] > op.start) ++lane;
+    if (lane == lane_end.size()) lane_end.push_back(0);
+    lane_end[lane] = op.end;
+    // Lanes beyond the stride's reach would collide with other streams' tids.
+    lane = std::min<uint32_t>(lane, kChromeMaxLanes - 1);
+    devices_.insert(op.device);
+    tracks_.insert({op.device, op.stream, lane});
+    (op.kind == 0 ? kernel_lane_ : op.kind == 1 ? memcpy_lane_ : memset_lane_)[op.index] = lane;
+  }
+}
+
 void ChromeTraceWriter::AddLaunches() {
   for (const LaunchRecord& l : data_.launches()) {
     cpu_pids_.insert(l.pid);
@@ -117,12 +176,12 @@ void ChromeTraceWriter::AddLaunches() {
 }
 
 void ChromeTraceWriter::AddKernels() {
-  for (const KernelRecord& k : data_.kernels()) {
-    devices_.insert(k.device);
-    streams_.insert({k.device, k.stream_id});
+  for (size_t i = 0; i < data_.kernels().size(); ++i) {
+    const KernelRecord& k = data_.kernels()[i];
+    const uint32_t tid = LaneTid(k.stream_id, kernel_lane_[i]);
     const std::string_view raw = data_.Name(k.name_id);
     const std::string name = DemangleKernelName(raw);
-    std::string e = SliceHead(name, "kernel", k.start_ns, k.end_ns, GpuPid(k.device), k.stream_id);
+    std::string e = SliceHead(name, "kernel", k.start_ns, k.end_ns, GpuPid(k.device), tid);
     absl::StrAppend(&e, "\"correlation id\":", k.correlation_id, ",\"grid\":", Dim3(k.grid),
                     ",\"block\":", Dim3(k.block),
                     ",\"shared memory\":", k.dynamic_shared_bytes + uint64_t{k.static_shared_bytes},
@@ -139,57 +198,58 @@ void ChromeTraceWriter::AddKernels() {
       AppendJsonString(&e, raw);
     }
     e += "}}";
-    AddEvent(k.start_ns, GpuPid(k.device), k.stream_id, std::move(e));
+    AddEvent(k.start_ns, GpuPid(k.device), tid, std::move(e));
   }
 }
 
 void ChromeTraceWriter::AddMemoryOps() {
-  for (const MemcpyRecord& m : data_.memcpys()) {
-    devices_.insert(m.device);
-    streams_.insert({m.device, m.stream_id});
+  for (size_t i = 0; i < data_.memcpys().size(); ++i) {
+    const MemcpyRecord& m = data_.memcpys()[i];
+    const uint32_t tid = LaneTid(m.stream_id, memcpy_lane_[i]);
     std::string e = SliceHead(MemcpyKindName(m.copy_kind), "memcpy", m.start_ns, m.end_ns,
-                              GpuPid(m.device), m.stream_id);
+                              GpuPid(m.device), tid);
     absl::StrAppend(&e, "\"bytes\":", m.bytes, ",\"correlation id\":", m.correlation_id,
                     ",\"stream\":", m.stream_id, ",\"device\":", m.device, ",\"src kind\":");
     AppendJsonString(&e, MemoryKindName(m.src_kind));
     e += ",\"dst kind\":";
     AppendJsonString(&e, MemoryKindName(m.dst_kind));
     e += "}}";
-    AddEvent(m.start_ns, GpuPid(m.device), m.stream_id, std::move(e));
+    AddEvent(m.start_ns, GpuPid(m.device), tid, std::move(e));
   }
-  for (const MemsetRecord& m : data_.memsets()) {
-    devices_.insert(m.device);
-    streams_.insert({m.device, m.stream_id});
+  for (size_t i = 0; i < data_.memsets().size(); ++i) {
+    const MemsetRecord& m = data_.memsets()[i];
+    const uint32_t tid = LaneTid(m.stream_id, memset_lane_[i]);
     std::string e = SliceHead(kMemsetOperationName, "memset", m.start_ns, m.end_ns,
-                              GpuPid(m.device), m.stream_id);
+                              GpuPid(m.device), tid);
     absl::StrAppend(&e, "\"bytes\":", m.bytes, ",\"value\":", m.value,
                     ",\"correlation id\":", m.correlation_id, ",\"stream\":", m.stream_id,
                     ",\"device\":", m.device, "}}");
-    AddEvent(m.start_ns, GpuPid(m.device), m.stream_id, std::move(e));
+    AddEvent(m.start_ns, GpuPid(m.device), tid, std::move(e));
   }
 }
 
 void ChromeTraceWriter::AddFlows() {
   // The earliest kernel of each correlation id (ties: first recorded).
-  absl::flat_hash_map<uint64_t, const KernelRecord*> kernel_of;
-  for (const KernelRecord& k : data_.kernels()) {
-    if (k.correlation_id == 0) continue;
-    auto [it, inserted] = kernel_of.try_emplace(k.correlation_id, &k);
-    if (!inserted && k.start_ns < it->second->start_ns) it->second = &k;
+  const auto& kernels = data_.kernels();
+  absl::flat_hash_map<uint64_t, size_t> kernel_of;  // index into kernels
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i].correlation_id == 0) continue;
+    auto [it, inserted] = kernel_of.try_emplace(kernels[i].correlation_id, i);
+    if (!inserted && kernels[i].start_ns < kernels[it->second].start_ns) it->second = i;
   }
   // One arrow per correlation id: the first launch record that carries it.
   absl::flat_hash_map<uint64_t, bool> done;
   for (const LaunchRecord& l : data_.launches()) {
     auto it = kernel_of.find(l.correlation_id);
     if (it == kernel_of.end() || !done.try_emplace(l.correlation_id, true).second) continue;
-    const KernelRecord& k = *it->second;
+    const KernelRecord& k = kernels[it->second];
     std::string s = absl::StrCat(
         "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"s\",\"id\":", l.correlation_id,
         ",\"ts\":", Micros(l.api_start_ns), ",\"pid\":", l.pid, ",\"tid\":", l.tid, "}");
     std::string f = absl::StrCat(
         "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"f\",\"bp\":\"e\",\"id\":",
         l.correlation_id, ",\"ts\":", Micros(k.start_ns), ",\"pid\":", GpuPid(k.device),
-        ",\"tid\":", k.stream_id, "}");
+        ",\"tid\":", LaneTid(k.stream_id, kernel_lane_[it->second]), "}");
     // Sorted by correlation id, start before finish.
     flows_.push_back(Event{l.correlation_id, 0, 0, 0, std::move(s)});
     flows_.push_back(Event{l.correlation_id, 0, 0, 1, std::move(f)});
@@ -242,16 +302,20 @@ std::string ChromeTraceWriter::Metadata() const {
     AppendMetadata(&out, "process_sort_index", GpuPid(device), 0, "sort_index", "",
                    sort_index++, false);
   }
-  for (const auto& [device, stream] : streams_) {
-    AppendMetadata(&out, "thread_name", GpuPid(device), stream, "name",
-                   absl::StrCat("Stream ", stream), 0, true);
-    AppendMetadata(&out, "thread_sort_index", GpuPid(device), stream, "sort_index", "", stream,
-                   false);
+  for (const auto& [device, stream, lane] : tracks_) {
+    const uint32_t tid = LaneTid(stream, lane);
+    AppendMetadata(&out, "thread_name", GpuPid(device), tid, "name",
+                   lane == 0 ? absl::StrCat("Stream ", stream)
+                             : absl::StrCat("Stream ", stream, " (overlap ", lane, ")"),
+                   0, true);
+    AppendMetadata(&out, "thread_sort_index", GpuPid(device), tid, "sort_index", "",
+                   int64_t{stream} * kChromeMaxLanes + lane, false);
   }
   return out;
 }
 
 std::string ChromeTraceWriter::Write() {
+  AssignLanes();
   AddLaunches();
   AddKernels();
   AddMemoryOps();

@@ -21,7 +21,11 @@
 // - GPU: device D is process kChromeGpuPidBase + D named "GPU D" (real pids
 //   stay below 2^22, so they never collide); each stream is a thread whose
 //   tid is the CUPTI stream id, named "Stream N", sorted by id. Kernels,
-//   memcpys and memsets are "X" slices on their stream.
+//   memcpys and memsets are "X" slices on their stream. Operations that
+//   overlap on one stream (graph kernels run concurrently, yet CUPTI reports
+//   them on the launch stream) would be dropped or garbled by the viewers:
+//   those go to overflow tracks "Stream N (overlap K)", tid N + K *
+//   kChromeLaneTidStride, listed right after the stream.
 // - Flow arrows (cat "launch", id = correlation id) go from each launch slice
 //   ("s", at the call's start) to the start of its kernel ("f", bp "e"). When
 //   several kernels share one correlation id (a cuGraphLaunch), the arrow goes
@@ -39,6 +43,8 @@
 namespace cuprobe {
 
 inline constexpr uint32_t kChromeGpuPidBase = 1'000'000'000;
+inline constexpr uint32_t kChromeLaneTidStride = 10'000'000;
+inline constexpr uint32_t kChromeMaxLanes = 64;  // beyond: all in the last lane
 
 [[nodiscard]] std::string FormatChromeTrace(const TraceData& data);
 

@@ -383,7 +383,7 @@ struct ChildReport {
 // Forks a child that opens the segment by name and writes `n` self-checking
 // records; it reports which ones the ring accepted through a pipe.
 pid_t SpawnWriter(const std::string& name, uint32_t child, uint32_t n, uint32_t fixed_len,
-                  int* read_fd) {
+                  int* read_fd, bool yield_on_drop = false) {
   int fds[2];
   if (::pipe(fds) != 0) return -1;
   pid_t pid = ::fork();
@@ -404,6 +404,7 @@ pid_t SpawnWriter(const std::string& name, uint32_t child, uint32_t n, uint32_t 
       report[8 + seq] = 1;
     } else {
       ++dropped;
+      if (yield_on_drop) ::sched_yield();
     }
   }
   std::memcpy(report.data(), &ok, 4);
@@ -462,7 +463,7 @@ TEST_F(SegmentTest, ForkedWritersAndConcurrentDrain) {
   std::vector<pid_t> pids;
   std::vector<int> fds(kChildren);
   for (uint32_t c = 0; c < kChildren; ++c) {
-    pid_t pid = SpawnWriter(s.name(), c, kPerChild, 0, &fds[c]);
+    pid_t pid = SpawnWriter(s.name(), c, kPerChild, 0, &fds[c], /*yield_on_drop=*/true);
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "maps/trace_chrome.h"
@@ -271,8 +272,16 @@ void ExpectGolden(std::string_view name, const std::string& actual) {
   ASSERT_EQ(::access(path.c_str(), R_OK), 0)
       << "missing golden file " << path << "; run with CUPROBE_UPDATE_GOLDEN=1 to create it";
   const std::string expected = testing::ReadWholeFile(path);
-  EXPECT_EQ(actual, expected) << "output differs from " << path
-                              << " (CUPROBE_UPDATE_GOLDEN=1 rewrites it)";
+  if (actual == expected) return;
+  // Report the first differing line, not two whole files.
+  const std::vector<std::string_view> want = absl::StrSplit(expected, '\n');
+  const std::vector<std::string_view> got = absl::StrSplit(actual, '\n');
+  size_t line = 0;
+  while (line < want.size() && line < got.size() && want[line] == got[line]) ++line;
+  ADD_FAILURE() << "output differs from " << path << " at line " << line + 1
+                << " (CUPROBE_UPDATE_GOLDEN=1 rewrites it)\n  expected: "
+                << (line < want.size() ? want[line] : "<end of file>")
+                << "\n  actual:   " << (line < got.size() ? got[line] : "<end of output>");
 }
 
 std::string TempPath(std::string_view name) {
@@ -312,6 +321,18 @@ for e in xs:
     assert (e["pid"], e["tid"]) in threads, ("no thread_name", e)
 for i, e in enumerate(ev):
     e["_index"] = i
+# Slices of one track must nest or be disjoint, or the viewers garble them.
+tracks = {}
+for x in xs:
+    tracks.setdefault((x["pid"], x["tid"]), []).append(x)
+for key, track in tracks.items():
+    track.sort(key=lambda x: (x["ts"], -x["dur"]))
+    open_ends = []
+    for x in track:
+        while open_ends and open_ends[-1] <= x["ts"] + eps:
+            open_ends.pop()
+        assert not open_ends or x["ts"] + x["dur"] <= open_ends[-1] + eps, ("overlap", key, x)
+        open_ends.append(x["ts"] + x["dur"])
 def on_track(e):
     # Slices of e's track that come before e in the file: Perfetto binds a
     # flow event only to a slice it has already read (same ts: file order).
@@ -708,6 +729,47 @@ TEST(FormatTest, ChromeTraceTimesAreRelativeMicroseconds) {
                                "\"tid\":0,\"args\":{\"name\":\"GPU 1\"}}"));
   EXPECT_THAT(trace, HasSubstr("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":4242,"
                                "\"tid\":0,\"args\":{\"name\":\"vec_app\"}}"));
+}
+
+TEST(FormatTest, OverlappingWorkOnOneStreamGetsOverflowTracks) {
+  // Three graph kernels run at once on stream 5; a fourth starts after.
+  TraceData data;
+  data.AddName(1, "_Z4nodei");
+  const uint64_t spans[][2] = {{100, 400}, {150, 300}, {200, 500}, {450, 600}};
+  uint64_t correlation = 0;
+  for (const auto& span : spans) {
+    KernelRecord k{};
+    k.correlation_id = 70 + correlation++;
+    k.name_id = 1;
+    k.start_ns = span[0];
+    k.end_ns = span[1];
+    k.stream_id = 5;
+    k.graph_id = 2;
+    data.AddKernel(k);
+    LaunchRecord l{};
+    l.correlation_id = k.correlation_id;
+    l.name_id = 1;
+    l.api_start_ns = 10 * correlation;
+    l.api_end_ns = 10 * correlation + 5;
+    l.pid = 1;
+    l.tid = 1;
+    data.AddLaunch(l);
+  }
+  const std::string trace = FormatChromeTrace(data);
+  EXPECT_THAT(trace, HasSubstr("\"tid\":5,\"args\":{\"name\":\"Stream 5\"}"));
+  EXPECT_THAT(trace, HasSubstr("\"tid\":10000005,\"args\":{\"name\":\"Stream 5 (overlap 1)\"}"));
+  EXPECT_THAT(trace, HasSubstr("\"tid\":20000005,\"args\":{\"name\":\"Stream 5 (overlap 2)\"}"));
+  EXPECT_THAT(trace, ::testing::Not(HasSubstr("overlap 3")));
+  // The arrow to the second kernel ends on the overflow track.
+  EXPECT_THAT(trace, HasSubstr("\"ph\":\"f\",\"bp\":\"e\",\"id\":71,\"ts\":0.140,"
+                               "\"pid\":1000000000,\"tid\":10000005}"));
+  const std::string path = TempPath("overlap_trace.json");
+  ASSERT_TRUE(WriteFile(path, trace).ok());
+  testing::ProcessResult r = RunPython(kChromeCheck, path);
+  CUPROBE_SKIP_WITHOUT_PYTHON(r);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "X=8 s=4 f=4 M=11\n");
+  ::unlink(path.c_str());
 }
 
 TEST(FormatTest, EmptyTraceIsStillValid) {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Benchmarks on the GPU machine: ratios against the uninstrumented run,
+# measured side by side in this one call (rounds interleaved).
+#
+#   bench/run.sh [RESULTS_DIR]
+#
+#  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`, and
+#     CUPTI's own cupti_trace_injection sample (built here from the toolkit).
+#  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe trace`.
+# Writes bench.tsv and prints a markdown table of median seconds and ratios.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${CUPROBE_BUILD_DIR:-$root/build}"
+results="${1:-${OUT:-$root/bench-results}}"
+mkdir -p "$results"
+rounds="${CUPROBE_BENCH_ROUNDS:-5}"
+launches="${CUPROBE_BENCH_LAUNCHES:-100000}"
+tsv="$results/bench.tsv"
+: > "$tsv"
+cuprobe="$build/bin/cuprobe"
+loop="$build/bench/launch_loop"
+tmp="$(mktemp -d)"
+
+# CUPTI's injection sample, as DEVICE.md describes.
+inj=""
+src=/usr/local/cuda/extras/CUPTI/samples
+if [[ -d "$src/cupti_trace_injection" ]]; then
+  cp -r "$src" "$tmp/samples"
+  (cd "$tmp/samples/cupti_trace_injection" && timeout 120 nvcc -Xcompiler -fPIC \
+     -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include -I../common -shared \
+     cupti_trace_injection.cpp -L/usr/local/cuda/lib64 -lcuda -lcupti \
+     -o "$tmp/libcupti_trace_injection.so" >"$tmp/inj-build.log" 2>&1) && inj="$tmp/libcupti_trace_injection.so"
+fi
+[[ -n "$inj" ]] || echo "bench: cupti_trace_injection could not be built (see $tmp/inj-build.log)" >&2
+
+secs() { sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+
+run_case() {  # name, command...
+  local name=$1; shift
+  local err="$tmp/err"
+  timeout 300 "$@" >/dev/null 2>"$err"
+  local s; s=$(secs "$err")
+  if [[ -n "$s" ]]; then printf '%s\t%s\n' "$name" "$s" >> "$tsv"; else
+    echo "bench: $name failed: $(tail -3 "$err")" >&2; fi
+}
+
+for ((r = 0; r < rounds; r++)); do
+  run_case launch.native "$loop" "$launches"
+  run_case launch.cuprobe "$cuprobe" trace --format json -o "$tmp/t" -- "$loop" "$launches"
+  [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
+done
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  for ((r = 0; r < rounds; r++)); do
+    run_case torch.native python3 "$root/bench/torch_loop.py"
+    run_case torch.profiler python3 "$root/bench/torch_loop.py" --profiler
+    run_case torch.cuprobe "$cuprobe" trace --format json -o "$tmp/p" -- python3 "$root/bench/torch_loop.py"
+  done
+fi
+
+python3 - "$tsv" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, s = line.split("\t")
+    rows[name].append(float(s))
+print("| workload | configuration | runs | median s | ratio vs native |")
+print("| --- | --- | --- | --- | --- |")
+for group in ("launch", "torch"):
+    base = rows.get(group + ".native")
+    if not base:
+        continue
+    b = statistics.median(base)
+    for name in sorted(k for k in rows if k.startswith(group + ".")):
+        m = statistics.median(rows[name])
+        print("| %s | %s | %d | %.4f | %.3f |" % (group, name.split(".", 1)[1], len(rows[name]), m, m / b))
+PY
+rm -rf "$tmp"

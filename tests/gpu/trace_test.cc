@@ -1,0 +1,198 @@
+// GPU tier: `cuprobe trace` end to end on real CUDA programs, with exact
+// kernel and launch counts, a PyTorch script checked against torch.profiler,
+// and an exit stress of many short traced runs. Skips without a GPU.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Summary {
+  std::map<std::string, int64_t> kernels;   // demangled name -> instances
+  std::map<std::string, int64_t> launches;  // demangled name -> API calls
+  std::map<std::string, int64_t> memcpy;
+  std::map<std::string, int64_t> memset;
+  std::map<std::string, std::string> totals;
+};
+
+// Reads a summary JSON through tests/gpu/summary_lines.py.
+Summary ReadSummary(const std::string& json_path) {
+  Summary s;
+  ProcessResult r =
+      RunProcess({"python3", SourceDir() + "/tests/gpu/summary_lines.py", json_path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('\t', 2));
+    if (f.size() != 3) continue;
+    int64_t n = 0;
+    if (f[0] == "T") {
+      s.totals[f[1]] = f[2];
+      continue;
+    }
+    EXPECT_TRUE(absl::SimpleAtoi(f[1], &n)) << line;
+    if (f[0] == "K") s.kernels[f[2]] += n;
+    if (f[0] == "L") s.launches[f[2]] += n;
+    if (f[0] == "C") s.memcpy[f[2]] += n;
+    if (f[0] == "S") s.memset[f[2]] += n;
+  }
+  return s;
+}
+
+std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
+
+class Trace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+    char tmpl[] = "/tmp/cuprobe-trace-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  std::string dir_;
+};
+
+TEST_F(Trace, VecAddExactCounts) {
+  ProcessResult native = RunProcess({SamplePath("vec_add"), "1048576", "100"});
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  std::string prefix = dir_ + "/vec_add";
+  ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format",
+                                "table,json,csv,chrome", "--", SamplePath("vec_add"), "1048576",
+                                "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, native.out) << "the app's stdout is unchanged under cuprobe trace";
+  EXPECT_THAT(r.err, HasSubstr("cuda_gpu_kern_sum"));
+  Summary s = ReadSummary(prefix + ".json");
+  EXPECT_EQ(s.kernels["vec_add(float const*, float const*, float*, int)"], 100);
+  EXPECT_EQ(s.kernels["scale(float*, float, int)"], 1);
+  EXPECT_EQ(s.kernels.size(), 2u);
+  EXPECT_EQ(s.launches["vec_add(float const*, float const*, float*, int)"], 100);
+  EXPECT_EQ(s.launches["scale(float*, float, int)"], 1);
+  EXPECT_EQ(s.memcpy["[CUDA memcpy Host-to-Device]"], 2);
+  EXPECT_EQ(s.memcpy["[CUDA memcpy Device-to-Host]"], 1);
+  EXPECT_EQ(s.totals["dropped_records"], "0");
+  // The timeline is valid JSON with flows that pair up.
+  ProcessResult check = RunProcess(
+      {"python3", "-c",
+       "import json,sys\n"
+       "t=json.load(open(sys.argv[1]))['traceEvents']\n"
+       "s={e['id'] for e in t if e['ph']=='s'}\n"
+       "f={e['id'] for e in t if e['ph']=='f'}\n"
+       "k=[e for e in t if e['ph']=='X' and e.get('cat')=='kernel']\n"
+       "assert s==f and len(f)>=101, (len(s),len(f))\n"
+       "assert len(k)==101, len(k)\n"
+       "print('ok', len(k))\n",
+       prefix + ".trace.json"});
+  EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
+TEST_F(Trace, FourThreadsFourStreamsExactCounts) {
+  std::string prefix = dir_ + "/ms";
+  ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format", "json", "--",
+                                SamplePath("multistream"), "4", "50"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("multistream: OK threads=4 launches=50 work=200 tail=4"));
+  Summary s = ReadSummary(prefix + ".json");
+  EXPECT_EQ(s.kernels["work(int*, int)"], 200);
+  EXPECT_EQ(s.kernels["tail(int*, int*)"], 4);
+  EXPECT_EQ(s.launches["work(int*, int)"], 200);
+  EXPECT_EQ(s.memset["[CUDA memset]"], 4);
+}
+
+TEST_F(Trace, ExitCodeAndSignalPassThrough) {
+  ProcessResult bad = RunProcess({Cuprobe(), "trace", "-o", dir_ + "/bad", "--",
+                                  SamplePath("vec_add"), "0"});
+  EXPECT_EQ(bad.exit_code, 64);
+  ProcessResult killed = RunProcess({Cuprobe(), "trace", "-o", dir_ + "/k", "--", "/bin/sh",
+                                     "-c", "kill -TERM $$"});
+  EXPECT_EQ(killed.term_signal, SIGTERM) << killed.err;
+}
+
+TEST_F(Trace, StandaloneModeWritesItsOwnTrace) {
+  std::string out = dir_ + "/standalone.json";
+  ProcessResult r = RunProcess({SamplePath("vec_add"), "4096", "7"},
+                               {{"CUDA_INJECTION64_PATH", HookPath()}, {"CUPROBE_OUTPUT", out}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ProcessResult check = RunProcess(
+      {"python3", "-c",
+       "import json,sys\n"
+       "t=json.load(open(sys.argv[1]))['traceEvents']\n"
+       "k=[e for e in t if e['ph']=='X' and e.get('cat')=='kernel']\n"
+       "print(len(k))\n",
+       out});
+  EXPECT_EQ(check.out, "8\n") << check.err;
+}
+
+TEST_F(Trace, PyTorchMatchesTorchProfiler) {
+  std::string script = SourceDir() + "/samples/torch_mlp/train_step.py";
+  ProcessResult has_torch = RunProcess({"python3", "-c", "import torch"});
+  if (has_torch.exit_code != 0) GTEST_SKIP() << "no PyTorch here";
+  std::string reference = dir_ + "/torch_profiler.json";
+  ProcessResult ref = RunProcess({"python3", script, "--profile", reference}, {}, 300);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  std::string prefix = dir_ + "/torch";
+  ProcessResult r = RunProcess(
+      {Cuprobe(), "trace", "-o", prefix, "--format", "json", "--", "python3", script}, {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Summary s = ReadSummary(prefix + ".json");
+  ProcessResult lines = RunProcess(
+      {"python3", "-c",
+       "import json,sys\n"
+       "for k,v in json.load(open(sys.argv[1])).items(): print('%d\\t%s' % (v,k))\n",
+       reference});
+  int profiler_kernels = 0;
+  for (absl::string_view line : absl::StrSplit(lines.out, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('\t', 1));
+    ASSERT_EQ(f.size(), 2u);
+    int64_t n = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(f[0], &n));
+    profiler_kernels += static_cast<int>(n);
+    EXPECT_EQ(s.kernels[f[1]], n) << "kernel " << f[1];
+  }
+  EXPECT_GT(profiler_kernels, 5);
+  int64_t ours = 0;
+  for (const auto& [name, n] : s.kernels) ours += n;
+  EXPECT_EQ(ours, profiler_kernels) << "cuprobe saw kernels torch.profiler did not";
+}
+
+TEST_F(Trace, ExitStress) {
+  int runs = 200;
+  if (const char* env = std::getenv("CUPROBE_STRESS_RUNS")) (void)absl::SimpleAtoi(env, &runs);
+  int failures = 0;
+  for (int i = 0; i < runs; ++i) {
+    std::string prefix = dir_ + "/stress";
+    ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format", "json", "--",
+                                  SamplePath("multistream"), "4", "10"},
+                                 {}, 60);
+    bool ok = !r.timed_out && r.exit_code == 0 &&
+              r.out.find("work=40 tail=4") != std::string::npos;
+    if (ok) {
+      Summary s = ReadSummary(prefix + ".json");
+      ok = s.kernels["work(int*, int)"] == 40 && s.kernels["tail(int*, int*)"] == 4;
+    }
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << "run " << i << ": rc=" << r.exit_code << " signal=" << r.term_signal
+                    << " timed_out=" << r.timed_out << "\n" << r.err;
+      if (failures > 3) break;
+    }
+  }
+  EXPECT_EQ(failures, 0) << "of " << runs << " runs";
+  RecordProperty("runs", runs);
+}
+
+}  // namespace
+}  // namespace cuprobe::testing
