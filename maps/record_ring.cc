@@ -98,7 +98,7 @@ void RecordRing::CopyIn(uint64_t pos, const void* src, uint64_t len) {
   const uint64_t index = pos % capacity_;
   const uint64_t first = std::min(len, capacity_ - index);
   std::memcpy(data_ + index, src, first);
-  if (first < len) std::memcpy(data_, static_cast<const uint8_t*>(src) + first, len - first);
+
 }
 
 void RecordRing::ZeroRange(uint64_t pos, uint64_t len) {
@@ -218,7 +218,7 @@ size_t RecordRing::Drain(
         }
       }
       std::memcpy(scratch_.data(), data_ + body_index, first);
-      std::memcpy(scratch_.data() + first, data_ + 8, body_len - first);
+      std::memcpy(scratch_.data() + first, data_, body_len - first);
       body = absl::MakeConstSpan(scratch_.data(), body_len);
     }
     fn(type, body);
