@@ -88,6 +88,26 @@ absl::StatusOr<RecordRing> RecordRing::Attach(void* control, void* data, uint64_
   return RecordRing(c, static_cast<uint8_t*>(data), capacity, writable);
 }
 
+RecordRing::RecordRing(RecordRing&& other) noexcept
+    : control_(std::exchange(other.control_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)),
+      capacity_(std::exchange(other.capacity_, 0)),
+      writable_(std::exchange(other.writable_, false)),
+      consumer_status_(std::move(other.consumer_status_)),
+      scratch_(std::move(other.scratch_)) {}
+
+RecordRing& RecordRing::operator=(RecordRing&& other) noexcept {
+  if (this != &other) {
+    control_ = std::exchange(other.control_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    capacity_ = std::exchange(other.capacity_, 0);
+    writable_ = std::exchange(other.writable_, false);
+    consumer_status_ = std::move(other.consumer_status_);
+    scratch_ = std::move(other.scratch_);
+  }
+  return *this;
+}
+
 void RecordRing::CountDrop(uint64_t size) {
   control_->dropped.fetch_add(1, std::memory_order_relaxed);
   control_->dropped_bytes.fetch_add(size, std::memory_order_relaxed);
@@ -98,7 +118,7 @@ void RecordRing::CopyIn(uint64_t pos, const void* src, uint64_t len) {
   const uint64_t index = pos % capacity_;
   const uint64_t first = std::min(len, capacity_ - index);
   std::memcpy(data_ + index, src, first);
-
+  if (first < len) std::memcpy(data_, static_cast<const uint8_t*>(src) + first, len - first);
 }
 
 void RecordRing::ZeroRange(uint64_t pos, uint64_t len) {
@@ -169,7 +189,7 @@ void RecordRing::MarkCorrupt(uint64_t pos, uint64_t size, uint64_t head, const c
 size_t RecordRing::Drain(
     absl::FunctionRef<void(uint16_t type, absl::Span<const uint8_t> body)> fn,
     size_t max_records) {
-  if (!consumer_status_.ok()) return 0;
+  if (!consumer_status_.ok() || control_ == nullptr) return 0;
   if (!writable_) {
     consumer_status_ = absl::FailedPreconditionError(
         "a read-only view of the record ring cannot drain it (open the segment writable)");
@@ -233,12 +253,17 @@ size_t RecordRing::Drain(
   return consumed;
 }
 
-uint64_t RecordRing::written() const { return control_->written.load(std::memory_order_relaxed); }
-uint64_t RecordRing::dropped() const { return control_->dropped.load(std::memory_order_relaxed); }
+uint64_t RecordRing::written() const {
+  return control_ ? control_->written.load(std::memory_order_relaxed) : 0;
+}
+uint64_t RecordRing::dropped() const {
+  return control_ ? control_->dropped.load(std::memory_order_relaxed) : 0;
+}
 uint64_t RecordRing::dropped_bytes() const {
-  return control_->dropped_bytes.load(std::memory_order_relaxed);
+  return control_ ? control_->dropped_bytes.load(std::memory_order_relaxed) : 0;
 }
 uint64_t RecordRing::used_bytes() const {
+  if (control_ == nullptr) return 0;
   const uint64_t tail = control_->tail.load(std::memory_order_acquire);
   const uint64_t head = control_->head.load(std::memory_order_acquire);
   return head - tail;

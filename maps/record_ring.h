@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -77,8 +78,11 @@ class RecordRing {
                                                          uint64_t capacity,
                                                          bool writable = true);
 
-  RecordRing(RecordRing&&) = default;
-  RecordRing& operator=(RecordRing&&) = default;
+  // A moved-from ring is inert rather than dangling: Write returns false,
+  // Drain returns 0, counters read 0 (teardown may move a Session away while
+  // a late callback still holds a reference).
+  RecordRing(RecordRing&& other) noexcept;
+  RecordRing& operator=(RecordRing&& other) noexcept;
   RecordRing(const RecordRing&) = delete;
   RecordRing& operator=(const RecordRing&) = delete;
 
@@ -125,10 +129,10 @@ class RecordRing {
   void ZeroRange(uint64_t pos, uint64_t len);
   void MarkCorrupt(uint64_t pos, uint64_t size, uint64_t head, const char* why);
 
-  RingControl* control_;
-  uint8_t* data_;
-  uint64_t capacity_;  // validated copy: never re-read from shared memory
-  bool writable_;
+  RingControl* control_ = nullptr;
+  uint8_t* data_ = nullptr;
+  uint64_t capacity_ = 0;  // validated copy: never re-read from shared memory
+  bool writable_ = false;
   absl::Status consumer_status_;
   std::vector<uint8_t> scratch_;  // consumer: split records copied out here
 };

@@ -244,8 +244,31 @@ Session::Session(std::string name, std::unique_ptr<bip::mapped_region> region,
       ring_capacity_(ring_capacity),
       writable_(writable) {}
 
-Session::Session(Session&&) noexcept = default;
-Session& Session::operator=(Session&&) noexcept = default;
+Session::Session(Session&& other) noexcept
+    : name_(std::move(other.name_)),
+      region_(std::move(other.region_)),
+      header_(std::exchange(other.header_, nullptr)),
+      ring_(std::move(other.ring_)),
+      segment_size_(std::exchange(other.segment_size_, 0)),
+      ring_offset_(std::exchange(other.ring_offset_, 0)),
+      ring_capacity_(std::exchange(other.ring_capacity_, 0)),
+      writable_(std::exchange(other.writable_, false)),
+      removed_(std::exchange(other.removed_, true)) {}
+
+Session& Session::operator=(Session&& other) noexcept {
+  if (this != &other) {
+    name_ = std::move(other.name_);
+    region_ = std::move(other.region_);  // unmaps what this held
+    header_ = std::exchange(other.header_, nullptr);
+    ring_ = std::move(other.ring_);
+    segment_size_ = std::exchange(other.segment_size_, 0);
+    ring_offset_ = std::exchange(other.ring_offset_, 0);
+    ring_capacity_ = std::exchange(other.ring_capacity_, 0);
+    writable_ = std::exchange(other.writable_, false);
+    removed_ = std::exchange(other.removed_, true);
+  }
+  return *this;
+}
 // mapped_region's destructor munmaps; it does not throw.
 Session::~Session() = default;
 
@@ -395,10 +418,12 @@ absl::StatusOr<Session> Session::Open(std::string_view name_view, bool writable)
 }
 
 uint32_t Session::session_state() const {
+  if (header_ == nullptr) return 0;  // moved-from
   return header_->session_state.load(std::memory_order_acquire);
 }
 
 std::string Session::HookReason() const {
+  if (header_ == nullptr) return "";  // moved-from
   (void)header_->session_state.load(std::memory_order_acquire);
   char copy[kHookReasonSize];
   std::memcpy(copy, header_->hook_reason, sizeof(copy));

@@ -29,7 +29,8 @@
 //    processes write. Use its atomics; treat its plain fields as read-only.
 //  - A process that shrinks the object (ftruncate) after Open makes accesses
 //    past the new end raise SIGBUS; only the owning user can do that (0600).
-//  - Not-copyable; a moved-from Session may only be destroyed or assigned.
+//  - Not copyable. A moved-from Session has no mapping: its ring() is inert
+//    (Write returns false), header() must not be used, Remove() is a no-op.
 #ifndef CUPROBE_MAPS_SEGMENT_H_
 #define CUPROBE_MAPS_SEGMENT_H_
 
@@ -112,11 +113,12 @@ class Session {
   // kHookReasonSize - 1 bytes, NUL-padded) first, then hook_state and
   // session_state with release, so a reader that sees the new state sees
   // its reason. FAILED_PRECONDITION on a read-only Session.
-  absl::Status SetHookStatus(uint32_t hook_state, SessionState state, std::string_view reason);
+  [[nodiscard]] absl::Status SetHookStatus(uint32_t hook_state, SessionState state,
+                                           std::string_view reason);
 
   // Unlinks the name (shm_unlink) so no new process can open it; mappings,
   // this one included, stay valid. Idempotent: a name already gone is OK.
-  absl::Status Remove();
+  [[nodiscard]] absl::Status Remove();
 
  private:
   Session(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region,
@@ -125,12 +127,12 @@ class Session {
 
   std::string name_;
   std::unique_ptr<boost::interprocess::mapped_region> region_;
-  SegmentHeader* header_;
+  SegmentHeader* header_ = nullptr;
   RecordRing ring_;
-  uint64_t segment_size_;
-  uint64_t ring_offset_;
-  uint64_t ring_capacity_;
-  bool writable_;
+  uint64_t segment_size_ = 0;
+  uint64_t ring_offset_ = 0;
+  uint64_t ring_capacity_ = 0;
+  bool writable_ = false;
   bool removed_ = false;
 };
 

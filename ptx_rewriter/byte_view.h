@@ -67,7 +67,8 @@ template <typename T>
 [[nodiscard]] inline std::string HexPrefix(Bytes bytes, size_t max_bytes = 8) {
   std::string out;
   for (size_t i = 0; i < bytes.size() && i < max_bytes; ++i) {
-    absl::StrAppendFormat(&out, i == 0 ? "%02x" : " %02x", bytes[i]);
+    if (i != 0) out += ' ';
+    absl::StrAppendFormat(&out, "%02x", bytes[i]);
   }
   return out;
 }
