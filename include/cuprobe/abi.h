@@ -1,0 +1,196 @@
+/* File: include/cuprobe/abi.h
+ *
+ * The probe ABI, version 1: the contract between
+ *   - probes written in C (include/cuprobe/probe.h builds on this file),
+ *   - the probe compiler (loader/compiler: eBPF -> LLVM IR -> NVPTX PTX),
+ *   - the PTX rewriter (ptx_rewriter: calls probes from rewritten kernels),
+ *   - the GPU helper library (maps/gpu: map and ring-buffer helpers),
+ *   - the hook (cupti_hook: allocates maps, fills the map table).
+ *
+ * Plain C, no includes: it is compiled by clang -target bpf (probes), g++
+ * (host), nvcc (device helpers) and checked by static asserts in
+ * tests/unit/abi_test.cc. Bump CUPROBE_ABI_VERSION on any change.
+ *
+ * 1. The probe context (struct cuprobe_ctx) is a *virtual* layout. A probe
+ *    receives a pointer to it in r1 and may only load whole fields at
+ *    constant offsets (the verifier checks this; writes are rejected). The
+ *    compiler lowers each load to what the field means on the GPU: a special
+ *    register (%ctaid, %tid, %smid, %globaltimer, ...) or a parameter of the
+ *    probe function (the memory access, the kernel id, the arguments). No
+ *    context structure is ever built in memory.
+ *
+ * 2. A compiled probe is a PTX function with exactly this signature:
+ *
+ *      .visible .func (.param .b32 ret) NAME(
+ *          .param .b64 mem_addr,    // mem probes: the accessed address; else 0
+ *          .param .b32 mem_info,    // mem probes: CUPROBE_MEM_INFO(...); else 0
+ *          .param .b32 kernel_id,   // the id the hook gave this kernel
+ *          .param .b32 site_index,  // mem: index of the access in the kernel;
+ *                                   // exit: index of the ret/exit; entry: 0
+ *          .param .b64 args)        // generic pointer to struct cuprobe_args,
+ *                                   // or 0 when the probe reads no argument
+ *
+ *    (what LLVM's NVPTX backend emits for
+ *     `i32 @NAME(i64, i32, i32, i32, ptr)`). The return value is ignored.
+ *
+ * 3. Maps are reached through the module-global table
+ *      .visible .global .align 8 .u64 __cuprobe_map_table[N];
+ *    that the rewriter's link pass defines (N = the bundle's map count) and
+ *    the hook fills after the module loads: entry i is the device address of
+ *    map i's descriptor (maps/map_desc.h). Probe PTX declares it
+ *      .extern .global .align 8 .u64 __cuprobe_map_table[];
+ *    and an eBPF map reference (ld_imm64 pseudo map) to map i lowers to
+ *    `ld.global.u64 %rd, [__cuprobe_map_table + 8*i]`.
+ *
+ * 4. Helpers are PTX functions of the GPU helper library named
+ *    CUPROBE_HELPER_SYMBOL_* below; every argument and the result are .b64.
+ *    Helpers that only read a special register are inlined by the compiler.
+ */
+#ifndef CUPROBE_ABI_H_
+#define CUPROBE_ABI_H_
+
+#define CUPROBE_ABI_VERSION 1
+
+typedef __UINT8_TYPE__ cuprobe_u8;
+typedef __UINT16_TYPE__ cuprobe_u16;
+typedef __UINT32_TYPE__ cuprobe_u32;
+typedef __UINT64_TYPE__ cuprobe_u64;
+typedef __INT64_TYPE__ cuprobe_s64;
+
+/* ---- Attach points ------------------------------------------------------
+ * ELF section names of probe programs (bpftime's names are aliases):
+ *   cuprobe/entry/<glob>    kprobe/<kernel>       at kernel entry
+ *   cuprobe/exit/<glob>     kretprobe/<kernel>    before every ret / exit
+ *   cuprobe/mem/<glob>      kprobe/__memcapture   at memory accesses
+ * <glob> matches the kernel's mangled name or its demangled name without
+ * parameters; '*' and '?' as in fnmatch. */
+#define CUPROBE_ATTACH_ENTRY 1
+#define CUPROBE_ATTACH_EXIT 2
+#define CUPROBE_ATTACH_MEM 3
+
+/* ---- Memory accesses (mem probes) -------------------------------------- */
+#define CUPROBE_SPACE_GLOBAL 1
+#define CUPROBE_SPACE_SHARED 2
+#define CUPROBE_SPACE_LOCAL 3
+#define CUPROBE_SPACE_GENERIC 4
+#define CUPROBE_SPACE_CONST 5
+
+#define CUPROBE_ACCESS_LOAD 1
+#define CUPROBE_ACCESS_STORE 2
+#define CUPROBE_ACCESS_ATOMIC 3 /* atom / red: read-modify-write */
+
+/* mem_info: bits 0-15 access size in bytes (a vector access counts whole:
+ * ld.v4.f32 is 16), bits 16-19 space, bits 20-23 kind. */
+#define CUPROBE_MEM_INFO(size, space, kind) \
+  ((cuprobe_u32)(size) | ((cuprobe_u32)(space) << 16) | ((cuprobe_u32)(kind) << 20))
+#define CUPROBE_MEM_INFO_SIZE(info) ((info)&0xffffu)
+#define CUPROBE_MEM_INFO_SPACE(info) (((info) >> 16) & 0xfu)
+#define CUPROBE_MEM_INFO_KIND(info) (((info) >> 20) & 0xfu)
+
+/* ---- Kernel arguments --------------------------------------------------
+ * Copied once at kernel entry (only when some probe of the kernel reads an
+ * argument) from .param space into a per-thread local buffer. Argument i is
+ * zero-extended to 64 bits when it is at most 8 bytes; a larger argument
+ * (a struct passed by value) gives its first 8 bytes. */
+#define CUPROBE_MAX_ARGS 16
+struct cuprobe_args {
+  cuprobe_u32 count; /* parameters of the kernel, capped at CUPROBE_MAX_ARGS */
+  cuprobe_u32 reserved;
+  cuprobe_u64 value[CUPROBE_MAX_ARGS];
+};
+
+/* ---- The probe context (virtual; see 1. above) ------------------------- */
+struct cuprobe_ctx {
+  cuprobe_u32 kind;          /*   0  CUPROBE_ATTACH_*, a constant per program */
+  cuprobe_u32 kernel_id;     /*   4  */
+  cuprobe_u32 block_idx[3];  /*   8  %ctaid.{x,y,z} */
+  cuprobe_u32 thread_idx[3]; /*  20  %tid */
+  cuprobe_u32 block_dim[3];  /*  32  %ntid */
+  cuprobe_u32 grid_dim[3];   /*  44  %nctaid */
+  cuprobe_u32 sm_id;         /*  56  %smid */
+  cuprobe_u32 warp_id;       /*  60  %warpid */
+  cuprobe_u32 lane_id;       /*  64  %laneid */
+  cuprobe_u32 active_mask;   /*  68  activemask.b32 at the probe */
+  cuprobe_u64 global_timer;  /*  72  %globaltimer, ns */
+  cuprobe_u64 clock;         /*  80  %clock64, SM cycles */
+  cuprobe_u64 mem_addr;      /*  88  mem probes */
+  cuprobe_u32 mem_size;      /*  96  bytes */
+  cuprobe_u32 mem_space;     /* 100  CUPROBE_SPACE_* */
+  cuprobe_u32 mem_kind;      /* 104  CUPROBE_ACCESS_* */
+  cuprobe_u32 site_index;    /* 108  */
+  cuprobe_u32 num_args;      /* 112  0 unless the program reads arguments */
+  cuprobe_u32 reserved;      /* 116  reads as 0 */
+  cuprobe_u64 args[CUPROBE_MAX_ARGS]; /* 120  see struct cuprobe_args */
+};                                    /* 248 bytes */
+#define CUPROBE_CTX_SIZE 248
+
+/* ---- Map types ---------------------------------------------------------
+ * BPF's numbers where BPF has the type; cuprobe's own from 0x4000. bpftime's
+ * GPU map numbers are accepted as aliases. */
+#define CUPROBE_MAP_HASH 1      /* BPF_MAP_TYPE_HASH */
+#define CUPROBE_MAP_ARRAY 2     /* BPF_MAP_TYPE_ARRAY */
+#define CUPROBE_MAP_RINGBUF 27  /* BPF_MAP_TYPE_RINGBUF: max_entries = bytes */
+#define CUPROBE_MAP_PERTHREAD 0x4001 /* value per (key, global thread id) */
+#define CUPROBE_MAP_PERWARP 0x4002   /* value per (key, global warp id) */
+#define CUPROBE_MAP_PERSM 0x4003     /* value per (key, SM id) */
+#define CUPROBE_MAP_HIST_LOG2 0x4004 /* u64 counts; bucket = log2(value) + 1 */
+#define CUPROBE_MAP_HIST_LINEAR 0x4005 /* u64 counts; map_extra: min, step */
+/* Aliases (bpftime): 1501 GPU hash -> HASH, 1502 per-GPU-thread array ->
+ * PERTHREAD, 1503 GPU array -> ARRAY, 1527 GPU ring buffer -> RINGBUF. BPF's
+ * PERCPU_ARRAY (6) and PERCPU_HASH (5) are read as PERSM and HASH. */
+#define CUPROBE_MAP_ALIAS_BPFTIME_GPU_HASH 1501
+#define CUPROBE_MAP_ALIAS_BPFTIME_PERGPUTD_ARRAY 1502
+#define CUPROBE_MAP_ALIAS_BPFTIME_GPU_ARRAY 1503
+#define CUPROBE_MAP_ALIAS_BPFTIME_GPU_RINGBUF 1527
+
+/* Map update flags (BPF's). */
+#define CUPROBE_ANY 0
+#define CUPROBE_NOEXIST 1
+#define CUPROBE_EXIST 2
+
+/* ---- Helpers -----------------------------------------------------------
+ * eBPF helper ids (BPF's numbers where BPF has the helper; bpftime's GPU ids
+ * 501-506 accepted; cuprobe's own from 1000) and the GPU helper library
+ * symbol each lowers to. "inline" helpers become special-register reads. */
+#define CUPROBE_HELPER_MAP_LOOKUP_ELEM 1      /* (map, key) -> value ptr or 0 */
+#define CUPROBE_HELPER_MAP_UPDATE_ELEM 2      /* (map, key, value, flags) -> 0/-errno */
+#define CUPROBE_HELPER_MAP_DELETE_ELEM 3      /* (map, key) -> 0/-errno */
+#define CUPROBE_HELPER_KTIME_GET_NS 5         /* inline: %globaltimer */
+#define CUPROBE_HELPER_TRACE_PRINTK 6         /* (fmt, fmt_size, a1, a2, a3) */
+#define CUPROBE_HELPER_GET_SMP_PROCESSOR_ID 8 /* inline: %smid */
+#define CUPROBE_HELPER_GET_CURRENT_PID_TGID 14 /* (pid << 32) | pid of the app */
+#define CUPROBE_HELPER_PERF_EVENT_OUTPUT 25   /* (ctx, map, flags, data, size) */
+#define CUPROBE_HELPER_RINGBUF_OUTPUT 130     /* (map, data, size, flags) */
+#define CUPROBE_HELPER_RINGBUF_RESERVE 131    /* (map, size, flags) -> ptr or 0 */
+#define CUPROBE_HELPER_RINGBUF_SUBMIT 132     /* (ptr, flags) */
+#define CUPROBE_HELPER_RINGBUF_DISCARD 133    /* (ptr, flags) */
+#define CUPROBE_HELPER_BPFTIME_PUTS 501       /* (str) */
+#define CUPROBE_HELPER_BPFTIME_GLOBALTIMER 502 /* inline */
+#define CUPROBE_HELPER_BPFTIME_BLOCK_IDX 503  /* inline: (u64 *x, *y, *z) */
+#define CUPROBE_HELPER_BPFTIME_BLOCK_DIM 504  /* inline */
+#define CUPROBE_HELPER_BPFTIME_THREAD_IDX 505 /* inline */
+#define CUPROBE_HELPER_BPFTIME_MEMBAR 506     /* inline: membar.sys */
+#define CUPROBE_HELPER_MAP_ADD 1000     /* (map, key, delta): atomic add to a u64 value */
+#define CUPROBE_HELPER_HIST_ADD 1001    /* (map, value, count): histogram bucket += count */
+#define CUPROBE_HELPER_GET_ARG 1002     /* (ctx, index) -> argument (dynamic index) */
+#define CUPROBE_HELPER_GRID_DIM 1003    /* inline: (u64 *x, *y, *z) */
+#define CUPROBE_HELPER_GLOBAL_THREAD_ID 1004 /* inline: linear id over the grid */
+
+/* Symbols of the GPU helper library (extern "C" __device__, all .b64). */
+#define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP "__cuprobe_map_lookup"       /* (map, key) */
+#define CUPROBE_HELPER_SYMBOL_MAP_UPDATE "__cuprobe_map_update"       /* (map, key, value, flags) */
+#define CUPROBE_HELPER_SYMBOL_MAP_DELETE "__cuprobe_map_delete"       /* (map, key) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD "__cuprobe_map_add"             /* (map, key, delta) */
+#define CUPROBE_HELPER_SYMBOL_HIST_ADD "__cuprobe_hist_add"           /* (map, value, count) */
+#define CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT "__cuprobe_ringbuf_output" /* (map, data, size, flags) */
+#define CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE "__cuprobe_ringbuf_reserve" /* (map, size, flags) */
+#define CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT "__cuprobe_ringbuf_submit" /* (ptr, flags) */
+#define CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD "__cuprobe_ringbuf_discard" /* (ptr, flags) */
+#define CUPROBE_HELPER_SYMBOL_PID_TGID "__cuprobe_pid_tgid"           /* () */
+/* trace_printk and puts are lowered to RINGBUF output into the bundle's
+ * implicit map "__cuprobe_printk": a record {u32 format_id, u32 nargs,
+ * u64 args[3]}; the format strings travel in the bundle and the host formats. */
+#define CUPROBE_PRINTK_MAP_NAME "__cuprobe_printk"
+#define CUPROBE_MAP_TABLE_SYMBOL "__cuprobe_map_table"
+
+#endif /* CUPROBE_ABI_H_ */
