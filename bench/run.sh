@@ -4,8 +4,9 @@
 #
 #   bench/run.sh [RESULTS_DIR]
 #
-#  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`, and
-#     CUPTI's own cupti_trace_injection sample (built here from the toolkit).
+#  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`
+#     (everything; --trace launches; --trace kernels), and CUPTI's own
+#     cupti_trace_injection sample (built here from the toolkit).
 #  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe trace`.
 # Writes bench.tsv and prints a markdown table of median seconds and ratios.
 set -uo pipefail
@@ -47,6 +48,9 @@ run_case() {  # name, command...
 for ((r = 0; r < rounds; r++)); do
   run_case launch.native "$loop" "$launches"
   run_case launch.cuprobe "$cuprobe" trace --format json -o "$tmp/t" -- "$loop" "$launches"
+  # What each part costs: launch callbacks only, kernel activity only.
+  run_case launch.cuprobe_launches "$cuprobe" trace --trace launches --format json -o "$tmp/t" -- "$loop" "$launches"
+  run_case launch.cuprobe_kernels "$cuprobe" trace --trace kernels --format json -o "$tmp/t" -- "$loop" "$launches"
   [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
 done
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then

@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "support/log.h"
 
 namespace cuprobe {
@@ -38,8 +40,43 @@ HookConfig HookConfig::FromEnvironment() {
     uint32_t ms = 0;
     if (absl::SimpleAtoi(s, &ms) && ms >= 1 && ms <= 60000) config.interval_ms = ms;
   }
+  if (const char* s = std::getenv("CUPROBE_TRACE"); s != nullptr && *s != '\0') {
+    for (const std::string& word : config.SetTraceSelection(s)) {
+      CUPROBE_LOG(kWarning, "CUPROBE_TRACE: ignoring unknown item '%s' (expected launches, "
+                  "kernels, memory)", word);
+    }
+  }
   config.program = ProgramName();
   return config;
+}
+
+std::vector<std::string> HookConfig::SetTraceSelection(std::string_view list) {
+  std::vector<std::string> unknown;
+  trace_launches = trace_kernels = trace_memory = false;
+  for (std::string_view word : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    word = absl::StripAsciiWhitespace(word);
+    if (word == "launches") {
+      trace_launches = true;
+    } else if (word == "kernels") {
+      trace_kernels = true;
+    } else if (word == "memory") {
+      trace_memory = true;
+    } else if (word == "all") {
+      trace_launches = trace_kernels = trace_memory = true;
+    } else {
+      unknown.emplace_back(word);
+    }
+  }
+  return unknown;
+}
+
+std::vector<CUpti_ActivityKind> Hook::ActivityKinds() const {
+  std::vector<CUpti_ActivityKind> kinds;
+  for (CUpti_ActivityKind kind : Tracer::kActivityKinds) {
+    bool is_kernel = kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    if (is_kernel ? config_.trace_kernels : config_.trace_memory) kinds.push_back(kind);
+  }
+  return kinds;
 }
 
 Hook::Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output)
@@ -56,7 +93,10 @@ void Hook::DisableWith(const std::string& reason) {
 }
 
 absl::Status Hook::EnableCallbacks() {
+  // Only the callback ids we need: enabling the whole driver domain costs
+  // about 5 us per launch (DESIGN.md).
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    if (!config_.trace_launches) break;
     absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     if (!s.ok()) return s;
   }
@@ -105,7 +145,7 @@ HookState Hook::Start() {
     g_activity_tracer.store(tracer_, std::memory_order_release);
     status = seam_.ActivityRegisterCallbacks(&Hook::BufferRequested, &Hook::BufferCompleted);
   }
-  for (CUpti_ActivityKind kind : Tracer::kActivityKinds) {
+  for (CUpti_ActivityKind kind : ActivityKinds()) {
     if (!status.ok()) break;
     status = seam_.ActivityEnable(kind);
     activity_enabled_ = activity_enabled_ || status.ok();
@@ -148,7 +188,7 @@ void Hook::Stop() {
     output_->PublishStats(tracer_->stats(), seam_.Timestamp());
   }
   if (activity_enabled_) {
-    for (CUpti_ActivityKind kind : Tracer::kActivityKinds) (void)seam_.ActivityDisable(kind);
+    for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
     activity_enabled_ = false;
   }
   if (subscribed_) {

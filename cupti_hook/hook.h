@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +49,19 @@ struct HookConfig {
   uint32_t interval_ms = 100;
   uint32_t pid = 0;
   std::string program;  // for the trace: argv[0] of the app
+  // CUPROBE_TRACE: what to trace, a comma-separated subset of "launches"
+  // (driver launch callbacks: API time, grid, stream), "kernels" (CUPTI
+  // concurrent-kernel activity: GPU start/end) and "memory" (memcpy and
+  // memset activity). Default: all three. An unknown word is ignored with a
+  // warning. Kernel activity is what costs most on launch-bound programs
+  // (docs/PERFORMANCE.md); "launches" alone is the cheapest full count.
+  bool trace_launches = true;
+  bool trace_kernels = true;
+  bool trace_memory = true;
+
+  // Parses a CUPROBE_TRACE value into the three switches above; returns the
+  // words it did not understand (empty when all were fine).
+  std::vector<std::string> SetTraceSelection(std::string_view list);
 
   [[nodiscard]] static HookConfig FromEnvironment();
 };
@@ -91,6 +105,8 @@ class Hook {
   void DisableWith(const std::string& reason);
   absl::Status EnableCallbacks();
   void Tick();
+  // The activity kinds the config asks for (a subset of Tracer::kActivityKinds).
+  [[nodiscard]] std::vector<CUpti_ActivityKind> ActivityKinds() const;
 
   CuptiSeam& seam_;
   HookConfig config_;

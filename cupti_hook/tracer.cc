@@ -91,6 +91,17 @@ bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
   }
 }
 
+// The last handle each thread launched, named. A launch loop hits it every
+// time and skips the lock. Keyed by the tracer's serial number, not its
+// address, so a later tracer at a reused address cannot see stale names.
+struct LastHandle {
+  uint64_t tracer_serial = 0;
+  const void* handle = nullptr;
+  uint64_t name_id = 0;
+};
+thread_local LastHandle tls_last_handle;
+std::atomic<uint64_t> g_tracer_serials{0};
+
 }  // namespace
 
 bool Tracer::IsLaunchCallback(CUpti_CallbackId cbid) {
@@ -99,7 +110,7 @@ bool Tracer::IsLaunchCallback(CUpti_CallbackId cbid) {
 }
 
 Tracer::Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid)
-    : seam_(seam), sink_(sink), pid_(pid) {}
+    : seam_(seam), sink_(sink), pid_(pid), serial_(g_tracer_serials.fetch_add(1) + 1) {}
 
 bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* extra,
                   uint32_t extra_size) {
@@ -135,10 +146,15 @@ uint64_t Tracer::InternName(std::string_view name) {
 
 uint64_t Tracer::NameForHandle(const void* handle) {
   if (handle == nullptr) return 0;
+  LastHandle& last = tls_last_handle;
+  if (last.tracer_serial == serial_ && last.handle == handle) return last.name_id;
   {
     absl::MutexLock lock(&names_mu_);
     auto it = ids_by_handle_.find(handle);
-    if (it != ids_by_handle_.end()) return it->second;
+    if (it != ids_by_handle_.end()) {
+      last = {serial_, handle, it->second};
+      return it->second;
+    }
   }
   // Miss: ask the driver with no lock held (the call may re-enter CUPTI). The
   // handle may be a CUfunction or a CUkernel cast to one; try both.
@@ -151,8 +167,9 @@ uint64_t Tracer::NameForHandle(const void* handle) {
     name_failures_.fetch_add(1, std::memory_order_relaxed);
   }
   absl::MutexLock lock(&names_mu_);
-  ids_by_handle_.emplace(handle, id);
-  return id;
+  auto [it, inserted] = ids_by_handle_.emplace(handle, id);
+  last = {serial_, handle, it->second};
+  return it->second;
 }
 
 void Tracer::Begin(std::string_view program) {

@@ -96,6 +96,7 @@ class Tracer {
   CuptiSeam& seam_;
   RecordSink& sink_;
   const uint32_t pid_;
+  const uint64_t serial_;  // process-unique, for the per-thread name cache
   ActiveGate gate_;
 
   absl::Mutex names_mu_;

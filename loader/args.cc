@@ -49,6 +49,13 @@ OPTIONS
                             csv     PREFIX.csv: kernel summary as CSV
                             chrome  PREFIX.trace.json: a timeline for Perfetto
                                     (ui.perfetto.dev) or chrome://tracing
+  -t, --trace LIST        what to trace, comma-separated (default: all):
+                            launches  every launch call on the CPU: API time,
+                                      grid, block, shared memory, stream
+                            kernels   every kernel's GPU start and end (CUPTI
+                                      kernel activity; costs most on programs
+                                      that launch many tiny kernels)
+                            memory    every memcpy and memset on the GPU
       --buffer-mb N       size of the record ring in the session (default: 64)
       --interval MS       how often the hook publishes heartbeats (default: 100)
       --keep              keep the session segment in /dev/shm after the run
@@ -58,6 +65,7 @@ EXAMPLES
   cuprobe trace -- ./vec_add 1048576 100
   cuprobe trace -o matmul --format table,json -- python3 matmul.py
   cuprobe trace --format chrome -o timeline -- ./app && echo open timeline.trace.json
+  cuprobe trace --trace launches -- ./launch_heavy_app    # counts only, lowest overhead
 )";
 
 constexpr char kInspectUsage[] = R"(cuprobe inspect: list the CUDA code in a file
@@ -103,6 +111,32 @@ absl::StatusOr<std::vector<ReportFormat>> ParseFormats(std::string_view list) {
   }
   if (formats.empty()) return Invalid("--format needs at least one format", "trace");
   return formats;
+}
+
+// "launches,kernels,memory" or a subset, normalized (sorted, no duplicates).
+absl::StatusOr<std::string> ParseTraceSelection(std::string_view list) {
+  bool launches = false, kernels = false, memory = false;
+  for (std::string_view w : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    if (w == "launches") {
+      launches = true;
+    } else if (w == "kernels") {
+      kernels = true;
+    } else if (w == "memory") {
+      memory = true;
+    } else if (w == "all") {
+      launches = kernels = memory = true;
+    } else {
+      return Invalid(absl::StrCat("unknown --trace item '", w,
+                                  "' (expected launches, kernels, memory or all)"),
+                     "trace");
+    }
+  }
+  std::vector<std::string_view> words;
+  if (launches) words.push_back("launches");
+  if (kernels) words.push_back("kernels");
+  if (memory) words.push_back("memory");
+  if (words.empty()) return Invalid("--trace needs at least one item", "trace");
+  return absl::StrJoin(words, ",");
 }
 
 // Reads the value of an option given as "--name value" or "--name=value".
@@ -181,6 +215,9 @@ absl::StatusOr<CliArgs> ParseTrace(const std::vector<std::string>& argv, size_t 
     } else if (r.Match("-f", "--format", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(t.formats, ParseFormats(value));
+    } else if (r.Match("-t", "--trace", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(t.trace_selection, ParseTraceSelection(value));
     } else if (r.Match("", "--buffer-mb", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(uint64_t mb,

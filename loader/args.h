@@ -28,6 +28,8 @@ struct TraceOptions {
   bool keep_session = false;
   uint64_t ring_bytes = 64ull << 20;
   uint32_t interval_ms = 100;
+  // What the hook traces (CUPROBE_TRACE): "launches,kernels,memory".
+  std::string trace_selection = "launches,kernels,memory";
   std::vector<std::string> command;  // the program and its arguments
 };
 

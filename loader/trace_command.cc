@@ -143,7 +143,8 @@ absl::StatusOr<int> RunTrace(const TraceOptions& options) {
   absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(
       options.command, {{"CUDA_INJECTION64_PATH", hook},
                         {"CUPROBE_SESSION", session.name()},
-                        {"CUPROBE_INTERVAL_MS", absl::StrCat(options.interval_ms)}});
+                        {"CUPROBE_INTERVAL_MS", absl::StrCat(options.interval_ms)},
+                        {"CUPROBE_TRACE", options.trace_selection}});
   if (!child.ok()) {
     drainer.Stop();
     if (!options.keep_session) (void)session.Remove();

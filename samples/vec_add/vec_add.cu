@@ -2,15 +2,21 @@
 // known number of launches of each of two kernels, checks every result on the
 // host, and exits non-zero if anything is wrong.
 //
-//   vec_add [n] [iterations]      (defaults: 1048576 elements, 10 iterations)
+//   vec_add [n] [iterations] [pause_ms]
+//       (defaults: 1048576 elements, 10 iterations, no pause)
 //
+// pause_ms makes the host sleep that long after each launch, so that a run
+// lasts long enough for tests to act on it while it runs (kill the CLI,
+// remove the session).
 // Per run it launches `vec_add` `iterations` times and `scale` once, so a
 // tracer must count exactly iterations + 1 kernel launches.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 __global__ void vec_add(const float* a, const float* b, float* c, int n) {
@@ -35,8 +41,9 @@ __global__ void scale(float* c, float factor, int n) {
 int main(int argc, char** argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 1 << 20;
   int iterations = argc > 2 ? std::atoi(argv[2]) : 10;
-  if (n <= 0 || iterations <= 0) {
-    std::fprintf(stderr, "usage: vec_add [n > 0] [iterations > 0]\n");
+  int pause_ms = argc > 3 ? std::atoi(argv[3]) : 0;
+  if (n <= 0 || iterations <= 0 || pause_ms < 0) {
+    std::fprintf(stderr, "usage: vec_add [n > 0] [iterations > 0] [pause_ms >= 0]\n");
     return 64;
   }
   std::vector<float> a(n), b(n), c(n);
@@ -53,7 +60,10 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice));
   int threads = 256;
   int blocks = (n + threads - 1) / threads;
-  for (int it = 0; it < iterations; ++it) vec_add<<<blocks, threads>>>(da, db, dc, n);
+  for (int it = 0; it < iterations; ++it) {
+    vec_add<<<blocks, threads>>>(da, db, dc, n);
+    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+  }
   scale<<<blocks, threads>>>(dc, 0.5f, n);
   CHECK(cudaGetLastError());
   CHECK(cudaMemcpy(c.data(), dc, bytes, cudaMemcpyDeviceToHost));

@@ -39,7 +39,21 @@ TEST(Args, TraceDefaults) {
   EXPECT_THAT(a->trace.formats, ElementsAre(ReportFormat::kTable, ReportFormat::kChrome));
   EXPECT_EQ(a->trace.ring_bytes, 64ull << 20);
   EXPECT_EQ(a->trace.interval_ms, 100u);
+  EXPECT_EQ(a->trace.trace_selection, "launches,kernels,memory");
   EXPECT_FALSE(a->trace.keep_session);
+}
+
+TEST(Args, TraceSelection) {
+  absl::StatusOr<CliArgs> a = Parse({"trace", "--trace", "memory,launches", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->trace.trace_selection, "launches,memory");
+  a = Parse({"trace", "-t", "all", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->trace.trace_selection, "launches,kernels,memory");
+  absl::StatusOr<CliArgs> bad = Parse({"trace", "--trace=kernel", "--", "./app"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("unknown --trace item 'kernel'"));
+  EXPECT_FALSE(Parse({"trace", "--trace=,", "--", "./app"}).ok());
 }
 
 TEST(Args, TraceOptions) {

@@ -74,17 +74,19 @@ struct Rig {
   HookConfig config;
   Hook hook;
 
-  explicit Rig(uint32_t interval_ms = 1000)
-      : hook(seam, MakeConfig(interval_ms), [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
-          return &output;
-        }) {
+  explicit Rig(uint32_t interval_ms = 1000, std::string_view trace = "")
+      : hook(seam, MakeConfig(interval_ms, trace),
+             [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> { return &output; }) {
     seam.events = &events;
   }
-  static HookConfig MakeConfig(uint32_t interval_ms) {
+  static HookConfig MakeConfig(uint32_t interval_ms, std::string_view trace = "") {
     HookConfig c;
     c.pid = 4242;
     c.program = "./app";
     c.interval_ms = interval_ms;
+    if (!trace.empty()) {
+      EXPECT_THAT(c.SetTraceSelection(trace), ::testing::IsEmpty());
+    }
     return c;
   }
 };
@@ -144,6 +146,49 @@ TEST(Hook, StartEnablesOnlyWhatTracingNeeds) {
   EXPECT_EQ(p.pid, 4242u);
   EXPECT_EQ(NameOf(rig.output, p.name_id), "./app");
   rig.hook.Stop();
+}
+
+TEST(Hook, TraceSelectionLaunchesOnlyEnablesNoActivity) {
+  Rig rig(1000, "launches");
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  }
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains(HasSubstr("ActivityEnable"))));
+  int k = 0;
+  rig.seam.names[&k] = "_Z1kv";
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 1, 10, 20);
+  EXPECT_EQ(rig.output.OfType(RecordType::kLaunch).size(), 1u);
+  rig.hook.Stop();
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains(HasSubstr("ActivityDisable"))));
+}
+
+TEST(Hook, TraceSelectionKernelsOnlyHasNoLaunchCallbacks) {
+  Rig rig(1000, "kernels");
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_FALSE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  }
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)"));
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityEnable(1)")));
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityEnable(2)")));
+  rig.hook.Stop();
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityDisable(10)"));
+}
+
+TEST(HookConfig, TraceSelectionParsing) {
+  HookConfig c;
+  EXPECT_TRUE(c.trace_launches && c.trace_kernels && c.trace_memory) << "default: everything";
+  EXPECT_THAT(c.SetTraceSelection("memory, launches"), ::testing::IsEmpty());
+  EXPECT_TRUE(c.trace_launches);
+  EXPECT_FALSE(c.trace_kernels);
+  EXPECT_TRUE(c.trace_memory);
+  EXPECT_THAT(c.SetTraceSelection("kernels,bogus"), ::testing::ElementsAre("bogus"));
+  EXPECT_TRUE(c.trace_kernels);
+  EXPECT_FALSE(c.trace_launches);
+  EXPECT_THAT(c.SetTraceSelection("all"), ::testing::IsEmpty());
+  EXPECT_TRUE(c.trace_launches && c.trace_kernels && c.trace_memory);
 }
 
 TEST(Hook, SecondStartIsANoOp) {
