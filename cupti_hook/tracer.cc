@@ -3,7 +3,9 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "cupti_hook/init_state.h"
 
@@ -180,8 +182,31 @@ void Tracer::Begin(std::string_view program) {
   Emit(RecordType::kProcess, &rec, sizeof(rec));
 }
 
+// Diagnostics for the overhead breakdown in bench/ (CUPROBE_DIAG, a list of
+// words); not a user setting. Read once.
+uint32_t DiagFlags() {
+  static const uint32_t flags = [] {
+    const char* s = std::getenv("CUPROBE_DIAG");
+    uint32_t f = 0;
+    if (s == nullptr) return f;
+    std::string_view v(s);
+    if (v.find("no-launch-records") != std::string_view::npos) f |= 1;
+    if (v.find("no-kernel-records") != std::string_view::npos) f |= 2;
+    if (v.find("no-timestamps") != std::string_view::npos) f |= 4;
+    return f;
+  }();
+  return flags;
+}
+
 void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (data == nullptr) return;
+  if (DiagFlags() & 1) {
+    if (data->callbackSite == CUPTI_API_EXIT) launches_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (DiagFlags() & 4) {
+    if (data->callbackSite == CUPTI_API_ENTER) return;
+  }
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (data->correlationData != nullptr) *data->correlationData = seam_.Timestamp();
     return;
@@ -212,6 +237,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      if (DiagFlags() & 2) break;
       auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       KernelRecord rec = {};
       rec.correlation_id = k->correlationId;
