@@ -18,6 +18,12 @@ struct DriverApi {
   absl::Status status;
   CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
   CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*library_get_global)(CUdeviceptr*, size_t*, CUlibrary, const char*) = nullptr;
+  CUresult (*module_get_global)(CUdeviceptr*, size_t*, CUmodule, const char*) = nullptr;
+  CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
 };
 
 template <typename F>
@@ -43,6 +49,13 @@ const DriverApi& Driver() {
     }
     d->status.Update(Resolve(lib, "cuFuncGetName", &d->func_get_name));
     d->status.Update(Resolve(lib, "cuKernelGetName", &d->kernel_get_name));
+    d->status.Update(Resolve(lib, "cuCtxGetDevice", &d->ctx_get_device));
+    d->status.Update(Resolve(lib, "cuDeviceGet", &d->device_get));
+    d->status.Update(Resolve(lib, "cuDeviceGetAttribute", &d->device_get_attribute));
+    d->status.Update(Resolve(lib, "cuLibraryGetGlobal", &d->library_get_global));
+    // The _v2 names are the real symbols behind the API macros of cuda.h.
+    d->status.Update(Resolve(lib, "cuModuleGetGlobal_v2", &d->module_get_global));
+    d->status.Update(Resolve(lib, "cuMemcpyHtoD_v2", &d->memcpy_htod));
     return d;
   }();
   return *api;
@@ -139,6 +152,44 @@ absl::StatusOr<std::string> RealSeam::KernelName(CUkernel kernel) {
   const char* name = nullptr;
   CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.kernel_get_name(&name, kernel)));
   return std::string(name != nullptr ? name : "");
+}
+
+absl::StatusOr<uint32_t> RealSeam::CurrentDeviceSm() {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUdevice device = 0;
+  if (d.ctx_get_device(&device) != CUDA_SUCCESS) {
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.device_get(&device, 0)));
+  }
+  int major = 0, minor = 0;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(
+      d.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(
+      d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)));
+  return static_cast<uint32_t>(major * 10 + minor);
+}
+
+absl::StatusOr<DeviceGlobal> RealSeam::LibraryGlobal(CUlibrary library, const char* name) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  DeviceGlobal g;
+  CUPROBE_RETURN_IF_ERROR(
+      CUPROBE_CU_CALL(d.library_get_global(&g.address, &g.bytes, library, name)));
+  return g;
+}
+
+absl::StatusOr<DeviceGlobal> RealSeam::ModuleGlobal(CUmodule module, const char* name) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  DeviceGlobal g;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.module_get_global(&g.address, &g.bytes, module, name)));
+  return g;
+}
+
+absl::Status RealSeam::MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  return CUPROBE_CU_CALL(d.memcpy_htod(dst, src, bytes));
 }
 
 }  // namespace cuprobe

@@ -35,6 +35,10 @@ class RealSeam final : public CuptiSeam {
   uint64_t Timestamp() override;
   absl::StatusOr<std::string> FunctionName(CUfunction function) override;
   absl::StatusOr<std::string> KernelName(CUkernel kernel) override;
+  absl::StatusOr<uint32_t> CurrentDeviceSm() override;
+  absl::StatusOr<DeviceGlobal> LibraryGlobal(CUlibrary library, const char* name) override;
+  absl::StatusOr<DeviceGlobal> ModuleGlobal(CUmodule module, const char* name) override;
+  absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
 
  private:
   CUpti_SubscriberHandle subscriber_ = nullptr;

@@ -23,6 +23,12 @@
 
 namespace cuprobe {
 
+// A module global in device memory (cuLibraryGetGlobal / cuModuleGetGlobal).
+struct DeviceGlobal {
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+};
+
 class CuptiSeam {
  public:
   virtual ~CuptiSeam() = default;
@@ -58,6 +64,17 @@ class CuptiSeam {
   // CUfunction, which cuFuncGetName rejects and cuKernelGetName accepts.
   [[nodiscard]] virtual absl::StatusOr<std::string> FunctionName(CUfunction function) = 0;
   [[nodiscard]] virtual absl::StatusOr<std::string> KernelName(CUkernel kernel) = 0;
+
+  // Driver, for module replacement (cupti_hook/module_patcher.h).
+  // Compute capability of the current context's device as 10*major + minor
+  // (90 for an H100/H200); device 0 when no context is current.
+  [[nodiscard]] virtual absl::StatusOr<uint32_t> CurrentDeviceSm() = 0;
+  [[nodiscard]] virtual absl::StatusOr<DeviceGlobal> LibraryGlobal(CUlibrary library,
+                                                                   const char* name) = 0;
+  [[nodiscard]] virtual absl::StatusOr<DeviceGlobal> ModuleGlobal(CUmodule module,
+                                                                  const char* name) = 0;
+  [[nodiscard]] virtual absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src,
+                                                size_t bytes) = 0;
 };
 
 }  // namespace cuprobe

@@ -180,4 +180,33 @@ absl::StatusOr<std::string> FakeSeam::KernelName(CUkernel kernel) {
   return it->second;
 }
 
+absl::StatusOr<uint32_t> FakeSeam::CurrentDeviceSm() {
+  Record("CurrentDeviceSm");
+  return device_sm;
+}
+
+absl::StatusOr<DeviceGlobal> FakeSeam::LibraryGlobal(CUlibrary library, const char* name) {
+  Record(absl::StrCat("LibraryGlobal(", name, ")"));
+  auto it = globals.find({library, name});
+  if (it == globals.end()) return absl::NotFoundError("cuLibraryGetGlobal: no such global");
+  return it->second;
+}
+
+absl::StatusOr<DeviceGlobal> FakeSeam::ModuleGlobal(CUmodule module, const char* name) {
+  Record(absl::StrCat("ModuleGlobal(", name, ")"));
+  auto it = globals.find({module, name});
+  if (it == globals.end()) return absl::NotFoundError("cuModuleGetGlobal: no such global");
+  return it->second;
+}
+
+absl::Status FakeSeam::MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+  Record(absl::StrCat("MemcpyHtoD(", dst, ",", bytes, ")"));
+  if (!memcpy_status.ok()) return memcpy_status;
+  if (dst > device_memory.size() || bytes > device_memory.size() - dst) {
+    return absl::OutOfRangeError("cuMemcpyHtoD: outside the fake device memory");
+  }
+  std::memcpy(device_memory.data() + dst, src, bytes);
+  return absl::OkStatus();
+}
+
 }  // namespace cuprobe

@@ -36,6 +36,13 @@ class FakeSeam : public CuptiSeam {
   // Handles that are CUkernels: cuFuncGetName fails on them, as on a driver.
   std::set<const void*> kernel_handles;
   uint64_t now_ns = 1000;
+  // Module replacement.
+  absl::StatusOr<uint32_t> device_sm = 90u;
+  // Module globals by (handle, name); MemcpyHtoD writes into `device_memory`
+  // at the global's address (an offset into it).
+  std::map<std::pair<const void*, std::string>, DeviceGlobal> globals;
+  std::vector<uint8_t> device_memory = std::vector<uint8_t>(4096);
+  absl::Status memcpy_status;
 
   // Called (when set) inside each seam call, e.g. to re-enter the hook.
   std::function<void(const std::string& call)> on_call;
@@ -76,6 +83,10 @@ class FakeSeam : public CuptiSeam {
   uint64_t Timestamp() override;
   absl::StatusOr<std::string> FunctionName(CUfunction function) override;
   absl::StatusOr<std::string> KernelName(CUkernel kernel) override;
+  absl::StatusOr<uint32_t> CurrentDeviceSm() override;
+  absl::StatusOr<DeviceGlobal> LibraryGlobal(CUlibrary library, const char* name) override;
+  absl::StatusOr<DeviceGlobal> ModuleGlobal(CUmodule module, const char* name) override;
+  absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
 
  private:
   void Record(const std::string& call);

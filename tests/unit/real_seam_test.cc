@@ -41,6 +41,28 @@ TEST(RealSeam, DriverCallsFailCleanlyWithoutDriver) {
   ASSERT_FALSE(name.ok());
   EXPECT_THAT(name.status().message(), HasSubstr("libcuda.so.1"));
   EXPECT_FALSE(seam.FunctionName(nullptr).ok());
+  EXPECT_FALSE(seam.CurrentDeviceSm().ok());
+  EXPECT_FALSE(seam.LibraryGlobal(nullptr, "x").ok());
+  EXPECT_FALSE(seam.ModuleGlobal(nullptr, "x").ok());
+  uint64_t v = 0;
+  EXPECT_FALSE(seam.MemcpyHtoD(0, &v, sizeof(v)).ok());
+}
+
+TEST(RealSeam, DeviceSmWithDriver) {
+  if (!DriverPresent()) GTEST_SKIP() << "no CUDA driver on this machine";
+  // In an application the driver is initialized before any callback runs;
+  // here the test does it. No context is current: the seam uses device 0.
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  auto init = reinterpret_cast<int (*)(unsigned)>(::dlsym(lib, "cuInit"));
+  ASSERT_NE(init, nullptr);
+  ASSERT_EQ(init(0), 0);
+  RealSeam seam;
+  absl::StatusOr<uint32_t> sm = seam.CurrentDeviceSm();
+  ASSERT_TRUE(sm.ok()) << sm.status();
+  EXPECT_GE(*sm, 50u);
+  EXPECT_LE(*sm, 200u);
+  RecordProperty("sm", static_cast<int>(*sm));
 }
 
 TEST(RealSeam, SubscribesWithDriver) {

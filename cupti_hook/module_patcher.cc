@@ -1,0 +1,293 @@
+#include "cupti_hook/module_patcher.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cuprobe/abi.h"
+#include "support/log.h"
+
+namespace cuprobe {
+
+// One instrumented load, from ENTER (image swapped) to unload.
+struct ModulePatcher::Pending {
+  ImageSource source;
+  InstrumentedImage image;
+  std::string file;  // the replacement file of a file-based load
+  ~Pending() {
+    if (!file.empty()) ::unlink(file.c_str());
+  }
+};
+
+namespace {
+
+// Writes `bytes` to a new file (mode 0600) in `dir`.
+absl::StatusOr<std::string> WriteReplacementFile(const std::string& dir, uint64_t serial,
+                                                 absl::Span<const uint8_t> bytes) {
+  std::string path = absl::StrCat(dir, "/cuprobe-", ::getpid(), "-", serial, ".cubin");
+  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(e)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return path;
+}
+
+// Where the image parameter of each load API is; nullptr for unloads.
+const void** LiveImageParam(CUpti_CallbackId cbid, void* params) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData:
+      return &static_cast<cuLibraryLoadData_params*>(params)->code;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
+      return &static_cast<cuModuleLoadData_params*>(params)->image;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
+      return &static_cast<cuModuleLoadDataEx_params*>(params)->image;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
+      return &static_cast<cuModuleLoadFatBinary_params*>(params)->fatCubin;
+    default:
+      return nullptr;
+  }
+}
+
+const char** FileParam(CUpti_CallbackId cbid, void* params) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile:
+      return &static_cast<cuLibraryLoadFromFile_params*>(params)->fileName;
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad:
+      return &static_cast<cuModuleLoad_params*>(params)->fname;
+    default:
+      return nullptr;
+  }
+}
+
+bool IsLibraryApi(CUpti_CallbackId cbid) {
+  return cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData ||
+         cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile;
+}
+
+// The loaded handle (CUlibrary or CUmodule) after a successful load.
+void* LoadedHandle(CUpti_CallbackId cbid, void* params) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData: {
+      CUlibrary* out = static_cast<cuLibraryLoadData_params*>(params)->library;
+      return out != nullptr ? static_cast<void*>(*out) : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile: {
+      CUlibrary* out = static_cast<cuLibraryLoadFromFile_params*>(params)->library;
+      return out != nullptr ? static_cast<void*>(*out) : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad: {
+      CUmodule* out = static_cast<cuModuleLoad_params*>(params)->module;
+      return out != nullptr ? static_cast<void*>(*out) : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData: {
+      CUmodule* out = static_cast<cuModuleLoadData_params*>(params)->module;
+      return out != nullptr ? static_cast<void*>(*out) : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx: {
+      CUmodule* out = static_cast<cuModuleLoadDataEx_params*>(params)->module;
+      return out != nullptr ? static_cast<void*>(*out) : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary: {
+      CUmodule* out = static_cast<cuModuleLoadFatBinary_params*>(params)->module;
+      return out != nullptr ? static_cast<void*>(*out) : nullptr;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+std::string KernelList(const std::vector<std::pair<std::string, uint32_t>>& kernels) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kernels.size() && i < kShown; ++i) names.push_back(kernels[i].first);
+  std::string list = absl::StrJoin(names, ", ");
+  if (kernels.size() > kShown) absl::StrAppend(&list, " and ", kernels.size() - kShown, " more");
+  return list;
+}
+
+}  // namespace
+
+std::string ImageSource::Describe() const {
+  if (!path.empty()) return absl::StrCat("module file '", path, "'");
+  return absl::StrCat("module image at ", absl::Hex(reinterpret_cast<uintptr_t>(live)));
+}
+
+ModulePatcher::~ModulePatcher() = default;
+
+bool ModulePatcher::IsModuleCallback(CUpti_CallbackId cbid) {
+  return std::find(kCallbacks.begin(), kCallbacks.end(), cbid) != kCallbacks.end();
+}
+
+ModulePatcher::ModulePatcher(CuptiSeam& seam, ImageInstrumenter& instrumenter,
+                             MapTableProvider& maps, std::string file_dir)
+    : seam_(seam), instrumenter_(instrumenter), maps_(maps), file_dir_(std::move(file_dir)) {}
+
+void ModulePatcher::OnModuleApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (data == nullptr || data->functionParams == nullptr) return;
+  if (data->callbackSite == CUPTI_API_ENTER) {
+    OnEnter(cbid, data);
+  } else {
+    OnExit(cbid, data);
+  }
+}
+
+void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (data->correlationData != nullptr) *data->correlationData = 0;
+  // CUPTI hands the parameters as const, but they are the driver's own copy
+  // of the arguments: changing the image pointer here makes the driver load
+  // what it points to (DESIGN.md, measured on the H200).
+  void* params = const_cast<void*>(data->functionParams);
+  const void** live = LiveImageParam(cbid, params);
+  const char** file = FileParam(cbid, params);
+  if (live == nullptr && file == nullptr) return;  // an unload: see OnExit
+  loads_seen_.fetch_add(1, std::memory_order_relaxed);
+  if (data->correlationData == nullptr) return;  // nowhere to pass state to EXIT
+
+  ImageSource source;
+  if (live != nullptr) {
+    if (*live == nullptr) return;
+    source.live = *live;
+  } else {
+    if (*file == nullptr) return;
+    source.path = *file;
+  }
+  absl::StatusOr<uint32_t> sm = seam_.CurrentDeviceSm();
+  if (!sm.ok()) {
+    CUPROBE_LOG(kWarning, "%s not instrumented: cannot tell the device's SM (%s)",
+                source.Describe(), sm.status().message());
+    return;
+  }
+  absl::StatusOr<std::optional<InstrumentedImage>> result = instrumenter_.Instrument(source, *sm);
+  if (!result.ok()) {
+    modules_failed_.fetch_add(1, std::memory_order_relaxed);
+    CUPROBE_LOG(kWarning, "%s not instrumented, loading it unchanged: %s", source.Describe(),
+                result.status().message());
+    return;
+  }
+  if (!result->has_value()) return;  // no probe selects its kernels
+  auto pending = std::make_unique<Pending>();
+  pending->source = std::move(source);
+  pending->image = std::move(**result);
+  if (!pending->image.not_instrumented.empty()) {
+    CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes have no PTX and are traced "
+                "but not instrumented: %s", pending->source.Describe(),
+                pending->image.not_instrumented.size(),
+                absl::StrJoin(pending->image.not_instrumented, ", "));
+  }
+  if (pending->image.kernels.empty() || pending->image.cubin.empty()) return;
+  if (file != nullptr) {
+    absl::StatusOr<std::string> path = WriteReplacementFile(
+        file_dir_, file_serial_.fetch_add(1, std::memory_order_relaxed), pending->image.cubin);
+    if (!path.ok()) {
+      modules_failed_.fetch_add(1, std::memory_order_relaxed);
+      CUPROBE_LOG(kWarning, "%s not instrumented, loading it unchanged: %s",
+                  pending->source.Describe(), path.status().message());
+      return;
+    }
+    pending->file = *std::move(path);
+    *file = pending->file.c_str();
+  } else {
+    *live = pending->image.cubin.data();
+  }
+  // Handed to EXIT through CUPTI's per-call slot.
+  *data->correlationData = reinterpret_cast<uint64_t>(pending.release());
+}
+
+void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  void* params = const_cast<void*>(data->functionParams);
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload ||
+      cbid == CUPTI_DRIVER_TRACE_CBID_cuModuleUnload) {
+    void* handle = cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload
+                       ? static_cast<void*>(static_cast<cuLibraryUnload_params*>(params)->library)
+                       : static_cast<void*>(static_cast<cuModuleUnload_params*>(params)->hmod);
+    std::unique_ptr<Pending> gone;
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(handle);
+    if (it != live_.end()) {
+      gone = std::move(it->second);
+      live_.erase(it);
+    }
+    return;  // `gone` (its file too) is released after the lock
+  }
+  if (data->correlationData == nullptr || *data->correlationData == 0) return;
+  std::unique_ptr<Pending> pending(reinterpret_cast<Pending*>(*data->correlationData));
+  *data->correlationData = 0;
+  CUresult result = data->functionReturnValue != nullptr
+                        ? *static_cast<const CUresult*>(data->functionReturnValue)
+                        : CUDA_ERROR_UNKNOWN;
+  void* handle = LoadedHandle(cbid, params);
+  if (result != CUDA_SUCCESS || handle == nullptr) {
+    // The driver rejected the instrumented image: the program sees that
+    // error. (The cubin was compiled for this exact SM and linked by
+    // nvJitLink, so this is not expected; say so loudly.)
+    modules_failed_.fetch_add(1, std::memory_order_relaxed);
+    CUPROBE_LOG(kError, "the driver rejected the instrumented %s (CUresult %d)",
+                pending->source.Describe(), static_cast<int>(result));
+    return;
+  }
+  if (pending->image.map_table_entries > 0) {
+    absl::Status s = FillMapTable(cbid, handle, pending->image.map_table_entries);
+    if (!s.ok()) {
+      // The kernels run with a zeroed table: helpers see null maps and do
+      // nothing (the helper library checks), so the program is unaffected.
+      CUPROBE_LOG(kWarning, "%s: probes cannot reach their maps: %s", pending->source.Describe(),
+                  s.message());
+    }
+  }
+  modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
+  kernels_instrumented_.fetch_add(pending->image.kernels.size(), std::memory_order_relaxed);
+  CUPROBE_LOG(kInfo, "instrumented %d kernel(s) of %s: %s", pending->image.kernels.size(),
+              pending->source.Describe(), KernelList(pending->image.kernels));
+  absl::MutexLock lock(&mu_);
+  live_[handle] = std::move(pending);
+}
+
+absl::Status ModulePatcher::FillMapTable(CUpti_CallbackId cbid, void* handle, uint32_t entries) {
+  absl::StatusOr<std::vector<uint64_t>> table = maps_.MapTable();
+  if (!table.ok()) return table.status();
+  if (table->size() != entries) {
+    return absl::InternalError(absl::StrCat("the module's map table has ", entries,
+                                            " entries, the session has ", table->size(), " maps"));
+  }
+  absl::StatusOr<DeviceGlobal> global =
+      IsLibraryApi(cbid) ? seam_.LibraryGlobal(static_cast<CUlibrary>(handle),
+                                               CUPROBE_MAP_TABLE_SYMBOL)
+                         : seam_.ModuleGlobal(static_cast<CUmodule>(handle),
+                                              CUPROBE_MAP_TABLE_SYMBOL);
+  if (!global.ok()) return global.status();
+  size_t bytes = table->size() * sizeof(uint64_t);
+  if (global->bytes < bytes) {
+    return absl::InternalError(absl::StrCat(CUPROBE_MAP_TABLE_SYMBOL, " is ", global->bytes,
+                                            " bytes, expected ", bytes));
+  }
+  return seam_.MemcpyHtoD(global->address, table->data(), bytes);
+}
+
+ModulePatcherStats ModulePatcher::stats() const {
+  ModulePatcherStats s;
+  s.loads_seen = loads_seen_.load();
+  s.modules_instrumented = modules_instrumented_.load();
+  s.kernels_instrumented = kernels_instrumented_.load();
+  s.modules_failed = modules_failed_.load();
+  return s;
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,146 @@
+// File: cupti_hook/module_patcher.h
+//
+// Module replacement: at ENTER of every module-load API the driver offers
+// (cuLibraryLoadData, cuLibraryLoadFromFile, cuModuleLoadData[Ex],
+// cuModuleLoad, cuModuleLoadFatBinary) the patcher asks an ImageInstrumenter
+// whether a probe matches a kernel of the image; if so it swaps the image
+// parameter for the instrumented cubin (DESIGN.md: the driver then loads our
+// code; there is one module, so __device__ globals and cudaMemcpyToSymbol
+// stay correct and a launch costs nothing extra). At EXIT it keeps the cubin
+// alive for as long as the module lives and fills the module's
+// __cuprobe_map_table with the device addresses of the maps.
+//
+//   ModulePatcher patcher(seam, instrumenter, map_tables);
+//   for (CUpti_CallbackId cbid : ModulePatcher::kCallbacks) seam.EnableCallback(...);
+//   // in the CUPTI callback, driver domain:
+//   if (ModulePatcher::IsModuleCallback(cbid)) patcher.OnModuleApi(cbid, data);
+//
+// Never breaks the application: when anything fails (the image cannot be
+// read, no PTX, the rewrite or ptxas fails, the map table cannot be filled)
+// the original image loads untouched and one line says why, once per module.
+//
+// Hazards:
+//  - Runs inside CUPTI callbacks with the hook's reentrancy guard held: the
+//    driver calls made here (through the seam) re-enter CUPTI and fall
+//    through. No lock is held across a call to the instrumenter or the seam.
+//  - With lazy loading (CUDA 12+) the driver may read a library's image long
+//    after cuLibraryLoadData returns: the replacement buffer lives until the
+//    module is unloaded (or forever, when the program never unloads it).
+#ifndef CUPROBE_CUPTI_HOOK_MODULE_PATCHER_H_
+#define CUPROBE_CUPTI_HOOK_MODULE_PATCHER_H_
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "cupti_hook/seam.h"
+
+namespace cuprobe {
+
+// What the driver was asked to load.
+struct ImageSource {
+  const void* live = nullptr;  // in-memory image (wrapper, fatbin, cubin or PTX)
+  std::string path;            // or a file (cuLibraryLoadFromFile, cuModuleLoad)
+  std::string Describe() const;
+};
+
+struct InstrumentedImage {
+  std::vector<uint8_t> cubin;  // loaded instead of the original image
+  // Instrumented kernels (mangled name) and the id each was given.
+  std::vector<std::pair<std::string, uint32_t>> kernels;
+  // Kernels a probe selected that could not be instrumented (no PTX: SASS
+  // only), for the one message per module.
+  std::vector<std::string> not_instrumented;
+  uint32_t map_table_entries = 0;  // __cuprobe_map_table length; 0: none
+};
+
+// The rewriter seen from the hook (implemented over ptx_rewriter in
+// cupti_hook/bundle_instrumenter.cc; faked in tests).
+class ImageInstrumenter {
+ public:
+  virtual ~ImageInstrumenter() = default;
+  // nullopt: no probe selects a kernel of this image (load it untouched).
+  // An error: a probe selects kernels but they could not be instrumented.
+  [[nodiscard]] virtual absl::StatusOr<std::optional<InstrumentedImage>> Instrument(
+      const ImageSource& source, uint32_t sm) = 0;
+};
+
+// The maps seen from the hook: the device addresses of the map descriptors
+// for the current context (allocated on first use).
+class MapTableProvider {
+ public:
+  virtual ~MapTableProvider() = default;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<uint64_t>> MapTable() = 0;
+};
+
+struct ModulePatcherStats {
+  uint64_t loads_seen = 0;
+  uint64_t modules_instrumented = 0;
+  uint64_t kernels_instrumented = 0;
+  uint64_t modules_failed = 0;  // a probe matched but the original was loaded
+};
+
+class ModulePatcher {
+ public:
+  static constexpr std::array<CUpti_CallbackId, 8> kCallbacks = {
+      CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData,
+      CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile,
+      CUPTI_DRIVER_TRACE_CBID_cuModuleLoad,
+      CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
+      CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx,
+      CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary,
+      CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload,
+      CUPTI_DRIVER_TRACE_CBID_cuModuleUnload,
+  };
+  [[nodiscard]] static bool IsModuleCallback(CUpti_CallbackId cbid);
+
+  // `file_dir`: where instrumented cubins for file-based loads are written
+  // (cuModuleLoad takes a path, so the replacement must be a file too).
+  ModulePatcher(CuptiSeam& seam, ImageInstrumenter& instrumenter, MapTableProvider& maps,
+                std::string file_dir);
+  ~ModulePatcher();
+  ModulePatcher(const ModulePatcher&) = delete;
+  ModulePatcher& operator=(const ModulePatcher&) = delete;
+
+  void OnModuleApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+
+  [[nodiscard]] ModulePatcherStats stats() const;
+
+ private:
+  struct Pending;
+  void OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  void OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  absl::Status FillMapTable(CUpti_CallbackId cbid, void* handle, uint32_t entries);
+
+  CuptiSeam& seam_;
+  ImageInstrumenter& instrumenter_;
+  MapTableProvider& maps_;
+  const std::string file_dir_;
+
+  absl::Mutex mu_;
+  // Loaded instrumented modules (CUlibrary or CUmodule) -> their replacement,
+  // kept alive until unload.
+  absl::flat_hash_map<void*, std::unique_ptr<Pending>> live_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<uint64_t> loads_seen_{0};
+  std::atomic<uint64_t> modules_instrumented_{0};
+  std::atomic<uint64_t> kernels_instrumented_{0};
+  std::atomic<uint64_t> modules_failed_{0};
+  std::atomic<uint64_t> file_serial_{0};
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_MODULE_PATCHER_H_

@@ -1,0 +1,297 @@
+// ModulePatcher against the fake seam: module-load callbacks built by hand as
+// CUPTI delivers them (ENTER, then EXIT with the driver's result), with a
+// scripted instrumenter and map table. The real driver path is covered by
+// the GPU tests of `cuprobe run`.
+#include "cupti_hook/module_patcher.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cupti_hook/testing/fake_seam.h"
+#include "cuprobe/abi.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/log.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class ScriptedInstrumenter : public ImageInstrumenter {
+ public:
+  absl::StatusOr<std::optional<InstrumentedImage>> result = std::optional<InstrumentedImage>();
+  std::vector<ImageSource> seen;
+  std::vector<uint32_t> sms;
+  absl::StatusOr<std::optional<InstrumentedImage>> Instrument(const ImageSource& source,
+                                                              uint32_t sm) override {
+    seen.push_back(source);
+    sms.push_back(sm);
+    return result;
+  }
+};
+
+class FixedMaps : public MapTableProvider {
+ public:
+  absl::StatusOr<std::vector<uint64_t>> table = std::vector<uint64_t>{0x1000, 0x2000};
+  int calls = 0;
+  absl::StatusOr<std::vector<uint64_t>> MapTable() override {
+    ++calls;
+    return table;
+  }
+};
+
+InstrumentedImage SomeImage(uint32_t entries = 2) {
+  InstrumentedImage image;
+  image.cubin = {0x7f, 'E', 'L', 'F', 1, 2, 3, 4};
+  image.kernels = {{"_Z7vec_addPKfS0_Pfi", 1}, {"_Z5scalePffi", 2}};
+  image.map_table_entries = entries;
+  return image;
+}
+
+// Captures the hook's log lines.
+class LogCapture {
+ public:
+  LogCapture() {
+    EXPECT_EQ(::pipe(fds_), 0);
+    SetLogFd(fds_[1]);
+  }
+  ~LogCapture() {
+    SetLogFd(2);
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  std::string Read() {
+    SetLogFd(2);
+    ::close(fds_[1]);
+    fds_[1] = ::open("/dev/null", O_WRONLY);
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fds_[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
+struct Rig {
+  FakeSeam seam;
+  ScriptedInstrumenter instrumenter;
+  FixedMaps maps;
+  std::string dir;
+  std::unique_ptr<ModulePatcher> patcher;
+  Rig() {
+    char tmpl[] = "/tmp/cuprobe-patcher-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    patcher = std::make_unique<ModulePatcher>(seam, instrumenter, maps, dir);
+  }
+  // ENTER with `params`, then EXIT with `result` after `driver` ran (the
+  // test's stand-in for the driver: it sees the parameters as swapped).
+  template <typename Params, typename Driver>
+  void Call(CUpti_CallbackId cbid, Params* params, CUresult result, Driver driver) {
+    uint64_t slot = 0;
+    CUpti_CallbackData data = {};
+    data.functionParams = params;
+    data.functionReturnValue = &result;
+    data.correlationData = &slot;
+    data.callbackSite = CUPTI_API_ENTER;
+    patcher->OnModuleApi(cbid, &data);
+    driver();
+    data.callbackSite = CUPTI_API_EXIT;
+    patcher->OnModuleApi(cbid, &data);
+    EXPECT_EQ(slot, 0u) << "EXIT consumed the pending state";
+  }
+};
+
+TEST(ModulePatcher, NoMatchingProbeLeavesTheImageAlone) {
+  Rig rig;
+  int image = 0;
+  CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
+    EXPECT_EQ(p.code, &image);
+    out = lib;
+  });
+  ASSERT_EQ(rig.instrumenter.seen.size(), 1u);
+  EXPECT_EQ(rig.instrumenter.seen[0].live, &image);
+  EXPECT_THAT(rig.instrumenter.sms, ElementsAre(90u));
+  EXPECT_EQ(rig.maps.calls, 0);
+  EXPECT_EQ(rig.patcher->stats().loads_seen, 1u);
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 0u);
+}
+
+TEST(ModulePatcher, MatchSwapsTheImageAndFillsTheMapTable) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  int image = 0;
+  CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
+    ASSERT_NE(p.code, &image) << "the driver is handed the instrumented cubin";
+    EXPECT_EQ(std::memcmp(p.code, "\x7f" "ELF", 4), 0);
+    out = lib;
+  });
+  uint64_t table[2];
+  std::memcpy(table, rig.seam.device_memory.data() + 64, sizeof(table));
+  EXPECT_EQ(table[0], 0x1000u);
+  EXPECT_EQ(table[1], 0x2000u);
+  EXPECT_THAT(rig.seam.calls(), Contains("LibraryGlobal(__cuprobe_map_table)"));
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 1u);
+  EXPECT_EQ(rig.patcher->stats().kernels_instrumented, 2u);
+}
+
+TEST(ModulePatcher, ModuleLoadDataExUsesTheModuleGlobal) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage(1));
+  rig.maps.table = std::vector<uint64_t>{0xabc};
+  CUmodule mod = reinterpret_cast<CUmodule>(0x20);
+  rig.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{128, 8};
+  int image = 0;
+  CUmodule out = nullptr;
+  cuModuleLoadDataEx_params p = {};
+  p.module = &out;
+  p.image = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  uint64_t entry = 0;
+  std::memcpy(&entry, rig.seam.device_memory.data() + 128, 8);
+  EXPECT_EQ(entry, 0xabcu);
+  EXPECT_THAT(rig.seam.calls(), Contains("ModuleGlobal(__cuprobe_map_table)"));
+}
+
+TEST(ModulePatcher, InstrumenterErrorLoadsTheOriginalWithOneMessage) {
+  Rig rig;
+  rig.instrumenter.result = absl::InvalidArgumentError("ptxas: 3 errors in kernel k");
+  LogCapture log;
+  int image = 0;
+  CUmodule out = nullptr;
+  cuModuleLoadData_params p = {};
+  p.module = &out;
+  p.image = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, &p, CUDA_SUCCESS, [&] {
+    EXPECT_EQ(p.image, &image);
+    out = reinterpret_cast<CUmodule>(0x30);
+  });
+  std::string text = log.Read();
+  EXPECT_THAT(text, HasSubstr("not instrumented, loading it unchanged: ptxas: 3 errors in kernel k"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+  EXPECT_EQ(rig.patcher->stats().modules_failed, 1u);
+}
+
+TEST(ModulePatcher, UnknownSmLoadsTheOriginal) {
+  Rig rig;
+  rig.seam.device_sm = absl::UnavailableError("no device");
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  LogCapture log;
+  int image = 0;
+  CUmodule out = nullptr;
+  cuModuleLoadFatBinary_params p = {};
+  p.module = &out;
+  p.fatCubin = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary, &p, CUDA_SUCCESS,
+           [&] { EXPECT_EQ(p.fatCubin, &image); });
+  EXPECT_TRUE(rig.instrumenter.seen.empty());
+  EXPECT_THAT(log.Read(), HasSubstr("cannot tell the device's SM"));
+}
+
+TEST(ModulePatcher, FileLoadIsReplacedByAFileThatGoesAtUnload) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage(0));
+  std::string original = rig.dir + "/app.cubin";
+  CUmodule mod = reinterpret_cast<CUmodule>(0x40);
+  CUmodule out = nullptr;
+  cuModuleLoad_params p = {};
+  p.module = &out;
+  p.fname = original.c_str();
+  std::string replacement;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoad, &p, CUDA_SUCCESS, [&] {
+    replacement = p.fname;
+    out = mod;
+  });
+  ASSERT_NE(replacement, original);
+  EXPECT_EQ(rig.instrumenter.seen[0].path, original);
+  struct stat st;
+  ASSERT_EQ(::stat(replacement.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::ifstream in(replacement, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), std::string("\x7f" "ELF\x01\x02\x03\x04", 8));
+  EXPECT_EQ(rig.maps.calls, 0) << "no map table to fill";
+
+  cuModuleUnload_params u = {};
+  u.hmod = mod;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleUnload, &u, CUDA_SUCCESS, [] {});
+  EXPECT_NE(::stat(replacement.c_str(), &st), 0) << "removed with the module";
+}
+
+TEST(ModulePatcher, DriverRejectingTheImageIsReported) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  LogCapture log;
+  int image = 0;
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_ERROR_INVALID_IMAGE, [] {});
+  EXPECT_THAT(log.Read(), HasSubstr("the driver rejected the instrumented"));
+  EXPECT_EQ(rig.patcher->stats().modules_failed, 1u);
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 0u);
+  EXPECT_EQ(rig.maps.calls, 0);
+}
+
+TEST(ModulePatcher, MapTableSizeMismatchIsAWarningNotAFailure) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage(3));
+  CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 24};
+  LogCapture log;
+  int image = 0;
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+  EXPECT_THAT(log.Read(), HasSubstr("probes cannot reach their maps: the module's map table has "
+                                    "3 entries, the session has 2 maps"));
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 1u);
+}
+
+TEST(ModulePatcher, SassOnlyKernelsAreNamedOnce) {
+  Rig rig;
+  InstrumentedImage image = SomeImage();
+  image.not_instrumented = {"_Z4gemmv", "_Z4convv"};
+  rig.instrumenter.result = std::optional<InstrumentedImage>(image);
+  CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  LogCapture log;
+  int code = 0;
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &code;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+  std::string text = log.Read();
+  EXPECT_THAT(text, HasSubstr("2 kernel(s) selected by probes have no PTX and are traced but not "
+                              "instrumented: _Z4gemmv, _Z4convv"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+}
+
+}  // namespace
+}  // namespace cuprobe
