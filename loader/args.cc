@@ -17,6 +17,7 @@ USAGE
 COMMANDS
   trace     run a program and trace every kernel launch, kernel, memcpy and memset
   inspect   list the CUDA code in an executable, library, fatbin, cubin or PTX file
+  compile   verify a C/eBPF probe and compile it to a probe bundle (.cpb) of PTX
 
   cuprobe <command> --help    options and examples of one command
   cuprobe --version
@@ -25,6 +26,7 @@ EXAMPLES
   cuprobe trace -- ./vec_add
   cuprobe trace -o run1 --format table,csv,chrome -- python3 train.py
   cuprobe inspect build/samples/vec_add
+  cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
 
 ENVIRONMENT
   CUPROBE_LOG   off, error, warn (default), info, debug, trace
@@ -85,6 +87,32 @@ OPTIONS
 EXAMPLES
   cuprobe inspect build/samples/vec_add
   cuprobe inspect --extract-ptx - build/samples/vec_add | head
+)";
+
+constexpr char kCompileUsage[] = R"(cuprobe compile: verify a probe and compile it to a probe bundle
+
+USAGE
+  cuprobe compile [options] PROBE
+
+  PROBE is a C probe (compiled with clang-19 -target bpf -O2 -g, with
+  include/cuprobe on the include path) or an eBPF object. Every program is
+  verified, lowered through LLVM to PTX for sm_90 and written with its maps
+  into a bundle (.cpb) that `cuprobe run` loads. docs/PROBES.md shows how to
+  write probes.
+
+OPTIONS
+  -o, --output FILE       the bundle (default: PROBE's name with .cpb)
+      --emit-ptx          also write the PTX next to the bundle (.ptx)
+      --emit-llvm         also write the LLVM IR next to the bundle (.ll)
+      --max-insns N       reject programs longer than N instructions (4096)
+      --max-steps N       verifier budget over all paths (1000000)
+  -D NAME[=VALUE], -I DIR passed to clang
+  -h, --help              this text
+
+EXAMPLES
+  cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
+  cuprobe compile --emit-ptx probe.bpf.c && less probe.ptx
+  clang-19 -target bpf -O2 -g -Iinclude -c p.bpf.c -o p.o && cuprobe compile p.o
 )";
 
 absl::Status Invalid(std::string_view message, std::string_view topic) {
@@ -275,6 +303,63 @@ absl::StatusOr<CliArgs> ParseInspect(const std::vector<std::string>& argv, size_
   return args;
 }
 
+absl::StatusOr<CliArgs> ParseCompile(const std::vector<std::string>& argv, size_t i,
+                                     CliArgs args) {
+  args.command = Command::kCompile;
+  CompileArgs& c = args.compile;
+  for (; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      args.command = Command::kHelp;
+      args.help_topic = "compile";
+      return args;
+    }
+    if (arg == "--emit-ptx") {
+      c.emit_ptx = true;
+      continue;
+    }
+    if (arg == "--emit-llvm") {
+      c.emit_llvm = true;
+      continue;
+    }
+    if ((arg.rfind("-D", 0) == 0 || arg.rfind("-I", 0) == 0) && arg.size() > 2) {
+      c.clang_args.push_back(arg);
+      continue;
+    }
+    if ((arg == "-D" || arg == "-I") && i + 1 < argv.size()) {
+      c.clang_args.push_back(arg + argv[++i]);
+      continue;
+    }
+    std::string value;
+    absl::Status error;
+    OptionReader r(argv, i);
+    if (r.Match("-o", "--output", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--output needs a file name", "compile");
+      c.output = value;
+    } else if (r.Match("", "--max-insns", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(c.max_insns, ParseNumber<uint32_t>("--max-insns", value, 1,
+                                                                  1u << 20, "compile"));
+    } else if (r.Match("", "--max-steps", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(c.max_steps, ParseNumber<uint64_t>("--max-steps", value, 1,
+                                                                  uint64_t{1} << 32, "compile"));
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return Invalid(absl::StrCat("unknown option '", arg, "'"), "compile");
+    } else if (!c.input.empty()) {
+      return Invalid(absl::StrCat("compile takes one probe, got '", c.input, "' and '", arg, "'"),
+                     "compile");
+    } else {
+      c.input = arg;
+    }
+  }
+  if (c.input.empty()) {
+    return Invalid("compile needs a probe: cuprobe compile probe.bpf.c -o probe.cpb", "compile");
+  }
+  return args;
+}
+
 }  // namespace
 
 absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
@@ -284,7 +369,8 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     args.command = Command::kHelp;
     if (argv.size() > 2) args.help_topic = argv[2];
-    if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect") {
+    if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect" &&
+        args.help_topic != "compile") {
       return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
     }
     return args;
@@ -295,12 +381,14 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   }
   if (cmd == "trace") return ParseTrace(argv, 2, std::move(args));
   if (cmd == "inspect") return ParseInspect(argv, 2, std::move(args));
+  if (cmd == "compile") return ParseCompile(argv, 2, std::move(args));
   return Invalid(absl::StrCat("unknown command '", cmd, "'"), "");
 }
 
 std::string UsageText(std::string_view topic) {
   if (topic == "trace") return kTraceUsage;
   if (topic == "inspect") return kInspectUsage;
+  if (topic == "compile") return kCompileUsage;
   return kGeneralUsage;
 }
 

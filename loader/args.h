@@ -18,7 +18,7 @@
 
 namespace cuprobe {
 
-enum class Command { kHelp, kVersion, kTrace, kInspect };
+enum class Command { kHelp, kVersion, kTrace, kInspect, kCompile };
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome };
 
@@ -39,11 +39,22 @@ struct InspectOptions {
   std::string extract_ptx;     // write the chosen PTX here ("-" for stdout)
 };
 
+struct CompileArgs {
+  std::string input;           // probe.bpf.c or an eBPF object
+  std::string output;          // .cpb path; default: the input's name with .cpb
+  bool emit_ptx = false;       // also write OUTPUT without .cpb + .ptx
+  bool emit_llvm = false;      // also write OUTPUT without .cpb + .ll
+  uint32_t max_insns = 4096;   // verifier: program size budget
+  uint64_t max_steps = 1'000'000;  // verifier: instructions processed over all paths
+  std::vector<std::string> clang_args;  // -D / -I given through
+};
+
 struct CliArgs {
   Command command = Command::kHelp;
-  std::string help_topic;  // "" (general), "trace", "inspect"
+  std::string help_topic;  // "" (general), "trace", "inspect", "compile"
   TraceOptions trace;
   InspectOptions inspect;
+  CompileArgs compile;
 };
 
 [[nodiscard]] absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv);

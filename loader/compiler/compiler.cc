@@ -1,0 +1,240 @@
+#include "loader/compiler/compiler.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "loader/compiler/lower.h"
+#include "loader/compiler/object.h"
+#include "support/status_macros.h"
+
+extern char** environ;
+
+namespace cuprobe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+uint64_t Fnv1a(absl::Span<const uint8_t> bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint8_t b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string Basename(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+TypeDescription PrintkRecordType() {
+  TypeDescription t;
+  t.name = "struct cuprobe_printk_record";
+  t.size = 32;
+  t.fields = {{"format_id", "u32", 0, 4}, {"nargs", "u32", 4, 4}, {"args", "u64[3]", 8, 24}};
+  return t;
+}
+
+}  // namespace
+
+std::string ClangPath() {
+  const char* env = std::getenv("CUPROBE_CLANG");
+  if (env != nullptr && *env != '\0') return env;
+  return CUPROBE_CLANG;
+}
+
+std::string ProbeIncludeDir() {
+  const char* env = std::getenv("CUPROBE_INCLUDE_DIR");
+  if (env != nullptr && *env != '\0') return env;
+  return CUPROBE_INCLUDE_DIR;
+}
+
+std::string CompilerVersion() {
+  return absl::StrCat("cuprobe ", CUPROBE_VERSION_STRING, " / LLVM ", LlvmVersion());
+}
+
+absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(const std::string& source_path,
+                                                    const CompileOptions& options,
+                                                    double* clang_ms) {
+  const auto start = Clock::now();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(source_path, ec)) {
+    return absl::NotFoundError(absl::StrCat("probe source ", source_path, " does not exist"));
+  }
+  char dir_template[] = "/tmp/cuprobe-compile-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  }
+  const std::string dir = dir_template;
+  const std::string object_path = dir + "/probe.o";
+  const std::string log_path = dir + "/clang.log";
+  std::string source_dir = std::filesystem::path(source_path).parent_path().string();
+  if (source_dir.empty()) source_dir = ".";
+  std::vector<std::string> args = {ClangPath(), "-target", "bpf", "-mcpu=v3", "-O2", "-g",
+                                   "-fno-color-diagnostics", "-Wall",
+                                   "-Wno-unused-function", "-I" + ProbeIncludeDir(),
+                                   "-I" + source_dir};
+  for (const std::string& a : options.clang_args) args.push_back(a);
+  args.insert(args.end(), {"-c", source_path, "-o", object_path});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  auto cleanup = [&] { std::filesystem::remove_all(dir, ec); };
+  if (rc != 0) {
+    cleanup();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot run ", args[0], ": ", std::strerror(rc),
+        " (install clang-19, or set CUPROBE_CLANG to a clang with the BPF target)"));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  auto log = ReadWholeFile(log_path);
+  const std::string diagnostics = log.ok() ? std::string(log->begin(), log->end()) : "";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    cleanup();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "clang could not compile ", source_path, ":\n", diagnostics,
+        diagnostics.empty() ? "" : "", "  (command: ", absl::StrJoin(args, " "), ")"));
+  }
+  auto object = ReadWholeFile(object_path);
+  cleanup();
+  if (clang_ms != nullptr) *clang_ms = MsSince(start);
+  return object;
+}
+
+absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
+                                            std::string_view name,
+                                            const CompileOptions& options) {
+  CompileResult result;
+  auto t = Clock::now();
+  CUPROBE_ASSIGN_OR_RETURN(BpfObject object, ReadBpfObject(bytes, name));
+  result.timings.read_ms = MsSince(t);
+
+  t = Clock::now();
+  std::vector<std::string> errors;
+  for (const BpfProgram& p : object.programs) {
+    result.object_insns += p.insns.size();
+    absl::StatusOr<VerifiedProgram> v = Verify(object, p, options.verifier);
+    if (!v.ok()) {
+      errors.emplace_back(v.status().message());
+      result.verified.emplace_back();
+      continue;
+    }
+    result.verified.push_back(*std::move(v));
+  }
+  result.timings.verify_ms = MsSince(t);
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        absl::StrJoin(errors, "\n"), "\n", errors.size(), " of ", object.programs.size(),
+        " program", object.programs.size() == 1 ? "" : "s", " rejected by the verifier"));
+  }
+
+  ProbeBundle& b = result.bundle;
+  b.compiler_version = CompilerVersion();
+  b.source_hash = Fnv1a(bytes);
+  b.source_name = std::string(name);
+
+  // Map table: every map but .rodata (compiled into the PTX), in object order,
+  // then the implicit printk ring buffer when some program prints.
+  LowerInput input;
+  input.object = &object;
+  input.map_slot.assign(object.maps.size(), -1);
+  for (uint32_t i = 0; i < object.maps.size(); ++i) {
+    if (object.maps[i].read_only()) continue;
+    input.map_slot[i] = static_cast<int32_t>(b.maps.size());
+    b.maps.push_back(object.maps[i].spec);
+  }
+  bool prints = false;
+  for (const VerifiedProgram& v : result.verified) prints |= !v.printk_formats.empty();
+  if (prints) {
+    MapSpec printk;
+    printk.name = CUPROBE_PRINTK_MAP_NAME;
+    printk.type = CUPROBE_MAP_RINGBUF;
+    printk.max_entries = options.printk_ring_bytes;
+    printk.value_type = PrintkRecordType();
+    input.printk_slot = static_cast<int32_t>(b.maps.size());
+    b.maps.push_back(std::move(printk));
+  }
+  for (size_t i = 0; i < object.programs.size(); ++i) {
+    const BpfProgram& p = object.programs[i];
+    const VerifiedProgram& v = result.verified[i];
+    ProgramToLower lp;
+    lp.program = &p;
+    lp.verified = &v;
+    lp.function_name = absl::StrCat("__cuprobe_probe_", p.name);
+    for (const std::string& f : v.printk_formats) {
+      lp.printk_ids.push_back(static_cast<uint32_t>(b.printk_formats.size()));
+      b.printk_formats.push_back(f);
+    }
+    ProbeProgram pp;
+    pp.name = p.name;
+    pp.section = p.section;
+    pp.attach = v.attach;
+    pp.kernel_glob = v.kernel_glob;
+    pp.ptx_function = lp.function_name;
+    pp.reads_args = v.reads_args;
+    b.programs.push_back(std::move(pp));
+    input.programs.push_back(std::move(lp));
+  }
+
+  t = Clock::now();
+  llvm::LLVMContext context;
+  CUPROBE_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                           LowerToLlvm(context, input, LowerTarget::kNvptx));
+  if (options.keep_llvm) result.llvm_ir = ModuleText(*module);
+  result.timings.lower_ms = MsSince(t);
+  t = Clock::now();
+  CUPROBE_ASSIGN_OR_RETURN(b.ptx, EmitPtx(*module));
+  b.helpers = HelperSymbolsUsed(*module);
+  result.timings.codegen_ms = MsSince(t);
+  return result;
+}
+
+absl::StatusOr<CompileResult> CompileFile(const std::string& path, const CompileOptions& options) {
+  CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path));
+  const bool is_elf = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x7f" "ELF", 4) == 0;
+  if (is_elf) return CompileObject(bytes, Basename(path), options);
+  double clang_ms = 0;
+  CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> object, CompileCToBpf(path, options, &clang_ms));
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult result, CompileObject(object, Basename(path), options));
+  result.timings.clang_ms = clang_ms;
+  result.bundle.source_hash = Fnv1a(bytes);
+  return result;
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,72 @@
+// File: loader/compiler/compiler.h
+//
+// The probe compiler end to end: C source -> clang-19 -target bpf -> eBPF
+// object -> verifier -> LLVM IR -> O2 -> NVPTX PTX (sm_90) -> ProbeBundle.
+// `cuprobe compile` and `cuprobe run` call it; the bundle it returns is what
+// the rewriter and the hook consume (ptx_rewriter/bundle.h).
+//
+//   CompileOptions options;
+//   CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFile("threadhist.bpf.c", options));
+//   std::vector<uint8_t> bytes = WriteBundle(r.bundle);
+#ifndef CUPROBE_LOADER_COMPILER_COMPILER_H_
+#define CUPROBE_LOADER_COMPILER_COMPILER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "loader/compiler/verifier.h"
+#include "ptx_rewriter/bundle.h"
+
+namespace cuprobe {
+
+struct CompileOptions {
+  VerifierOptions verifier;
+  bool keep_llvm = false;              // fill CompileResult::llvm_ir
+  std::vector<std::string> clang_args;  // extra arguments (-DNAME=1, -Idir)
+  // Size of the implicit printk ring buffer, in bytes.
+  uint32_t printk_ring_bytes = 1u << 20;
+};
+
+struct CompileTimings {
+  double clang_ms = 0, read_ms = 0, verify_ms = 0, lower_ms = 0, codegen_ms = 0;
+};
+
+struct CompileResult {
+  ProbeBundle bundle;
+  std::string llvm_ir;  // before optimization (keep_llvm)
+  std::vector<VerifiedProgram> verified;
+  uint64_t object_insns = 0;
+  CompileTimings timings;
+};
+
+// The clang that compiles probes: $CUPROBE_CLANG, else the one found at
+// configure time.
+[[nodiscard]] std::string ClangPath();
+// The directory holding cuprobe/probe.h: $CUPROBE_INCLUDE_DIR, else the
+// source tree's include/.
+[[nodiscard]] std::string ProbeIncludeDir();
+
+// Runs clang on a C probe and returns the eBPF object. Compiler diagnostics
+// are part of the error message.
+[[nodiscard]] absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(
+    const std::string& source_path, const CompileOptions& options, double* clang_ms = nullptr);
+
+// Compiles an eBPF object (its bytes; `name` for messages).
+[[nodiscard]] absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> object,
+                                                          std::string_view name,
+                                                          const CompileOptions& options);
+
+// A .c file (any file not starting with the ELF magic is taken as C) or an
+// eBPF object file.
+[[nodiscard]] absl::StatusOr<CompileResult> CompileFile(const std::string& path,
+                                                        const CompileOptions& options);
+
+[[nodiscard]] std::string CompilerVersion();
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_LOADER_COMPILER_COMPILER_H_

@@ -1,0 +1,82 @@
+// File: loader/compiler/lower.h
+//
+// Lowering of verified eBPF programs to LLVM IR, and of that IR to PTX with
+// LLVM's NVPTX backend (sm_90). Each program becomes
+//   i32 @<ptx_function>(i64 mem_addr, i32 mem_info, i32 kernel_id,
+//                       i32 site_index, ptr args)
+// (the probe ABI of include/cuprobe/abi.h): eBPF registers are allocas that
+// SROA/mem2reg promote, the 512-byte stack is an alloca, context loads become
+// special-register reads or parameter uses, map references become loads of
+// __cuprobe_map_table, helpers become calls of the GPU helper library or
+// inline code, and instructions the verifier never reached become
+// `unreachable`.
+//
+// LowerTarget::kHost builds the same IR for the host (tests JIT it with ORC
+// and compare it with the reference interpreter): only the special registers
+// differ, read through `i64 __cuprobe_host_sreg(i32 ctx_offset)`.
+//
+//   llvm::LLVMContext ctx;
+//   CUPROBE_ASSIGN_OR_RETURN(auto module, LowerToLlvm(ctx, input, LowerTarget::kNvptx));
+//   CUPROBE_ASSIGN_OR_RETURN(std::string ptx, EmitPtx(*module));
+#ifndef CUPROBE_LOADER_COMPILER_LOWER_H_
+#define CUPROBE_LOADER_COMPILER_LOWER_H_
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "loader/compiler/object.h"
+#include "loader/compiler/verifier.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+}  // namespace llvm
+
+namespace cuprobe {
+
+enum class LowerTarget { kNvptx, kHost };
+
+struct ProgramToLower {
+  const BpfProgram* program = nullptr;
+  const VerifiedProgram* verified = nullptr;
+  std::string function_name;             // the PTX .func
+  std::vector<uint32_t> printk_ids;      // verified->printk_formats[i] -> bundle format id
+};
+
+struct LowerInput {
+  const BpfObject* object = nullptr;
+  std::vector<ProgramToLower> programs;
+  // BpfObject::maps index -> slot in __cuprobe_map_table; -1 for .rodata maps,
+  // which are compiled into the module as constants.
+  std::vector<int32_t> map_slot;
+  int32_t printk_slot = -1;  // slot of the implicit printk RINGBUF
+};
+
+// Helper library symbols the IR of `module` calls (sorted).
+[[nodiscard]] std::vector<std::string> HelperSymbolsUsed(const llvm::Module& module);
+
+[[nodiscard]] absl::StatusOr<std::unique_ptr<llvm::Module>> LowerToLlvm(
+    llvm::LLVMContext& context, const LowerInput& input, LowerTarget target);
+
+// Runs LLVM's O2 pipeline on the module (with the target machine's analyses).
+[[nodiscard]] absl::Status OptimizeModule(llvm::Module& module, llvm::TargetMachine* machine);
+
+// The NVPTX target machine for sm_90 (owned by the caller).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateNvptxMachine();
+
+// O2 + NVPTX code generation: the PTX text of the module.
+[[nodiscard]] absl::StatusOr<std::string> EmitPtx(llvm::Module& module);
+
+// The module as LLVM assembly text.
+[[nodiscard]] std::string ModuleText(const llvm::Module& module);
+
+// "19.1.7": the LLVM the compiler was built with.
+[[nodiscard]] std::string LlvmVersion();
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_LOADER_COMPILER_LOWER_H_
