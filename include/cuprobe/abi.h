@@ -1,6 +1,6 @@
 /* File: include/cuprobe/abi.h
  *
- * The probe ABI, version 1: the contract between
+ * The probe ABI, version 2: the contract between
  *   - probes written in C (include/cuprobe/probe.h builds on this file),
  *   - the probe compiler (loader/compiler: eBPF -> LLVM IR -> NVPTX PTX),
  *   - the PTX rewriter (ptx_rewriter: calls probes from rewritten kernels),
@@ -49,7 +49,7 @@
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 1
+#define CUPROBE_ABI_VERSION 2
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -187,6 +187,11 @@ struct cuprobe_ctx {
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT "__cuprobe_ringbuf_submit" /* (ptr, flags) */
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD "__cuprobe_ringbuf_discard" /* (ptr, flags) */
 #define CUPROBE_HELPER_SYMBOL_PID_TGID "__cuprobe_pid_tgid"           /* () */
+/* (Version 2) The helper library's one global: pid_tgid reads it. The hook
+ * writes (pid << 32) | pid into it after the module loads, together with the
+ * map table; it is a module global (not a constant) so that compiled cubins
+ * stay cacheable across processes. */
+#define CUPROBE_PID_TGID_SYMBOL "__cuprobe_pid_tgid_value"
 /* trace_printk and puts are lowered to RINGBUF output into the bundle's
  * implicit map "__cuprobe_printk": a record {u32 format_id, u32 nargs,
  * u64 args[3]}; the format strings travel in the bundle and the host formats. */

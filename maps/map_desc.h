@@ -1,0 +1,144 @@
+/* File: maps/map_desc.h
+ *
+ * The device map descriptor, version 1: what `__cuprobe_map_table[i]` points
+ * at (include/cuprobe/abi.h, 3.). The host runtime (maps/map_set.h) builds one
+ * per map in device memory before any instrumented kernel runs; the GPU
+ * helper library (maps/gpu/helpers.cu) reads it on every helper call; the
+ * same algorithms (maps/map_algorithms.h) read it on the host over snapshots.
+ *
+ * Plain C layout, fixed-width, no pointers: every address is a 64-bit device
+ * address (on the host fake of tests, a host address). Bump
+ * CUPROBE_MAP_DESC_VERSION on any change; the helpers refuse a descriptor
+ * whose magic or version differ (the call fails as on a bad map: -EINVAL or 0).
+ *
+ * One device allocation per map (see maps/map_layout.h for the arithmetic):
+ *
+ *   +0     struct cuprobe_map_desc     128 bytes, written once, read-only
+ *   +128   struct cuprobe_map_control  128 bytes, the map's atomics
+ *   +256   image                       the map's data (layout per type below)
+ *
+ * control + image are contiguous: one device-to-host copy is a snapshot.
+ *
+ * Image per type (stride = round_up(size, 8); ids = id_slots):
+ *   ARRAY, HIST_*   values[max_entries][value_stride]
+ *   PER*            values[max_entries][ids][value_stride], index key*ids+id
+ *   HASH            states[slots] (u32, padded to 8) | keys[slots][key_stride]
+ *                   | values[slots][value_stride]; slots = slot_mask + 1
+ *   RINGBUF         no image: its data and consumer control live in
+ *                   host-mapped segment memory (ring_data, ring_host_control)
+ *
+ * Ids of PER* maps (the same numbering as CUPROBE_HELPER_GLOBAL_THREAD_ID):
+ *   thread = block_linear * threads_per_block + thread_linear, where
+ *            block_linear  = (ctaid.z * nctaid.y + ctaid.y) * nctaid.x + ctaid.x
+ *            thread_linear = (tid.z * ntid.y + tid.y) * ntid.x + tid.x
+ *   warp   = block_linear * ceil(threads_per_block / 32) + thread_linear / 32
+ *   sm     = %smid
+ * An id >= id_slots is out of range: lookups return 0, updates -E2BIG, and
+ * control.errors counts it.
+ */
+#ifndef CUPROBE_MAPS_MAP_DESC_H_
+#define CUPROBE_MAPS_MAP_DESC_H_
+
+#include "cuprobe/abi.h"
+
+#define CUPROBE_MAP_DESC_MAGIC 0x444D5043u /* "CPMD" in memory */
+#define CUPROBE_MAP_DESC_VERSION 1
+#define CUPROBE_MAP_DESC_SIZE 128
+#define CUPROBE_MAP_CONTROL_SIZE 128
+#define CUPROBE_MAP_IMAGE_OFFSET 256 /* desc + control */
+
+/* HASH slot state word: bits 0-1 the state, bits 2-31 a fingerprint of the
+ * key's hash (so a probe for another key skips a slot without touching its
+ * key, and waits only on a PENDING slot that may hold its own key). */
+#define CUPROBE_HASH_EMPTY 0u   /* never used; the whole word is 0 */
+#define CUPROBE_HASH_PENDING 1u /* claimed; its key/value are being written */
+#define CUPROBE_HASH_LIVE 2u    /* key and value published */
+#define CUPROBE_HASH_DELETED 3u /* key kept (slots are key-stable), no value */
+
+/* Ring-buffer record header word 0 (RINGBUF, host-mapped): a record is
+ * committed when bit 31 is set; the body length is in bits 0-28. A record
+ * occupies round_up(8 + length, 8) bytes and never wraps the data area. */
+#define CUPROBE_RING_COMMIT 0x80000000u
+#define CUPROBE_RING_DISCARD 0x40000000u /* skipped by the consumer */
+#define CUPROBE_RING_PAD 0x20000000u     /* filler up to the end of the data */
+#define CUPROBE_RING_LEN_MASK 0x1FFFFFFFu
+#define CUPROBE_RING_HEADER_SIZE 8
+
+struct cuprobe_map_desc {
+  cuprobe_u32 magic;        /*   0 CUPROBE_MAP_DESC_MAGIC */
+  cuprobe_u16 version;      /*   4 CUPROBE_MAP_DESC_VERSION */
+  cuprobe_u16 size;         /*   6 CUPROBE_MAP_DESC_SIZE */
+  cuprobe_u32 type;         /*   8 CUPROBE_MAP_* (aliases resolved) */
+  cuprobe_u32 flags;        /*  12 MapSpec.flags */
+  cuprobe_u32 key_size;     /*  16 bytes */
+  cuprobe_u32 value_size;   /*  20 bytes */
+  cuprobe_u32 max_entries;  /*  24 keys (RINGBUF: data bytes) */
+  cuprobe_u32 value_stride; /*  28 round_up(value_size, 8) */
+  cuprobe_u32 key_stride;   /*  32 HASH: round_up(key_size, 8) */
+  cuprobe_u32 id_slots;     /*  36 PER*: ids per key */
+  cuprobe_u64 slot_mask;    /*  40 HASH: slots - 1; RINGBUF: capacity - 1 */
+  cuprobe_u64 map_extra;    /*  48 HIST_LINEAR: min (s32, low), step (u32, high) */
+  cuprobe_u64 values;       /*  56 values (all but RINGBUF) */
+  cuprobe_u64 keys;         /*  64 HASH keys */
+  cuprobe_u64 states;       /*  72 HASH slot states */
+  cuprobe_u64 control;      /*  80 struct cuprobe_map_control */
+  cuprobe_u64 ring_data;    /*  88 RINGBUF data (device address of host memory) */
+  cuprobe_u64 ring_host;    /*  96 RINGBUF struct cuprobe_ring_host (host memory) */
+  cuprobe_u64 reserved[3];  /* 104 zero */
+};
+
+/* The map's device-side atomics, on their own 128-byte line. Snapshot
+ * copies carry it (so readers see counts and drops). */
+struct cuprobe_map_control {
+  cuprobe_u64 count;            /*   0 HASH: live keys */
+  cuprobe_u64 errors;           /*   8 refused updates: full hash, id or key out of range */
+  cuprobe_u64 ring_head;        /*  16 RINGBUF: next byte position to reserve */
+  cuprobe_u64 ring_tail_cache;  /*  24 RINGBUF: last consumer tail seen by a producer */
+  cuprobe_u64 ring_reserved;    /*  32 RINGBUF: records reserved (submitted or discarded) */
+  cuprobe_u64 ring_dropped;     /*  40 RINGBUF: records refused for lack of space */
+  cuprobe_u64 ring_dropped_bytes; /* 48 */
+  cuprobe_u64 reserved[9];      /*  56 zero */
+};
+
+/* The consumer's side of a ring, in host-mapped segment memory, followed by
+ * the data. The GPU reads `tail` (system scope) only when its cached copy
+ * says the ring is full; the host consumer alone writes it. */
+struct cuprobe_ring_host {
+  cuprobe_u64 magic;        /*   0 CUPROBE_RING_HOST_MAGIC */
+  cuprobe_u64 capacity;     /*   8 data bytes, a power of two */
+  cuprobe_u64 reserved0[6]; /*  16 */
+  cuprobe_u64 tail;         /*  64 consumer position; bytes before it are zero */
+  cuprobe_u64 delivered;    /*  72 records handed to the consumer's callback */
+  cuprobe_u64 discarded;    /*  80 discarded records skipped */
+  cuprobe_u64 reserved1[5]; /*  88 */
+  /* Published by the hook's watcher from struct cuprobe_map_control. */
+  cuprobe_u64 published_head;     /* 128 */
+  cuprobe_u64 published_reserved; /* 136 */
+  cuprobe_u64 published_dropped;  /* 144 */
+  cuprobe_u64 published_dropped_bytes; /* 152 */
+  cuprobe_u64 publish_count;      /* 160 */
+  cuprobe_u64 reserved2[11];      /* 168 */
+};
+#define CUPROBE_RING_HOST_MAGIC 0x31464252504D5043ull /* "CPMPRBF1" */
+#define CUPROBE_RING_HOST_SIZE 256
+
+#ifdef __cplusplus
+static_assert(sizeof(struct cuprobe_map_desc) == CUPROBE_MAP_DESC_SIZE, "map desc size");
+static_assert(sizeof(struct cuprobe_map_control) == CUPROBE_MAP_CONTROL_SIZE, "control size");
+static_assert(sizeof(struct cuprobe_ring_host) == CUPROBE_RING_HOST_SIZE, "ring host size");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, type) == 8, "desc.type");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, key_stride) == 32, "desc.key_stride");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, slot_mask) == 40, "desc.slot_mask");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, map_extra) == 48, "desc.map_extra");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, values) == 56, "desc.values");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, control) == 80, "desc.control");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, ring_host) == 96, "desc.ring_host");
+static_assert(__builtin_offsetof(struct cuprobe_map_control, ring_head) == 16, "ctl.head");
+static_assert(__builtin_offsetof(struct cuprobe_map_control, ring_dropped) == 40, "ctl.drop");
+static_assert(__builtin_offsetof(struct cuprobe_ring_host, tail) == 64, "ring.tail");
+static_assert(__builtin_offsetof(struct cuprobe_ring_host, published_head) == 128, "ring.pub");
+static_assert(CUPROBE_MAP_IMAGE_OFFSET == CUPROBE_MAP_DESC_SIZE + CUPROBE_MAP_CONTROL_SIZE,
+              "image follows control");
+#endif
+
+#endif /* CUPROBE_MAPS_MAP_DESC_H_ */

@@ -1,0 +1,227 @@
+// File: maps/map_layout.cc
+#include "maps/map_layout.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cuprobe {
+namespace {
+
+constexpr uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+absl::Status Bad(const MapSpec& spec, std::string_view what, std::string_view hint) {
+  return absl::InvalidArgumentError(absl::StrCat("map '", spec.name, "' (",
+                                                 MapTypeName(spec.type), "): ", what, "; ", hint));
+}
+
+absl::Status CheckKey(const MapSpec& spec, bool zero_ok) {
+  if (spec.key_size == 4 || (zero_ok && spec.key_size == 0)) return absl::OkStatus();
+  return Bad(spec, absl::StrFormat("key_size is %d", spec.key_size),
+             "its key is a u32 index: declare the key as __u32");
+}
+
+absl::Status CheckValue(const MapSpec& spec) {
+  if (spec.value_size >= 1 && spec.value_size <= kMaxValueSize) return absl::OkStatus();
+  return Bad(spec, absl::StrFormat("value_size is %d", spec.value_size),
+             absl::StrFormat("values must have 1 to %d bytes", kMaxValueSize));
+}
+
+}  // namespace
+
+std::string MapTypeName(uint32_t type) {
+  switch (type) {
+    case CUPROBE_MAP_HASH: return "HASH";
+    case CUPROBE_MAP_ARRAY: return "ARRAY";
+    case CUPROBE_MAP_RINGBUF: return "RINGBUF";
+    case CUPROBE_MAP_PERTHREAD: return "PERTHREAD";
+    case CUPROBE_MAP_PERWARP: return "PERWARP";
+    case CUPROBE_MAP_PERSM: return "PERSM";
+    case CUPROBE_MAP_HIST_LOG2: return "HIST_LOG2";
+    case CUPROBE_MAP_HIST_LINEAR: return "HIST_LINEAR";
+  }
+  return absl::StrCat("type ", type);
+}
+
+absl::StatusOr<MapGeometry> ComputeMapGeometry(const MapSpec& spec) {
+  MapGeometry g;
+  g.type = spec.type;
+  g.flags = spec.flags;
+  g.key_size = spec.key_size;
+  g.value_size = spec.value_size;
+  g.max_entries = spec.max_entries;
+  g.map_extra = spec.map_extra;
+  g.key_stride = static_cast<uint32_t>(RoundUp(spec.key_size, 8));
+  g.value_stride = static_cast<uint32_t>(RoundUp(spec.value_size, 8));
+  g.id_slots = 1;
+  if (spec.type != CUPROBE_MAP_RINGBUF && spec.max_entries == 0) {
+    return Bad(spec, "max_entries is 0", "give it at least one entry");
+  }
+  if (!spec.initial_value.empty() && spec.type != CUPROBE_MAP_ARRAY) {
+    return Bad(spec, "has an initial value", "only ARRAY maps (global data) can have one");
+  }
+  switch (spec.type) {
+    case CUPROBE_MAP_ARRAY: {
+      if (absl::Status s = CheckKey(spec, false); !s.ok()) return s;
+      if (absl::Status s = CheckValue(spec); !s.ok()) return s;
+      if (spec.initial_value.size() > uint64_t{spec.max_entries} * spec.value_size) {
+        return Bad(spec,
+                   absl::StrFormat("initial value has %d bytes, more than %d entries of %d",
+                                   spec.initial_value.size(), spec.max_entries, spec.value_size),
+                   "the image must fit the map");
+      }
+      g.slots = spec.max_entries;
+      g.image_bytes = g.slots * g.value_stride;
+      break;
+    }
+    case CUPROBE_MAP_PERTHREAD:
+    case CUPROBE_MAP_PERWARP:
+    case CUPROBE_MAP_PERSM: {
+      if (absl::Status s = CheckKey(spec, false); !s.ok()) return s;
+      if (absl::Status s = CheckValue(spec); !s.ok()) return s;
+      uint32_t ids = static_cast<uint32_t>(spec.map_extra);
+      if (ids == 0) {
+        ids = spec.type == CUPROBE_MAP_PERTHREAD ? kDefaultPerThreadIds
+              : spec.type == CUPROBE_MAP_PERWARP ? kDefaultPerWarpIds
+                                                 : kDefaultPerSmIds;
+      }
+      if ((spec.map_extra >> 32) != 0) {
+        return Bad(spec, absl::StrFormat("map_extra is 0x%x", spec.map_extra),
+                   "only its low 32 bits (ids per key) are used; the rest must be 0");
+      }
+      g.id_slots = ids;
+      g.slots = uint64_t{spec.max_entries} * ids;
+      g.image_bytes = g.slots * g.value_stride;
+      break;
+    }
+    case CUPROBE_MAP_HIST_LOG2:
+    case CUPROBE_MAP_HIST_LINEAR: {
+      if (absl::Status s = CheckKey(spec, true); !s.ok()) return s;
+      if (spec.value_size != 8) {
+        return Bad(spec, absl::StrFormat("value_size is %d", spec.value_size),
+                   "histogram buckets are u64 counts: declare the value as __u64");
+      }
+      if (spec.type == CUPROBE_MAP_HIST_LOG2 && spec.max_entries > 65) {
+        return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
+                   "a log2 histogram of u64 values has at most 65 buckets");
+      }
+      if (spec.type == CUPROBE_MAP_HIST_LINEAR) {
+        if (spec.max_entries < 3) {
+          return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
+                     "a linear histogram needs an underflow, an overflow and at least one "
+                     "bucket in between (max_entries >= 3)");
+        }
+        if ((spec.map_extra >> 32) == 0) {
+          return Bad(spec, "its step (high 32 bits of map_extra) is 0",
+                     "map_extra = min | (uint64_t)step << 32, with step >= 1");
+        }
+      }
+      g.slots = spec.max_entries;
+      g.image_bytes = g.slots * 8;
+      break;
+    }
+    case CUPROBE_MAP_HASH: {
+      if (spec.key_size == 0 || spec.key_size > kMaxHashKeySize) {
+        return Bad(spec, absl::StrFormat("key_size is %d", spec.key_size),
+                   absl::StrFormat("hash keys have 1 to %d bytes", kMaxHashKeySize));
+      }
+      if (absl::Status s = CheckValue(spec); !s.ok()) return s;
+      if (spec.max_entries > kMaxHashEntries) {
+        return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
+                   absl::StrFormat("at most %d entries", kMaxHashEntries));
+      }
+      uint64_t slots = 8;
+      while (slots < uint64_t{2} * spec.max_entries) slots <<= 1;
+      g.slots = slots;
+      g.states_offset = 0;
+      g.keys_offset = RoundUp(slots * 4, 8);
+      g.values_offset = g.keys_offset + slots * g.key_stride;
+      g.image_bytes = g.values_offset + slots * g.value_stride;
+      break;
+    }
+    case CUPROBE_MAP_RINGBUF: {
+      if (spec.key_size != 0 || spec.value_size != 0) {
+        return Bad(spec,
+                   absl::StrFormat("key_size %d and value_size %d", spec.key_size,
+                                   spec.value_size),
+                   "a ring buffer has neither: both must be 0 (BPF's rule)");
+      }
+      if (!IsPowerOfTwo(spec.max_entries) || spec.max_entries < kMinRingBytes ||
+          spec.max_entries > kMaxRingBytes) {
+        return Bad(spec, absl::StrFormat("max_entries (its size in bytes) is %d", spec.max_entries),
+                   absl::StrFormat("use a power of two from %d to %d", kMinRingBytes,
+                                   kMaxRingBytes));
+      }
+      g.slots = 0;
+      g.image_bytes = 0;
+      g.ring_bytes = spec.max_entries;
+      g.id_slots = 1;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "map '%s' has type %d, which cuprobe does not know; hint: HASH (1), ARRAY (2), "
+          "RINGBUF (27), PERTHREAD (0x4001), PERWARP (0x4002), PERSM (0x4003), HIST_LOG2 "
+          "(0x4004), HIST_LINEAR (0x4005) (bpftime's numbers are resolved by the compiler)",
+          spec.name, spec.type));
+  }
+  g.allocation_bytes = CUPROBE_MAP_IMAGE_OFFSET + g.image_bytes;
+  if (g.allocation_bytes > kMaxMapBytes) {
+    return Bad(spec, absl::StrFormat("needs %d bytes of device memory", g.allocation_bytes),
+               absl::StrFormat("at most %d per map: reduce max_entries%s", kMaxMapBytes,
+                               IsPerIdType(spec.type) ? " or the ids per key (map_extra)" : ""));
+  }
+  return g;
+}
+
+bool IsPerIdType(uint32_t type) {
+  return type == CUPROBE_MAP_PERTHREAD || type == CUPROBE_MAP_PERWARP ||
+         type == CUPROBE_MAP_PERSM;
+}
+
+cuprobe_map_desc MakeMapDesc(const MapGeometry& g, uint64_t base, uint64_t ring_data,
+                             uint64_t ring_host) {
+  cuprobe_map_desc d;
+  std::memset(&d, 0, sizeof(d));
+  d.magic = CUPROBE_MAP_DESC_MAGIC;
+  d.version = CUPROBE_MAP_DESC_VERSION;
+  d.size = CUPROBE_MAP_DESC_SIZE;
+  d.type = g.type;
+  d.flags = g.flags;
+  d.key_size = g.key_size;
+  d.value_size = g.value_size;
+  d.max_entries = g.max_entries;
+  d.value_stride = g.value_stride;
+  d.key_stride = g.key_stride;
+  d.id_slots = g.id_slots;
+  d.map_extra = g.map_extra;
+  d.control = base + CUPROBE_MAP_DESC_SIZE;
+  const uint64_t image = base + CUPROBE_MAP_IMAGE_OFFSET;
+  if (g.type == CUPROBE_MAP_HASH) {
+    d.slot_mask = g.slots - 1;
+    d.states = image + g.states_offset;
+    d.keys = image + g.keys_offset;
+    d.values = image + g.values_offset;
+  } else if (g.type == CUPROBE_MAP_RINGBUF) {
+    d.slot_mask = g.ring_bytes - 1;
+    d.ring_data = ring_data;
+    d.ring_host = ring_host;
+  } else {
+    d.values = image;
+  }
+  return d;
+}
+
+cuprobe_map_desc MakeSnapshotDesc(const MapGeometry& g, const uint8_t* snapshot) {
+  // The snapshot is control + image: as if the allocation began 128 bytes
+  // before it.
+  const uint64_t base = reinterpret_cast<uintptr_t>(snapshot) - CUPROBE_MAP_DESC_SIZE;
+  return MakeMapDesc(g, base, 0, 0);
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,162 @@
+// File: maps/map_ring.cc
+#include "maps/map_ring.h"
+
+#include <atomic>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace cuprobe {
+namespace {
+
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
+
+std::atomic_ref<uint64_t> Atomic(uint64_t& v) { return std::atomic_ref<uint64_t>(v); }
+
+template <typename T>
+T LoadOnce(const T& field) {
+  return *static_cast<const volatile T*>(&field);
+}
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+void MapRing::Format(void* block, uint64_t capacity) {
+  auto* host = static_cast<cuprobe_ring_host*>(block);
+  std::memset(host, 0, sizeof(*host));
+  host->capacity = capacity;
+  Atomic(host->magic).store(CUPROBE_RING_HOST_MAGIC, std::memory_order_release);
+}
+
+absl::StatusOr<MapRing> MapRing::Attach(void* block, uint64_t capacity, bool writable) {
+  if (block == nullptr || reinterpret_cast<uintptr_t>(block) % 64 != 0) {
+    return absl::InvalidArgumentError("map ring: the block must be 64-byte aligned");
+  }
+  if (!IsPowerOfTwo(capacity)) {
+    return absl::DataLossError(
+        absl::StrFormat("map ring capacity %d is not a power of two", capacity));
+  }
+  auto* host = static_cast<cuprobe_ring_host*>(block);
+  const uint64_t magic = Atomic(host->magic).load(std::memory_order_acquire);
+  if (magic != CUPROBE_RING_HOST_MAGIC) {
+    return absl::DataLossError(absl::StrFormat(
+        "map ring is not formatted (magic 0x%016x, expected 0x%016x)", magic,
+        CUPROBE_RING_HOST_MAGIC));
+  }
+  const uint64_t recorded = LoadOnce(host->capacity);
+  if (recorded != capacity) {
+    return absl::DataLossError(absl::StrFormat(
+        "map ring control says capacity %d, the map says %d", recorded, capacity));
+  }
+  const uint64_t tail = Atomic(host->tail).load(std::memory_order_acquire);
+  if (tail % 8 != 0) {
+    return absl::DataLossError(absl::StrFormat("map ring tail %d is not 8-aligned", tail));
+  }
+  return MapRing(host, static_cast<uint8_t*>(block) + CUPROBE_RING_HOST_SIZE, capacity, writable);
+}
+
+MapRing::MapRing(MapRing&& other) noexcept
+    : host_(std::exchange(other.host_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)),
+      capacity_(std::exchange(other.capacity_, 0)),
+      writable_(std::exchange(other.writable_, false)),
+      status_(std::move(other.status_)) {}
+
+MapRing& MapRing::operator=(MapRing&& other) noexcept {
+  if (this != &other) {
+    host_ = std::exchange(other.host_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    capacity_ = std::exchange(other.capacity_, 0);
+    writable_ = std::exchange(other.writable_, false);
+    status_ = std::move(other.status_);
+  }
+  return *this;
+}
+
+void MapRing::Corrupt(uint64_t position, uint32_t word, const char* why) {
+  status_ = absl::DataLossError(absl::StrFormat(
+      "map ring is corrupt at position %d (data offset %d): %s (header 0x%08x, capacity %d); "
+      "stopped reading it",
+      position, position & (capacity_ - 1), why, word, capacity_));
+}
+
+size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
+                        size_t max_records) {
+  if (host_ == nullptr || !status_.ok()) return 0;
+  if (!writable_) {
+    status_ = absl::FailedPreconditionError(
+        "a read-only view of a map ring cannot consume it (open the session writable)");
+    return 0;
+  }
+  uint64_t tail = Atomic(host_->tail).load(std::memory_order_relaxed);
+  size_t delivered = 0;
+  uint64_t discarded = 0;
+  while (delivered < max_records) {
+    const uint64_t index = tail & (capacity_ - 1);
+    auto* header = reinterpret_cast<uint32_t*>(data_ + index);
+    // Acquire pairs with the producer's system-scope release of the header.
+    const uint32_t word = std::atomic_ref<uint32_t>(*header).load(std::memory_order_acquire);
+    if ((word & CUPROBE_RING_COMMIT) == 0) break;  // not committed (or nothing there)
+    const uint64_t length = word & CUPROBE_RING_LEN_MASK;
+    const uint64_t room = capacity_ - index;
+    uint64_t total;
+    if ((word & CUPROBE_RING_PAD) != 0) {
+      total = CUPROBE_RING_HEADER_SIZE + length;
+      if (total != room || (word & CUPROBE_RING_DISCARD) != 0) {
+        Corrupt(tail, word, "a pad record does not end at the end of the data");
+        break;
+      }
+    } else {
+      total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+      if (total > room) {
+        Corrupt(tail, word, "a record runs past the end of the data");
+        break;
+      }
+      if ((word & CUPROBE_RING_DISCARD) != 0) {
+        ++discarded;
+      } else {
+        fn(absl::MakeConstSpan(data_ + index + CUPROBE_RING_HEADER_SIZE, length));
+        ++delivered;
+      }
+    }
+    // Zero before publishing the new tail: producers reuse these bytes as
+    // soon as they see it, and a stale header must never read as committed.
+    std::memset(data_ + index + sizeof(uint32_t), 0, total - sizeof(uint32_t));
+    std::atomic_ref<uint32_t>(*header).store(0, std::memory_order_relaxed);
+    tail += total;
+    Atomic(host_->tail).store(tail, std::memory_order_release);
+  }
+  if (delivered > 0) Atomic(host_->delivered).fetch_add(delivered, std::memory_order_relaxed);
+  if (discarded > 0) Atomic(host_->discarded).fetch_add(discarded, std::memory_order_relaxed);
+  return delivered;
+}
+
+MapRingStats MapRing::Stats() const {
+  MapRingStats s;
+  if (host_ == nullptr) return s;
+  s.capacity = capacity_;
+  s.tail = Atomic(host_->tail).load(std::memory_order_acquire);
+  s.delivered = Atomic(host_->delivered).load(std::memory_order_relaxed);
+  s.discarded = Atomic(host_->discarded).load(std::memory_order_relaxed);
+  s.publish_count = Atomic(host_->publish_count).load(std::memory_order_acquire);
+  s.head = Atomic(host_->published_head).load(std::memory_order_relaxed);
+  s.reserved = Atomic(host_->published_reserved).load(std::memory_order_relaxed);
+  s.dropped = Atomic(host_->published_dropped).load(std::memory_order_relaxed);
+  s.dropped_bytes = Atomic(host_->published_dropped_bytes).load(std::memory_order_relaxed);
+  return s;
+}
+
+void MapRing::Publish(const cuprobe_map_control& control) {
+  if (host_ == nullptr || !writable_) return;
+  Atomic(host_->published_head).store(control.ring_head, std::memory_order_relaxed);
+  Atomic(host_->published_reserved).store(control.ring_reserved, std::memory_order_relaxed);
+  Atomic(host_->published_dropped).store(control.ring_dropped, std::memory_order_relaxed);
+  Atomic(host_->published_dropped_bytes)
+      .store(control.ring_dropped_bytes, std::memory_order_relaxed);
+  Atomic(host_->publish_count).fetch_add(1, std::memory_order_release);
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,204 @@
+// File: tests/maps/helpers_ptx_test.cc
+//
+// The GPU helper library artifact (maps/gpu/helpers_ptx.h): the embedded text
+// is the generated file; it exports exactly the helper symbols of
+// include/cuprobe/abi.h with all-.b64 signatures; the real ptxas assembles
+// it for sm_90; and nvJitLink links it with a probe-like module that calls
+// every helper (what the rewriter's link step and the hook do), on this
+// machine, without a GPU.
+#include "maps/gpu/helpers_ptx.h"
+
+#include <nvJitLink.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuprobe/abi.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cuprobe {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Helper symbol -> number of .b64 parameters (abi.h's comments).
+const std::map<std::string, int>& ExpectedHelpers() {
+  static const auto* helpers = new std::map<std::string, int>{
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP, 2},      {CUPROBE_HELPER_SYMBOL_MAP_UPDATE, 4},
+      {CUPROBE_HELPER_SYMBOL_MAP_DELETE, 2},      {CUPROBE_HELPER_SYMBOL_MAP_ADD, 3},
+      {CUPROBE_HELPER_SYMBOL_HIST_ADD, 3},        {CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 4},
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 3}, {CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, 2},
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD, 2}, {CUPROBE_HELPER_SYMBOL_PID_TGID, 0},
+  };
+  return *helpers;
+}
+
+TEST(HelpersPtx, EmbeddedTextIsTheGeneratedFile) {
+  const std::string file = ReadFile(CUPROBE_HELPERS_PTX_PATH);
+  ASSERT_FALSE(file.empty()) << CUPROBE_HELPERS_PTX_PATH;
+  EXPECT_EQ(std::string(HelpersPtx()), file);
+  EXPECT_THAT(std::string(HelpersPtx()), ::testing::HasSubstr(".target sm_90"));
+}
+
+TEST(HelpersPtx, ExportsExactlyTheAbiHelpersWithB64Signatures) {
+  const std::string ptx(HelpersPtx());
+  // .visible .func  (.param .b64 func_retval0) NAME(\n .param .b64 NAME_param_0, ...)
+  const std::regex func(R"(\.visible\s+\.func\s+\(([^)]*)\)\s*([A-Za-z_$][\w$]*)\s*\(([^)]*)\))");
+  std::map<std::string, int> found;
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), func); it != std::sregex_iterator();
+       ++it) {
+    const std::string ret = (*it)[1];
+    const std::string name = (*it)[2];
+    const std::string params = (*it)[3];
+    EXPECT_THAT(ret, ::testing::MatchesRegex(R"(\s*\.param\s+\.b64\s+\w+\s*)")) << name;
+    int count = 0;
+    const std::regex param(R"(\.param\s+(\.\w+)\s+\w+)");
+    for (auto p = std::sregex_iterator(params.begin(), params.end(), param);
+         p != std::sregex_iterator(); ++p) {
+      EXPECT_EQ((*p)[1], ".b64") << name << " parameter " << count;
+      ++count;
+    }
+    found[name] = count;
+  }
+  EXPECT_EQ(found, ExpectedHelpers());
+  // The one global, and nothing else visible.
+  const std::regex global(R"(\.visible\s+\.global\s+\.align\s+8\s+\.u64\s+([\w$]+)\s*;)");
+  std::vector<std::string> globals;
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), global); it != std::sregex_iterator();
+       ++it) {
+    globals.push_back((*it)[1]);
+  }
+  EXPECT_THAT(globals, ::testing::ElementsAre(CUPROBE_PID_TGID_SYMBOL));
+  size_t visible = 0;
+  for (size_t pos = ptx.find(".visible"); pos != std::string::npos;
+       pos = ptx.find(".visible", pos + 1)) {
+    ++visible;
+  }
+  EXPECT_EQ(visible, ExpectedHelpers().size() + 1);
+  EXPECT_EQ(ptx.find(".extern"), std::string::npos) << "the library must be self-contained";
+}
+
+TEST(HelpersPtx, PtxasAssemblesItForSm90) {
+  const std::string out = std::string(CUPROBE_BINARY_DIR) + "/tests/helpers_ptx_test.o";
+  const std::string cmd = std::string(CUPROBE_PTXAS) + " -arch=sm_90 -c " +
+                          CUPROBE_HELPERS_PTX_PATH + " -o " + out + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string log;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) log += buf;
+  const int rc = ::pclose(pipe);
+  EXPECT_EQ(rc, 0) << log;
+  std::remove(out.c_str());
+}
+
+// A module shaped like the compiler's output: a probe .func that declares
+// the helpers .extern and calls each one with map addresses from the table.
+constexpr char kProbeModule[] = R"(
+.version 8.5
+.target sm_90
+.address_size 64
+.extern .func (.param .b64 r) __cuprobe_map_lookup(.param .b64 a, .param .b64 b);
+.extern .func (.param .b64 r) __cuprobe_map_update(.param .b64 a, .param .b64 b, .param .b64 c, .param .b64 d);
+.extern .func (.param .b64 r) __cuprobe_map_delete(.param .b64 a, .param .b64 b);
+.extern .func (.param .b64 r) __cuprobe_map_add(.param .b64 a, .param .b64 b, .param .b64 c);
+.extern .func (.param .b64 r) __cuprobe_hist_add(.param .b64 a, .param .b64 b, .param .b64 c);
+.extern .func (.param .b64 r) __cuprobe_ringbuf_output(.param .b64 a, .param .b64 b, .param .b64 c, .param .b64 d);
+.extern .func (.param .b64 r) __cuprobe_ringbuf_reserve(.param .b64 a, .param .b64 b, .param .b64 c);
+.extern .func (.param .b64 r) __cuprobe_ringbuf_submit(.param .b64 a, .param .b64 b);
+.extern .func (.param .b64 r) __cuprobe_ringbuf_discard(.param .b64 a, .param .b64 b);
+.extern .func (.param .b64 r) __cuprobe_pid_tgid();
+.visible .global .align 8 .u64 __cuprobe_map_table[2];
+
+.visible .entry probe_kernel(.param .u64 out)
+{
+  .reg .b64 %rd<20>;
+  .local .align 8 .b8 key[16];
+  mov.u64 %rd10, 3;
+  st.local.u64 [key], %rd10;
+  st.local.u64 [key+8], %rd10;
+  cvta.local.u64 %rd1, key;
+  ld.global.u64 %rd2, [__cuprobe_map_table];
+  ld.global.u64 %rd3, [__cuprobe_map_table+8];
+  { .param .b64 a; .param .b64 b; .param .b64 r;
+    st.param.b64 [a], %rd2; st.param.b64 [b], %rd1;
+    call.uni (r), __cuprobe_map_lookup, (a, b); ld.param.b64 %rd4, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 c; .param .b64 d; .param .b64 r;
+    st.param.b64 [a], %rd2; st.param.b64 [b], %rd1; st.param.b64 [c], %rd1; st.param.b64 [d], 0;
+    call.uni (r), __cuprobe_map_update, (a, b, c, d); ld.param.b64 %rd5, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 r;
+    st.param.b64 [a], %rd2; st.param.b64 [b], %rd1;
+    call.uni (r), __cuprobe_map_delete, (a, b); ld.param.b64 %rd6, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 c; .param .b64 r;
+    st.param.b64 [a], %rd2; st.param.b64 [b], %rd1; st.param.b64 [c], 1;
+    call.uni (r), __cuprobe_map_add, (a, b, c); ld.param.b64 %rd7, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 c; .param .b64 r;
+    st.param.b64 [a], %rd2; st.param.b64 [b], %rd10; st.param.b64 [c], 1;
+    call.uni (r), __cuprobe_hist_add, (a, b, c); ld.param.b64 %rd8, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 c; .param .b64 d; .param .b64 r;
+    st.param.b64 [a], %rd3; st.param.b64 [b], %rd1; st.param.b64 [c], 16; st.param.b64 [d], 0;
+    call.uni (r), __cuprobe_ringbuf_output, (a, b, c, d); ld.param.b64 %rd9, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 c; .param .b64 r;
+    st.param.b64 [a], %rd3; st.param.b64 [b], 16; st.param.b64 [c], 0;
+    call.uni (r), __cuprobe_ringbuf_reserve, (a, b, c); ld.param.b64 %rd11, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 r;
+    st.param.b64 [a], %rd11; st.param.b64 [b], 0;
+    call.uni (r), __cuprobe_ringbuf_submit, (a, b); ld.param.b64 %rd12, [r]; }
+  { .param .b64 a; .param .b64 b; .param .b64 r;
+    st.param.b64 [a], %rd11; st.param.b64 [b], 0;
+    call.uni (r), __cuprobe_ringbuf_discard, (a, b); ld.param.b64 %rd13, [r]; }
+  { .param .b64 r;
+    call.uni (r), __cuprobe_pid_tgid, (); ld.param.b64 %rd14, [r]; }
+  add.u64 %rd4, %rd4, %rd5; add.u64 %rd4, %rd4, %rd6; add.u64 %rd4, %rd4, %rd7;
+  add.u64 %rd4, %rd4, %rd8; add.u64 %rd4, %rd4, %rd9; add.u64 %rd4, %rd4, %rd12;
+  add.u64 %rd4, %rd4, %rd13; add.u64 %rd4, %rd4, %rd14;
+  ld.param.u64 %rd15, [out];
+  st.global.u64 [%rd15], %rd4;
+  ret;
+}
+)";
+
+TEST(HelpersPtx, NvJitLinkLinksAProbeModuleAgainstIt) {
+  nvJitLinkHandle handle = nullptr;
+  const char* options[] = {"-arch=sm_90"};
+  ASSERT_EQ(nvJitLinkCreate(&handle, 1, options), NVJITLINK_SUCCESS);
+  const std::string helpers(HelpersPtx());
+  nvJitLinkResult r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, kProbeModule,
+                                       sizeof(kProbeModule) - 1, "probe.ptx");
+  EXPECT_EQ(r, NVJITLINK_SUCCESS);
+  r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, helpers.data(), helpers.size(),
+                       "cuprobe_helpers.ptx");
+  EXPECT_EQ(r, NVJITLINK_SUCCESS);
+  const nvJitLinkResult done = nvJitLinkComplete(handle);
+  size_t log_size = 0;
+  std::string log;
+  if (nvJitLinkGetErrorLogSize(handle, &log_size) == NVJITLINK_SUCCESS && log_size > 1) {
+    log.resize(log_size);
+    (void)nvJitLinkGetErrorLog(handle, log.data());
+  }
+  EXPECT_EQ(done, NVJITLINK_SUCCESS) << log;
+  size_t cubin_size = 0;
+  if (done == NVJITLINK_SUCCESS) {
+    ASSERT_EQ(nvJitLinkGetLinkedCubinSize(handle, &cubin_size), NVJITLINK_SUCCESS);
+    std::vector<char> cubin(cubin_size);
+    ASSERT_EQ(nvJitLinkGetLinkedCubin(handle, cubin.data()), NVJITLINK_SUCCESS);
+    ASSERT_GE(cubin.size(), 4u);
+    EXPECT_EQ(std::string(cubin.data() + 1, 3), "ELF");
+  }
+  nvJitLinkDestroy(&handle);
+}
+
+}  // namespace
+}  // namespace cuprobe

@@ -1,0 +1,638 @@
+// File: tests/maps/map_algorithms_test.cc
+//
+// The semantics of every map type, through the host compilation of the
+// algorithms the GPU helper library runs (maps/map_algorithms.h): BPF's
+// return codes and flags, HASH probing with colliding keys, deletes and the
+// full-table behaviour, PER* ids, histogram buckets, and the ring buffer
+// (wrap, pad, reserve/submit/discard, exact drops, and concurrent producers
+// with a concurrent consumer: delivered + dropped == produced, no torn
+// record).
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "maps/map_algorithms.h"
+#include "maps/map_desc.h"
+#include "maps/map_layout.h"
+#include "maps/map_ring.h"
+#include "tests/maps/map_test_util.h"
+
+namespace cuprobe {
+namespace {
+
+using ::cuprobe::testing::HostMap;
+using ::cuprobe::testing::Spec;
+namespace algo = ::cuprobe::mapalgo;
+
+static_assert(std::is_standard_layout_v<cuprobe_map_desc>);
+static_assert(std::is_trivially_copyable_v<cuprobe_map_desc>);
+static_assert(std::is_standard_layout_v<cuprobe_map_control>);
+static_assert(std::is_standard_layout_v<cuprobe_ring_host>);
+static_assert(alignof(cuprobe_map_desc) == 8);
+static_assert(offsetof(cuprobe_map_desc, magic) == 0);
+static_assert(offsetof(cuprobe_map_desc, version) == 4);
+static_assert(offsetof(cuprobe_map_desc, max_entries) == 24);
+static_assert(offsetof(cuprobe_map_desc, id_slots) == 36);
+static_assert(offsetof(cuprobe_map_desc, keys) == 64);
+static_assert(offsetof(cuprobe_map_desc, states) == 72);
+static_assert(offsetof(cuprobe_map_desc, ring_data) == 88);
+static_assert(offsetof(cuprobe_map_control, count) == 0);
+static_assert(offsetof(cuprobe_map_control, errors) == 8);
+static_assert(offsetof(cuprobe_ring_host, publish_count) == 160);
+
+uint64_t U64At(uint64_t address) { return *reinterpret_cast<const uint64_t*>(address); }
+
+TEST(MapDesc, DescriptorDescribesTheAllocation) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 12, 20, 100));
+  const cuprobe_map_desc* d = m.desc();
+  EXPECT_EQ(d->magic, CUPROBE_MAP_DESC_MAGIC);
+  EXPECT_EQ(d->version, CUPROBE_MAP_DESC_VERSION);
+  EXPECT_EQ(d->size, CUPROBE_MAP_DESC_SIZE);
+  EXPECT_EQ(d->key_stride, 16u);
+  EXPECT_EQ(d->value_stride, 24u);
+  EXPECT_EQ(d->slot_mask, 255u);  // 2 * 100 -> 256 slots
+  const uint64_t base = reinterpret_cast<uintptr_t>(d);
+  EXPECT_EQ(d->control, base + 128);
+  EXPECT_EQ(d->states, base + 256);
+  EXPECT_EQ(d->keys, base + 256 + 1024);
+  EXPECT_EQ(d->values, base + 256 + 1024 + 256 * 16);
+  EXPECT_EQ(m.geometry().allocation_bytes, 256 + 1024 + 256 * 16 + 256 * 24);
+  EXPECT_EQ(m.geometry().snapshot_bytes(), m.geometry().allocation_bytes - 128);
+}
+
+TEST(MapDesc, BadDescriptorsFailCleanly) {
+  HostMap m = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 4));
+  cuprobe_map_desc bad = *m.desc();
+  bad.magic = 0;
+  const uint32_t key = 0;
+  const uint64_t value = 1;
+  EXPECT_EQ(algo::MapLookup(&bad, &key, 0), 0u);
+  EXPECT_EQ(algo::MapLookup(nullptr, &key, 0), 0u);
+  EXPECT_EQ(algo::MapUpdate(&bad, &key, &value, 0, 0), algo::kEINVAL);
+  bad = *m.desc();
+  bad.version = CUPROBE_MAP_DESC_VERSION + 1;
+  EXPECT_EQ(algo::MapUpdate(&bad, &key, &value, 0, 0), algo::kEINVAL);
+  int64_t err = 0;
+  EXPECT_EQ(algo::MapAddTarget(&bad, &key, 0, &err), nullptr);
+  EXPECT_EQ(err, algo::kEINVAL);
+  EXPECT_EQ(algo::MapLookup(m.desc(), nullptr, 0), 0u);
+}
+
+// ---- ARRAY -----------------------------------------------------------------
+
+TEST(ArrayMap, LookupUpdateDeleteFollowBpf) {
+  HostMap m = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 12, 10));
+  const cuprobe_map_desc* d = m.desc();
+  uint32_t key = 3;
+  const uint64_t addr = algo::MapLookup(d, &key, 0);
+  EXPECT_EQ(addr, d->values + 3 * 16);
+  const uint8_t value[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  EXPECT_EQ(algo::MapUpdate(d, &key, value, CUPROBE_ANY, 0), 0);
+  EXPECT_EQ(std::memcmp(reinterpret_cast<void*>(addr), value, 12), 0);
+  EXPECT_EQ(algo::MapUpdate(d, &key, value, CUPROBE_EXIST, 0), 0);
+  EXPECT_EQ(algo::MapUpdate(d, &key, value, CUPROBE_NOEXIST, 0), algo::kEEXIST);
+  EXPECT_EQ(algo::MapUpdate(d, &key, value, 3, 0), algo::kEINVAL);
+  EXPECT_EQ(algo::MapDelete(d, &key), algo::kEINVAL);
+  key = 10;
+  EXPECT_EQ(algo::MapLookup(d, &key, 0), 0u);
+  EXPECT_EQ(algo::MapUpdate(d, &key, value, CUPROBE_ANY, 0), algo::kE2BIG);
+  EXPECT_EQ(m.control()->errors, 1u);
+  // value_size 12 >= 8: MAP_ADD adds to the first 8 bytes.
+  key = 3;
+  int64_t err = 1;
+  uint64_t* target = algo::MapAddTarget(d, &key, 0, &err);
+  ASSERT_NE(target, nullptr);
+  EXPECT_EQ(err, 0);
+  *target += 5;
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(addr), 0x0807060504030201ull + 5);
+}
+
+TEST(ArrayMap, KeysAndValuesAtAnyAlignment) {
+  HostMap m = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 300));
+  alignas(8) uint8_t buffer[32] = {};
+  const uint32_t key = 257;
+  const uint64_t value = 0x1122334455667788ull;
+  std::memcpy(buffer + 1, &key, 4);
+  std::memcpy(buffer + 11, &value, 8);
+  EXPECT_EQ(algo::MapUpdate(m.desc(), buffer + 1, buffer + 11, CUPROBE_ANY, 0), 0);
+  EXPECT_EQ(U64At(algo::MapLookup(m.desc(), &key, 0)), value);
+}
+
+TEST(ArrayMap, SmallValuesCannotBeAddedTo) {
+  HostMap m = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 4, 4));
+  const uint32_t key = 0;
+  int64_t err = 0;
+  EXPECT_EQ(algo::MapAddTarget(m.desc(), &key, 0, &err), nullptr);
+  EXPECT_EQ(err, algo::kEINVAL);
+}
+
+// ---- HASH ----------------------------------------------------------------
+
+TEST(HashMap, InsertLookupDeleteFollowBpf) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 8, 8, 16));
+  const cuprobe_map_desc* d = m.desc();
+  const uint64_t key = 42, v1 = 100, v2 = 200;
+  EXPECT_EQ(algo::MapLookup(d, &key, 0), 0u);
+  EXPECT_EQ(algo::MapUpdate(d, &key, &v1, CUPROBE_EXIST, 0), algo::kENOENT);
+  EXPECT_EQ(algo::MapUpdate(d, &key, &v1, CUPROBE_NOEXIST, 0), 0);
+  EXPECT_EQ(m.control()->count, 1u);
+  EXPECT_EQ(U64At(algo::MapLookup(d, &key, 0)), v1);
+  EXPECT_EQ(algo::MapUpdate(d, &key, &v2, CUPROBE_NOEXIST, 0), algo::kEEXIST);
+  EXPECT_EQ(U64At(algo::MapLookup(d, &key, 0)), v1);
+  EXPECT_EQ(algo::MapUpdate(d, &key, &v2, CUPROBE_EXIST, 0), 0);
+  EXPECT_EQ(U64At(algo::MapLookup(d, &key, 0)), v2);
+  EXPECT_EQ(algo::MapUpdate(d, &key, &v1, CUPROBE_ANY, 0), 0);
+  EXPECT_EQ(U64At(algo::MapLookup(d, &key, 0)), v1);
+  EXPECT_EQ(m.control()->count, 1u);
+  EXPECT_EQ(algo::MapDelete(d, &key), 0);
+  EXPECT_EQ(algo::MapDelete(d, &key), algo::kENOENT);
+  EXPECT_EQ(algo::MapLookup(d, &key, 0), 0u);
+  EXPECT_EQ(m.control()->count, 0u);
+  // Re-inserted: the value starts from the new one, not the old.
+  EXPECT_EQ(algo::MapUpdate(d, &key, &v2, CUPROBE_ANY, 0), 0);
+  EXPECT_EQ(U64At(algo::MapLookup(d, &key, 0)), v2);
+  // MAP_ADD on a new key inserts zero, then adds.
+  const uint64_t other = 43;
+  int64_t err = 1;
+  uint64_t* target = algo::MapAddTarget(d, &other, 0, &err);
+  ASSERT_NE(target, nullptr);
+  EXPECT_EQ(*target, 0u);
+  *target += 7;
+  EXPECT_EQ(U64At(algo::MapLookup(d, &other, 0)), 7u);
+  EXPECT_EQ(m.control()->count, 2u);
+}
+
+TEST(HashMap, DeleteOnADeletedKeyRevivedWithZeroValueByAdd) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 4, 16, 4));
+  const uint32_t key = 9;
+  const uint8_t value[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             1,    2,    3,    4,    5,    6,    7,    8};
+  ASSERT_EQ(algo::MapUpdate(m.desc(), &key, value, CUPROBE_ANY, 0), 0);
+  ASSERT_EQ(algo::MapDelete(m.desc(), &key), 0);
+  int64_t err = 1;
+  uint64_t* target = algo::MapAddTarget(m.desc(), &key, 0, &err);
+  ASSERT_NE(target, nullptr);
+  EXPECT_EQ(target[0], 0u);
+  EXPECT_EQ(target[1], 0u) << "a revived slot's whole value is zeroed";
+}
+
+// Keys whose hash lands on the same home slot, found by search.
+std::vector<uint64_t> CollidingKeys(const cuprobe_map_desc* d, size_t count) {
+  std::vector<uint64_t> keys;
+  uint64_t home = ~uint64_t{0};
+  for (uint64_t k = 1; keys.size() < count; ++k) {
+    const uint64_t slot = algo::HashKey(reinterpret_cast<const uint8_t*>(&k), 8) & d->slot_mask;
+    if (home == ~uint64_t{0}) home = slot;
+    if (slot == home) keys.push_back(k);
+  }
+  return keys;
+}
+
+TEST(HashMap, CollidingKeysProbeAndSurviveDeletesInTheChain) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 8, 8, 64));
+  const cuprobe_map_desc* d = m.desc();
+  const std::vector<uint64_t> keys = CollidingKeys(d, 12);
+  for (uint64_t k : keys) {
+    const uint64_t v = k * 10;
+    ASSERT_EQ(algo::MapUpdate(d, &k, &v, CUPROBE_NOEXIST, 0), 0) << k;
+  }
+  // They occupy consecutive slots from the home slot.
+  std::set<uint64_t> slots;
+  for (uint64_t k : keys) slots.insert((algo::MapLookup(d, &k, 0) - d->values) / d->value_stride);
+  EXPECT_EQ(slots.size(), keys.size());
+  // Delete every other key: the rest stay reachable past the deleted slots.
+  for (size_t i = 0; i < keys.size(); i += 2) ASSERT_EQ(algo::MapDelete(d, &keys[i]), 0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint64_t addr = algo::MapLookup(d, &keys[i], 0);
+    if (i % 2 == 0) {
+      EXPECT_EQ(addr, 0u) << i;
+    } else {
+      ASSERT_NE(addr, 0u) << i;
+      EXPECT_EQ(U64At(addr), keys[i] * 10);
+    }
+  }
+  EXPECT_EQ(m.control()->count, keys.size() / 2);
+  // A deleted key comes back in its own slot.
+  const uint64_t v = 1;
+  const uint64_t before = algo::MapLookup(d, &keys[1], 0);
+  ASSERT_EQ(algo::MapUpdate(d, &keys[0], &v, CUPROBE_ANY, 0), 0);
+  EXPECT_EQ(algo::MapLookup(d, &keys[1], 0), before);
+  EXPECT_EQ(U64At(algo::MapLookup(d, &keys[0], 0)), 1u);
+}
+
+TEST(HashMap, FullMapRefusesNewKeysWithE2bigAndCountsThem) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 8, 8, 5));
+  const cuprobe_map_desc* d = m.desc();
+  for (uint64_t k = 0; k < 5; ++k) ASSERT_EQ(algo::MapUpdate(d, &k, &k, CUPROBE_ANY, 0), 0);
+  uint64_t k = 5;
+  EXPECT_EQ(algo::MapUpdate(d, &k, &k, CUPROBE_ANY, 0), algo::kE2BIG);
+  int64_t err = 0;
+  EXPECT_EQ(algo::MapAddTarget(d, &k, 0, &err), nullptr);
+  EXPECT_EQ(err, algo::kE2BIG);
+  EXPECT_EQ(m.control()->errors, 2u);
+  EXPECT_EQ(m.control()->count, 5u);
+  // Existing keys still update; a delete makes room.
+  uint64_t existing = 2, v = 99;
+  EXPECT_EQ(algo::MapUpdate(d, &existing, &v, CUPROBE_ANY, 0), 0);
+  EXPECT_EQ(algo::MapDelete(d, &existing), 0);
+  EXPECT_EQ(algo::MapUpdate(d, &k, &k, CUPROBE_ANY, 0), 0);
+  EXPECT_EQ(U64At(algo::MapLookup(d, &k, 0)), 5u);
+  // The refused key of before was not left behind as a live entry.
+  EXPECT_EQ(m.control()->count, 5u);
+}
+
+TEST(HashMap, SlotsUsedUpByDeletedDistinctKeysGiveE2big) {
+  // 4 entries -> 8 slots. Each new distinct key takes a slot for good (slots
+  // are key-stable until the map is cleared): the 9th distinct key finds no
+  // EMPTY slot although only one key is live.
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 8, 8, 4));
+  const cuprobe_map_desc* d = m.desc();
+  ASSERT_EQ(d->slot_mask, 7u);
+  for (uint64_t k = 100; k < 108; ++k) {
+    ASSERT_EQ(algo::MapUpdate(d, &k, &k, CUPROBE_ANY, 0), 0) << k;
+    ASSERT_EQ(algo::MapDelete(d, &k), 0);
+  }
+  uint64_t k = 200;
+  EXPECT_EQ(algo::MapUpdate(d, &k, &k, CUPROBE_ANY, 0), algo::kE2BIG);
+  // An old key revives fine.
+  k = 103;
+  EXPECT_EQ(algo::MapUpdate(d, &k, &k, CUPROBE_ANY, 0), 0);
+}
+
+TEST(HashMap, OddKeySizesAndUnalignedKeys) {
+  for (uint32_t key_size : {1u, 3u, 4u, 7u, 12u, 16u, 33u}) {
+    HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, key_size, 8, 256));
+    const cuprobe_map_desc* d = m.desc();
+    std::vector<uint8_t> buffer(key_size + 3);
+    for (uint64_t i = 0; i < 200; ++i) {
+      for (uint32_t b = 0; b < key_size; ++b) buffer[1 + b] = static_cast<uint8_t>(i * 7 + b * 13);
+      if (key_size == 1 && i >= 200) break;
+      const int64_t rc = algo::MapUpdate(d, buffer.data() + 1, &i, CUPROBE_NOEXIST, 0);
+      // 1-byte keys: i*7 mod 256 is a permutation, so all 200 are distinct.
+      ASSERT_EQ(rc, 0) << "key_size " << key_size << " i " << i;
+    }
+    for (uint64_t i = 0; i < 200; ++i) {
+      for (uint32_t b = 0; b < key_size; ++b) buffer[2 + b] = static_cast<uint8_t>(i * 7 + b * 13);
+      const uint64_t addr = algo::MapLookup(d, buffer.data() + 2, 0);
+      ASSERT_NE(addr, 0u) << "key_size " << key_size << " i " << i;
+      EXPECT_EQ(U64At(addr), i);
+    }
+    EXPECT_EQ(m.control()->count, 200u);
+  }
+}
+
+TEST(HashMap, ConcurrentAddersOnCollidingKeysCountExactly) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 8, 8, 64));
+  const cuprobe_map_desc* d = m.desc();
+  const std::vector<uint64_t> keys = CollidingKeys(d, 24);
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const uint64_t key = keys[(i * 7 + t) % keys.size()];
+        int64_t err = 0;
+        uint64_t* target = algo::MapAddTarget(d, &key, 0, &err);
+        ASSERT_NE(target, nullptr) << err;
+        algo::AtomicAdd64(target, key);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  uint64_t total_hits = 0;
+  for (uint64_t key : keys) {
+    const uint64_t addr = algo::MapLookup(d, &key, 0);
+    ASSERT_NE(addr, 0u);
+    EXPECT_EQ(U64At(addr) % key, 0u);
+    total_hits += U64At(addr) / key;
+  }
+  EXPECT_EQ(total_hits, uint64_t{kThreads} * kRounds);
+  EXPECT_EQ(m.control()->count, keys.size());
+  EXPECT_EQ(m.control()->errors, 0u);
+}
+
+TEST(HashMap, ConcurrentInsertDeleteOfDisjointKeysStaysConsistent) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, 8, 8, 1024));
+  const cuprobe_map_desc* d = m.desc();
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t round = 0; round < 200; ++round) {
+        for (uint64_t i = 0; i < 64; ++i) {
+          const uint64_t key = (static_cast<uint64_t>(t) << 32) | i;
+          const uint64_t value = round;
+          ASSERT_EQ(algo::MapUpdate(d, &key, &value, CUPROBE_ANY, 0), 0);
+        }
+        for (uint64_t i = 0; i < 64; i += 2) {
+          const uint64_t key = (static_cast<uint64_t>(t) << 32) | i;
+          ASSERT_EQ(algo::MapDelete(d, &key), 0);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(m.control()->count, uint64_t{kThreads} * 32);
+  for (int t = 0; t < kThreads; ++t) {
+    for (uint64_t i = 0; i < 64; ++i) {
+      const uint64_t key = (static_cast<uint64_t>(t) << 32) | i;
+      const uint64_t addr = algo::MapLookup(d, &key, 0);
+      if (i % 2 == 0) {
+        EXPECT_EQ(addr, 0u);
+      } else {
+        ASSERT_NE(addr, 0u);
+        EXPECT_EQ(U64At(addr), 199u);
+      }
+    }
+  }
+}
+
+// ---- PER-THREAD / PER-WARP / PER-SM ---------------------------------------------
+
+TEST(PerIdMap, ValuePerKeyAndId) {
+  for (uint32_t type : {CUPROBE_MAP_PERTHREAD, CUPROBE_MAP_PERWARP, CUPROBE_MAP_PERSM}) {
+    HostMap m = HostMap::Make(Spec("p", type, 4, 8, 3, /*ids=*/100));
+    const cuprobe_map_desc* d = m.desc();
+    EXPECT_EQ(d->id_slots, 100u);
+    const uint32_t key = 2;
+    const uint64_t v = 5;
+    EXPECT_EQ(algo::MapUpdate(d, &key, &v, CUPROBE_ANY, 17), 0);
+    EXPECT_EQ(algo::MapLookup(d, &key, 17), d->values + (2 * 100 + 17) * 8);
+    EXPECT_EQ(U64At(algo::MapLookup(d, &key, 17)), 5u);
+    EXPECT_EQ(U64At(algo::MapLookup(d, &key, 16)), 0u);
+    int64_t err = 1;
+    uint64_t* target = algo::MapAddTarget(d, &key, 99, &err);
+    ASSERT_NE(target, nullptr);
+    EXPECT_EQ(target, reinterpret_cast<uint64_t*>(d->values + (2 * 100 + 99) * 8));
+    // Out-of-range ids and keys are refused and counted.
+    EXPECT_EQ(algo::MapLookup(d, &key, 100), 0u);
+    EXPECT_EQ(algo::MapUpdate(d, &key, &v, CUPROBE_ANY, 100), algo::kE2BIG);
+    EXPECT_EQ(algo::MapAddTarget(d, &key, 1000, &err), nullptr);
+    EXPECT_EQ(err, algo::kE2BIG);
+    const uint32_t bad_key = 3;
+    EXPECT_EQ(algo::MapAddTarget(d, &bad_key, 0, &err), nullptr);
+    EXPECT_EQ(m.control()->errors, 4u);
+    EXPECT_EQ(algo::MapDelete(d, &key), algo::kEINVAL);
+  }
+}
+
+TEST(PerIdMap, DefaultIdCounts) {
+  EXPECT_EQ(HostMap::Make(Spec("t", CUPROBE_MAP_PERTHREAD, 4, 8, 1)).desc()->id_slots,
+            kDefaultPerThreadIds);
+  EXPECT_EQ(HostMap::Make(Spec("w", CUPROBE_MAP_PERWARP, 4, 8, 1)).desc()->id_slots,
+            kDefaultPerWarpIds);
+  EXPECT_EQ(HostMap::Make(Spec("s", CUPROBE_MAP_PERSM, 4, 8, 1)).desc()->id_slots,
+            kDefaultPerSmIds);
+}
+
+// ---- Histograms --------------------------------------------------------------
+
+TEST(Histogram, Log2Buckets) {
+  HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HIST_LOG2, 4, 8, 65));
+  const cuprobe_map_desc* d = m.desc();
+  const std::vector<std::pair<uint64_t, uint32_t>> cases = {
+      {0, 0}, {1, 1}, {2, 2}, {3, 2}, {4, 3}, {7, 3}, {8, 4}, {1023, 10}, {1024, 11},
+      {(uint64_t{1} << 63) - 1, 63}, {uint64_t{1} << 63, 64}, {~uint64_t{0}, 64}};
+  for (const auto& [value, bucket] : cases) {
+    EXPECT_EQ(algo::HistBucket(d, value), bucket) << value;
+    EXPECT_EQ(algo::HistTarget(d, value), reinterpret_cast<uint64_t*>(d->values + bucket * 8));
+  }
+  HostMap small = HostMap::Make(Spec("s", CUPROBE_MAP_HIST_LOG2, 4, 8, 5));
+  EXPECT_EQ(algo::HistBucket(small.desc(), 7), 3u);
+  EXPECT_EQ(algo::HistBucket(small.desc(), 8), 4u);
+  EXPECT_EQ(algo::HistBucket(small.desc(), 1ull << 40), 4u) << "clamped to the last bucket";
+}
+
+TEST(Histogram, LinearBuckets) {
+  // min -10, step 5, 6 buckets: (<-10) [-10,-5) [-5,0) [0,5) [5,10) [10,...)
+  const uint64_t extra = static_cast<uint32_t>(-10) | (uint64_t{5} << 32);
+  HostMap m = HostMap::Make(Spec("l", CUPROBE_MAP_HIST_LINEAR, 4, 8, 6, extra));
+  const cuprobe_map_desc* d = m.desc();
+  const std::vector<std::pair<int64_t, uint32_t>> cases = {
+      {-11, 0}, {INT64_MIN, 0}, {-10, 1}, {-6, 1}, {-5, 2}, {-1, 2}, {0, 3},
+      {4, 3},   {5, 4},         {9, 4},   {10, 5}, {1000, 5}, {INT64_MAX, 5}};
+  for (const auto& [value, bucket] : cases) {
+    EXPECT_EQ(algo::HistBucket(d, static_cast<uint64_t>(value)), bucket) << value;
+  }
+  HostMap array = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 6));
+  EXPECT_EQ(algo::HistTarget(array.desc(), 1), nullptr) << "not a histogram";
+}
+
+// ---- RINGBUF --------------------------------------------------------------------
+
+std::vector<std::vector<uint8_t>> ConsumeAll(MapRing& ring) {
+  std::vector<std::vector<uint8_t>> out;
+  ring.Consume([&](absl::Span<const uint8_t> body) { out.emplace_back(body.begin(), body.end()); });
+  EXPECT_TRUE(ring.status().ok()) << ring.status();
+  return out;
+}
+
+TEST(RingMap, OutputThenConsumeRoundTripsExactBytes) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  std::vector<std::vector<uint8_t>> sent;
+  for (uint32_t size : {0u, 1u, 7u, 8u, 9u, 24u, 100u}) {
+    std::vector<uint8_t> body(size);
+    for (uint32_t i = 0; i < size; ++i) body[i] = static_cast<uint8_t>(size + i);
+    ASSERT_EQ(algo::RingOutput(m.desc(), body.data(), size, 0), 0);
+    sent.push_back(body);
+  }
+  EXPECT_EQ(ConsumeAll(ring), sent);
+  EXPECT_EQ(ring.Stats().delivered, sent.size());
+  EXPECT_EQ(m.control()->ring_reserved, sent.size());
+  EXPECT_EQ(ring.Stats().tail, m.control()->ring_head);
+  EXPECT_EQ(algo::RingOutput(m.desc(), nullptr, 8, 0), algo::kEINVAL);
+  EXPECT_EQ(algo::RingOutput(m.desc(), sent[1].data(), 1, 4), algo::kEINVAL) << "unknown flag";
+}
+
+TEST(RingMap, ExactDropsWhenFullAndRoomAgainAfterConsuming) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  const uint8_t body[24] = {1};
+  int accepted = 0;
+  for (int i = 0; i < 200; ++i) accepted += algo::RingOutput(m.desc(), body, 24, 0) == 0;
+  EXPECT_EQ(accepted, 4096 / 32);
+  EXPECT_EQ(m.control()->ring_dropped, 200u - 4096 / 32);
+  EXPECT_EQ(m.control()->ring_dropped_bytes, (200u - 4096 / 32) * 32);
+  EXPECT_EQ(ConsumeAll(ring).size(), 4096u / 32);
+  // The cached tail is stale: the producer reads the consumer's real one.
+  EXPECT_EQ(algo::RingOutput(m.desc(), body, 24, 0), 0);
+  EXPECT_EQ(m.control()->ring_tail_cache, 4096u);
+}
+
+TEST(RingMap, RecordsNeverWrapAPadFillsTheEnd) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  std::vector<uint8_t> big(1000, 0xab);  // 1008 bytes per record
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
+  ASSERT_EQ(ConsumeAll(ring).size(), 4u);  // head = tail = 4032, 64 bytes before the end
+  big.assign(1000, 0xcd);
+  ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
+  EXPECT_EQ(m.control()->ring_head, 4096u + 1008u) << "a 64-byte pad, then the record at 0";
+  const auto got = ConsumeAll(ring);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], big);
+  EXPECT_EQ(ring.Stats().tail, 4096u + 1008u);
+}
+
+TEST(RingMap, ReserveSubmitDiscard) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  const uint64_t a = algo::RingReserve(m.desc(), 16, 0);
+  const uint64_t b = algo::RingReserve(m.desc(), 16, 0);
+  ASSERT_NE(a, 0u);
+  ASSERT_NE(b, 0u);
+  EXPECT_EQ(algo::RingReserve(m.desc(), 16, 1), 0u) << "reserve takes no flags";
+  std::memset(reinterpret_cast<void*>(b), 0xbb, 16);
+  algo::RingFinishRecord(b, false);
+  EXPECT_TRUE(ConsumeAll(ring).empty()) << "b waits behind the uncommitted a";
+  std::memset(reinterpret_cast<void*>(a), 0xaa, 16);
+  algo::RingFinishRecord(a, /*discard=*/true);
+  const auto got = ConsumeAll(ring);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], std::vector<uint8_t>(16, 0xbb));
+  EXPECT_EQ(ring.Stats().discarded, 1u);
+  EXPECT_EQ(ring.Stats().delivered, 1u);
+}
+
+TEST(RingMap, GroupReservationGrantsAPrefixAndCountsTheRest) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  uint64_t first = 0;
+  // 4096 / 48 = 85 records fit; a group of 32 three times, then 32 more.
+  EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 32u);
+  EXPECT_EQ(first, 0u);
+  EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 32u);
+  EXPECT_EQ(first, 32u * 48);
+  EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 21u);
+  EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 0u);
+  EXPECT_EQ(m.control()->ring_reserved, 85u);
+  EXPECT_EQ(m.control()->ring_dropped, 11u + 32u);
+  EXPECT_EQ(m.control()->ring_dropped_bytes, (11u + 32u) * 48);
+  EXPECT_EQ(algo::RingReserveGroup(m.desc(), 8192, 1, &first), 0u) << "larger than the ring";
+}
+
+TEST(RingMap, CorruptHeadersStopTheConsumer) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
+  const uint32_t runs_past = CUPROBE_RING_COMMIT | 5000;
+  std::memcpy(data, &runs_past, 4);
+  EXPECT_EQ(ring.Consume([](absl::Span<const uint8_t>) { FAIL(); }), 0u);
+  EXPECT_EQ(ring.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(ring.status().message()), ::testing::HasSubstr("past the end"));
+
+  HostMap m2 = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring2 = m2.Ring();
+  auto* data2 = static_cast<uint8_t*>(m2.ring_block()) + CUPROBE_RING_HOST_SIZE;
+  const uint32_t short_pad = CUPROBE_RING_COMMIT | CUPROBE_RING_PAD | 8;
+  std::memcpy(data2, &short_pad, 4);
+  EXPECT_EQ(ring2.Consume([](absl::Span<const uint8_t>) { FAIL(); }), 0u);
+  EXPECT_THAT(std::string(ring2.status().message()), ::testing::HasSubstr("pad record"));
+}
+
+TEST(RingMap, AttachRejectsBadBlocks) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  EXPECT_EQ(MapRing::Attach(m.ring_block(), 8192, true).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(MapRing::Attach(m.ring_block(), 4095, true).status().code(),
+            absl::StatusCode::kDataLoss);
+  auto* host = static_cast<cuprobe_ring_host*>(m.ring_block());
+  host->tail = 3;
+  EXPECT_EQ(MapRing::Attach(m.ring_block(), 4096, true).status().code(),
+            absl::StatusCode::kDataLoss);
+  host->tail = 0;
+  host->magic = 0;
+  EXPECT_EQ(MapRing::Attach(m.ring_block(), 4096, true).status().code(),
+            absl::StatusCode::kDataLoss);
+  MapRing::Format(m.ring_block(), 4096);
+  absl::StatusOr<MapRing> read_only = MapRing::Attach(m.ring_block(), 4096, false);
+  ASSERT_TRUE(read_only.ok());
+  EXPECT_EQ(read_only->Consume([](absl::Span<const uint8_t>) {}), 0u);
+  EXPECT_EQ(read_only->status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Record body: producer, sequence, length, then bytes derived from them.
+std::vector<uint8_t> StressBody(uint32_t producer, uint32_t seq) {
+  const uint32_t length = 12 + (seq * 37 + producer * 11) % 120;
+  std::vector<uint8_t> body(length);
+  std::memcpy(body.data(), &producer, 4);
+  std::memcpy(body.data() + 4, &seq, 4);
+  std::memcpy(body.data() + 8, &length, 4);
+  for (uint32_t i = 12; i < length; ++i) body[i] = static_cast<uint8_t>(producer * 31 + seq + i);
+  return body;
+}
+
+TEST(RingMap, ConcurrentProducersAndConsumerLoseNothingUncounted) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 16384));
+  MapRing ring = m.Ring();
+  constexpr uint32_t kProducers = 4;
+  constexpr uint32_t kPerProducer = 100000;
+  std::atomic<uint32_t> running{kProducers};
+  std::vector<uint64_t> accepted(kProducers, 0);
+  std::vector<std::thread> producers;
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (uint32_t seq = 0; seq < kPerProducer; ++seq) {
+        const std::vector<uint8_t> body = StressBody(p, seq);
+        if (seq % 5 == 0) {  // the reserve/submit path too
+          const uint64_t ptr = algo::RingReserve(m.desc(), body.size(), 0);
+          if (ptr != 0) {
+            std::memcpy(reinterpret_cast<void*>(ptr), body.data(), body.size());
+            algo::RingFinishRecord(ptr, false);
+            ++accepted[p];
+          }
+        } else if (algo::RingOutput(m.desc(), body.data(), body.size(), 0) == 0) {
+          ++accepted[p];
+        }
+      }
+      running.fetch_sub(1);
+    });
+  }
+  uint64_t delivered = 0, torn = 0, out_of_order = 0;
+  std::vector<int64_t> last_seq(kProducers, -1);
+  auto check = [&](absl::Span<const uint8_t> body) {
+    uint32_t producer = 0, seq = 0;
+    if (body.size() < 12) {
+      ++torn;
+      return;
+    }
+    std::memcpy(&producer, body.data(), 4);
+    std::memcpy(&seq, body.data() + 4, 4);
+    if (producer >= kProducers ||
+        std::vector<uint8_t>(body.begin(), body.end()) != StressBody(producer, seq)) {
+      ++torn;
+      return;
+    }
+    if (static_cast<int64_t>(seq) <= last_seq[producer]) ++out_of_order;
+    last_seq[producer] = seq;
+    ++delivered;
+  };
+  while (running.load() > 0) {
+    if (ring.Consume(check) == 0) std::this_thread::yield();
+  }
+  for (auto& t : producers) t.join();
+  ring.Consume(check);
+  ASSERT_TRUE(ring.status().ok()) << ring.status();
+  uint64_t total_accepted = 0;
+  for (uint64_t a : accepted) total_accepted += a;
+  EXPECT_EQ(torn, 0u);
+  EXPECT_EQ(out_of_order, 0u) << "each producer's records arrive in its order";
+  EXPECT_EQ(delivered, total_accepted);
+  EXPECT_EQ(delivered + m.control()->ring_dropped, uint64_t{kProducers} * kPerProducer);
+  EXPECT_EQ(m.control()->ring_reserved, delivered);
+  EXPECT_GT(delivered, 0u);
+  EXPECT_EQ(ring.Stats().tail, m.control()->ring_head);
+  RecordProperty("delivered", std::to_string(delivered));
+  RecordProperty("dropped", std::to_string(m.control()->ring_dropped));
+}
+
+}  // namespace
+}  // namespace cuprobe
