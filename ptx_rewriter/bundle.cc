@@ -15,7 +15,6 @@
 // bounds-checked against the chunk, every chunk against the file.
 #include "ptx_rewriter/bundle.h"
 
-#include <fnmatch.h>
 
 #include <cstring>
 
