@@ -2,12 +2,17 @@
 // registers for context fields, helper calls and the map table, eBPF's
 // division rules, atomics, and unreachable code for paths the verifier
 // excluded. Every PTX is also assembled by ptxas.
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "loader/args.h"
+#include "loader/compile_command.h"
 #include "loader/compiler/compiler.h"
+#include "ptx_rewriter/bundle.h"
 #include "tests/compiler/test_util.h"
 
 namespace cuprobe {
@@ -155,6 +160,63 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
 })");
   ASSERT_TRUE(r.ok()) << r.status();  // hist_add on a HASH would be rejected if reached
   EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__cuprobe_hist_add")));
+}
+
+}  // namespace
+}  // namespace cuprobe
+
+namespace cuprobe {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ProbeHeader, CompatibleWithLibbpfHeadersInEitherOrder) {
+  constexpr char kBody[] = R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } m SEC(".maps");
+SEC("kprobe/vec_add") int p(struct cuprobe_ctx *ctx) {
+  u32 k = 0; u64 *v = bpf_map_lookup_elem(&m, &k); if (v) *v += 1;
+  bpf_printk("k=%d", k); return 0;
+}
+char LICENSE[] SEC("license") = "GPL";
+)";
+  for (const char* includes :
+       {"#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n#include \"cuprobe/probe.h\"\n",
+        "#include <linux/bpf.h>\n#include \"cuprobe/probe.h\"\n#include <bpf/bpf_helpers.h>\n"}) {
+    auto object = testing::CompileProbeSource(absl::StrCat(includes, kBody));
+    ASSERT_TRUE(object.ok()) << includes << object.status();
+    auto r = CompileObject(*object, "probe.bpf.c", CompileOptions{});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->bundle.programs.at(0).kernel_glob, "vec_add");
+  }
+}
+
+TEST(CompileCommand, ParsesAndWritesABundleThatReadsBack) {
+  absl::StatusOr<CliArgs> args = ParseArgs(
+      {"cuprobe", "compile", std::string(CUPROBE_SOURCE_DIR) + "/samples/probes/kernel_trace.bpf.c",
+       "-o", "/tmp/cuprobe_compile_command_test.cpb", "--emit-ptx", "--max-insns", "500",
+       "-DUNUSED=1"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->command, Command::kCompile);
+  EXPECT_EQ(args->compile.max_insns, 500u);
+  EXPECT_TRUE(args->compile.emit_ptx);
+  EXPECT_EQ(args->compile.clang_args, std::vector<std::string>{"-DUNUSED=1"});
+  ASSERT_TRUE(RunCompile(args->compile).ok());
+  std::ifstream in("/tmp/cuprobe_compile_command_test.cpb", std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<ProbeBundle> b = ReadBundle(bytes);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->programs.size(), 1u);
+  EXPECT_EQ(b->programs[0].name, "trace_block_start");
+  EXPECT_EQ(b->maps.at(0).name, "block_events");
+  EXPECT_EQ(b->maps.at(0).max_entries, 1u << 22);
+  EXPECT_EQ(b->source_name, "kernel_trace.bpf.c");
+  EXPECT_TRUE(testing::PtxasAccepts(b->ptx).ok());
+  EXPECT_EQ(DefaultBundlePath("dir/x.bpf.c"), "dir/x.cpb");
+  EXPECT_FALSE(ParseArgs({"cuprobe", "compile"}).ok());
+  EXPECT_FALSE(ParseArgs({"cuprobe", "compile", "a.c", "b.c"}).ok());
+  absl::Status missing = RunCompile(CompileArgs{.input = "/nonexistent/p.bpf.c"});
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("cannot open /nonexistent/p.bpf.c"));
 }
 
 }  // namespace
