@@ -45,6 +45,25 @@
  * 4. Helpers are PTX functions of the GPU helper library named
  *    CUPROBE_HELPER_SYMBOL_* below; every argument and the result are .b64.
  *    Helpers that only read a special register are inlined by the compiler.
+ *
+ * 5. Global data (decided by the compiler, loader/compiler/lower.cc):
+ *    - .data and .bss are ARRAY maps of one entry (key u32 0) whose initial
+ *      value is the section's image. A probe function that uses one calls
+ *      __cuprobe_map_lookup(map, &zero_key) once, in its entry block, and
+ *      addresses the variables from the returned value pointer. So the
+ *      helper library needs no extra entry point, and an ARRAY lookup of
+ *      key 0 never fails.
+ *    - .rodata (const globals, printk formats) is not a map: it is compiled
+ *      into the PTX as an internal .const array (__cuprobe_ro_<section>),
+ *      so constant loads fold and format strings never reach the GPU.
+ *    - The map table skips .rodata: entry i is bundle map i.
+ * 6. Alignment: the verifier proves natural alignment of every access whose
+ *    offset it knows, assuming that map values, ring-buffer records and the
+ *    probe's stack start 8-byte aligned; the helper library must return
+ *    8-byte aligned value and record pointers.
+ * 7. __cuprobe_map_table is read with ld.global.nc (invariant loads): the
+ *    hook fills it after the module loads and before the first launch, and
+ *    never changes it while a kernel of the module can run.
  */
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
@@ -134,7 +153,9 @@ struct cuprobe_ctx {
 #define CUPROBE_MAP_PERWARP 0x4002   /* value per (key, global warp id) */
 #define CUPROBE_MAP_PERSM 0x4003     /* value per (key, SM id) */
 #define CUPROBE_MAP_HIST_LOG2 0x4004 /* u64 counts; bucket = log2(value) + 1 */
-#define CUPROBE_MAP_HIST_LINEAR 0x4005 /* u64 counts; map_extra: min, step */
+#define CUPROBE_MAP_HIST_LINEAR 0x4005 /* u64 counts; map_extra: min, step (bundle:
+                                        min low 32 bits, step high 32; probe.h's
+                                        __uint(map_extra) packs min | step << 16) */
 /* Aliases (bpftime): 1501 GPU hash -> HASH, 1502 per-GPU-thread array ->
  * PERTHREAD, 1503 GPU array -> ARRAY, 1527 GPU ring buffer -> RINGBUF. BPF's
  * PERCPU_ARRAY (6) and PERCPU_HASH (5) are read as PERSM and HASH. */
@@ -193,8 +214,12 @@ struct cuprobe_ctx {
  * stay cacheable across processes. */
 #define CUPROBE_PID_TGID_SYMBOL "__cuprobe_pid_tgid_value"
 /* trace_printk and puts are lowered to RINGBUF output into the bundle's
- * implicit map "__cuprobe_printk": a record {u32 format_id, u32 nargs,
- * u64 args[3]}; the format strings travel in the bundle and the host formats. */
+ * implicit map "__cuprobe_printk" (the last map of the bundle, 1 MiB): a
+ * 32-byte record {u32 format_id, u32 nargs, u64 args[3]}, written with
+ * __cuprobe_ringbuf_output; the format strings travel in the bundle
+ * (printk_formats[format_id]) and the host formats them. Conversions: %d %i
+ * %u %x %X %o %c %p with l/ll/h/z; no %s. perf_event_output(ctx, map, flags,
+ * data, size) is lowered to __cuprobe_ringbuf_output(map, data, size, 0). */
 #define CUPROBE_PRINTK_MAP_NAME "__cuprobe_printk"
 #define CUPROBE_MAP_TABLE_SYMBOL "__cuprobe_map_table"
 

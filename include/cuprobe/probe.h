@@ -99,9 +99,11 @@ typedef long long __s64;
 #define BPF_MAP_TYPE_PERSM CUPROBE_MAP_PERSM
 #define BPF_MAP_TYPE_HIST_LOG2 CUPROBE_MAP_HIST_LOG2
 #define BPF_MAP_TYPE_HIST_LINEAR CUPROBE_MAP_HIST_LINEAR
-/* HIST_LINEAR buckets: __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(min, step)). */
+/* HIST_LINEAR buckets: __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(min, step)),
+ * min and step below 65536 (__uint holds 32 bits; the compiler widens them to
+ * the bundle's min | step << 32). */
 #define CUPROBE_HIST_LINEAR_RANGE(min, step) \
-  (((unsigned long long)(step) << 32) | (unsigned long long)(unsigned int)(min))
+  ((((unsigned int)(step) & 0xffffu) << 16) | ((unsigned int)(min) & 0xffffu))
 
 /* ---- Helpers ----------------------------------------------------------
  * The call number is the helper id of abi.h; the compiler turns the call into

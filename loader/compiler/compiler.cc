@@ -99,6 +99,15 @@ absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(const std::string& source_pat
                                    "-fno-color-diagnostics", "-Wall",
                                    "-Wno-unused-function", "-I" + ProbeIncludeDir(),
                                    "-I" + source_dir};
+  // <linux/bpf.h> needs <asm/types.h>, which Debian keeps under the
+  // multiarch directory that -target bpf does not search.
+  for (const char* multiarch : {"/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"}) {
+    if (std::filesystem::is_directory(multiarch, ec)) {
+      args.push_back("-idirafter");
+      args.push_back(multiarch);
+      break;
+    }
+  }
   for (const std::string& a : options.clang_args) args.push_back(a);
   args.insert(args.end(), {"-c", source_path, "-o", object_path});
   std::vector<char*> argv;

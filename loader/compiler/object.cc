@@ -275,6 +275,11 @@ absl::Status ElfReader::ReadBtfMaps(BpfObject& obj, uint16_t shndx) {
     std::optional<uint32_t> type = ResolveMapType(raw_type);
     if (!type) return fail(absl::StrCat("map type ", raw_type, " is not supported on the GPU"));
     map.spec.type = *type;
+    if (*type == CUPROBE_MAP_HIST_LINEAR) {
+      // probe.h packs min | step << 16 into the 32 bits __uint can hold.
+      const uint64_t raw = map.spec.map_extra;
+      map.spec.map_extra = (raw & 0xffff) | ((raw >> 16) << 32);
+    }
     // clang leaves DATASEC offsets to the loader: the ELF symbol has the truth.
     const Symbol* sym = FindSymbol(shndx, var->name);
     if (sym == nullptr) return fail("no ELF symbol for the map");

@@ -1177,6 +1177,10 @@ Verifier::Result Verifier::DoBranch(uint32_t pc, const Insn& insn, State& st, ui
     return std::nullopt;
   }
   if (can_take && can_fall) {
+    if (target <= pc) {  // a back edge, taken when the branch is resumed
+      taken_state->in_loop = true;
+      taken_state->loop_header = target;
+    }
     pending_.push_back(PendingBranch{target, std::move(taken_state)});
     *next = pc + 1;
   } else if (can_take) {
@@ -1269,6 +1273,33 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
   uint64_t reserve_size = 0;
   std::string format;
   bool has_format = false;
+  auto map_type_error = [&]() -> Result {
+    const uint32_t t = map->spec.type;
+    const bool ringbuf_helper = h->id == CUPROBE_HELPER_RINGBUF_OUTPUT ||
+                                h->id == CUPROBE_HELPER_RINGBUF_RESERVE ||
+                                h->id == CUPROBE_HELPER_PERF_EVENT_OUTPUT;
+    std::string expected;
+    if (ringbuf_helper && t != CUPROBE_MAP_RINGBUF) expected = "a RINGBUF map";
+    if (!ringbuf_helper && t == CUPROBE_MAP_RINGBUF) expected = "a map with keys (not a RINGBUF)";
+    if (h->id == CUPROBE_HELPER_HIST_ADD && !IsHistMap(t)) expected = "a HIST_LOG2/HIST_LINEAR map";
+    if (h->id != CUPROBE_HELPER_HIST_ADD && IsHistMap(t) && !ringbuf_helper &&
+        h->id != CUPROBE_HELPER_MAP_LOOKUP_ELEM) {
+      expected = "a map other than a histogram (use cuprobe_hist_add)";
+    }
+    if (h->id == CUPROBE_HELPER_MAP_ADD && map->spec.value_size != 8) {
+      expected = "a map with u64 values";
+    }
+    if ((h->id == CUPROBE_HELPER_MAP_UPDATE_ELEM || h->id == CUPROBE_HELPER_MAP_DELETE_ELEM ||
+         h->id == CUPROBE_HELPER_MAP_ADD) &&
+        map->read_only()) {
+      expected = "a writable map";
+    }
+    if (!expected.empty()) {
+      return Reject(pc, absl::StrCat(h->name, " on map '", map->spec.name, "' of type ",
+                                     MapTypeName(t), ": expected ", expected));
+    }
+    return std::nullopt;
+  };
   for (int a = 0; a < 5; ++a) {
     const Arg kind = h->args[a];
     if (kind == Arg::kNone) break;
@@ -1296,6 +1327,7 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
         map = &obj_.maps[v.map];
         map_index = v.map;
         out_.maps_used.insert(v.map);
+        if (auto r = map_type_error(); r) return r;
         break;
       case Arg::kKey:
         if (auto r = CheckMemArg(pc, st, reg, map->spec.key_size, false, "the key"); r) return r;
@@ -1360,33 +1392,6 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
         break;
     }
   }
-  // Map type agreement.
-  if (map != nullptr) {
-    const uint32_t t = map->spec.type;
-    const bool ringbuf_helper = h->id == CUPROBE_HELPER_RINGBUF_OUTPUT ||
-                                h->id == CUPROBE_HELPER_RINGBUF_RESERVE ||
-                                h->id == CUPROBE_HELPER_PERF_EVENT_OUTPUT;
-    std::string expected;
-    if (ringbuf_helper && t != CUPROBE_MAP_RINGBUF) expected = "a RINGBUF map";
-    if (!ringbuf_helper && t == CUPROBE_MAP_RINGBUF) expected = "a map with keys (not a RINGBUF)";
-    if (h->id == CUPROBE_HELPER_HIST_ADD && !IsHistMap(t)) expected = "a HIST_LOG2/HIST_LINEAR map";
-    if (h->id != CUPROBE_HELPER_HIST_ADD && IsHistMap(t) && !ringbuf_helper &&
-        h->id != CUPROBE_HELPER_MAP_LOOKUP_ELEM) {
-      expected = "a map other than a histogram (use cuprobe_hist_add)";
-    }
-    if (h->id == CUPROBE_HELPER_MAP_ADD && map->spec.value_size != 8) {
-      expected = "a map with u64 values";
-    }
-    if ((h->id == CUPROBE_HELPER_MAP_UPDATE_ELEM || h->id == CUPROBE_HELPER_MAP_DELETE_ELEM ||
-         h->id == CUPROBE_HELPER_MAP_ADD) &&
-        map->read_only()) {
-      expected = "a writable map";
-    }
-    if (!expected.empty()) {
-      return Reject(pc, absl::StrCat(h->name, " on map '", map->spec.name, "' of type ",
-                                     MapTypeName(t), ": expected ", expected));
-    }
-  }
   if (has_format) {
     const int n = CountPrintkConversions(format);
     if (n < 0 || n > 3) {
@@ -1425,9 +1430,10 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
   // Release, clobber, result.
   if (release_ref != 0) {
     st.refs.erase(std::remove(st.refs.begin(), st.refs.end(), release_ref), st.refs.end());
+    // Copies of the released record keep their number, not their pointer.
     auto invalidate = [&](Value& v) {
       if ((v.type == Type::kMem || v.type == Type::kMemOrNull) && v.ref == release_ref) {
-        v = Value();
+        v = Value::Unknown();
       }
     };
     for (Value& r : st.regs) invalidate(r);

@@ -1,0 +1,223 @@
+// What the lowering emits for the GPU: the probe ABI signature, special
+// registers for context fields, helper calls and the map table, eBPF's
+// division rules, atomics, and unreachable code for paths the verifier
+// excluded. Every PTX is also assembled by ptxas.
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loader/args.h"
+#include "loader/compile_command.h"
+#include "loader/compiler/compiler.h"
+#include "ptx_rewriter/bundle.h"
+#include "tests/compiler/test_util.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace cuprobe::testing;  // NOLINT
+
+absl::StatusOr<CompileResult> CompileC(const std::string& body, bool keep_llvm = false) {
+  auto object = CompileProbeSource(absl::StrCat("#include \"cuprobe/probe.h\"\n", body));
+  if (!object.ok()) return object.status();
+  CompileOptions options;
+  options.keep_llvm = keep_llvm;
+  return CompileObject(*object, "probe.bpf.c", options);
+}
+
+TEST(Lowering, ContextFieldsBecomeSpecialRegistersAndParameters) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } m SEC(".maps");
+SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
+  u32 k = ctx->block_idx[1] ^ ctx->thread_idx[2] ^ ctx->block_dim[0] ^ ctx->grid_dim[2] ^
+          ctx->sm_id ^ ctx->warp_id ^ ctx->lane_id ^ ctx->active_mask ^ ctx->mem_space;
+  cuprobe_map_add(&m, &k, ctx->global_timer - ctx->clock + ctx->mem_addr);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string& ptx = r->bundle.ptx;
+  for (const char* sreg : {"%ctaid.y", "%tid.z", "%ntid.x", "%nctaid.z", "%smid", "%warpid",
+                           "%laneid", "activemask.b32", "%globaltimer", "%clock64"}) {
+    EXPECT_THAT(ptx, HasSubstr(sreg));
+  }
+  EXPECT_THAT(ptx, HasSubstr(".visible .func  (.param .b32 func_retval0) __cuprobe_probe_p(\n"
+                             "\t.param .b64 __cuprobe_probe_p_param_0,\n"
+                             "\t.param .b32 __cuprobe_probe_p_param_1,\n"
+                             "\t.param .b32 __cuprobe_probe_p_param_2,\n"
+                             "\t.param .b32 __cuprobe_probe_p_param_3,\n"
+                             "\t.param .b64 __cuprobe_probe_p_param_4\n)"));
+  EXPECT_THAT(ptx, HasSubstr(".extern .global .align 8 .b8 __cuprobe_map_table[];"));
+  EXPECT_THAT(ptx, HasSubstr(".extern .func  (.param .b64 func_retval0) __cuprobe_map_add"));
+  EXPECT_EQ(r->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add"});
+  EXPECT_FALSE(r->bundle.programs[0].reads_args);
+  EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
+}
+
+TEST(Lowering, ArgumentsAreReadWithACountCheck) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } m SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u32 k = 0; cuprobe_map_add(&m, &k, ctx->args[3]); return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->bundle.programs[0].reads_args);
+  // args->count is compared with 3 (index < count) before value[3] is read.
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("[%rd"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("+32]"));
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
+}
+
+TEST(Lowering, DivisionByZeroFollowsEbpfRules) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } m SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u64 a = ctx->args[0], b = ctx->args[1];
+  u32 k = 0; cuprobe_map_add(&m, &k, a / b + a % b); return 0;
+})", /*keep_llvm=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // The divisor is made safe with a select before udiv/urem.
+  EXPECT_THAT(r->llvm_ir, HasSubstr("select i1"));
+  EXPECT_THAT(r->llvm_ir, HasSubstr("udiv i64"));
+  EXPECT_THAT(r->llvm_ir, HasSubstr("alloca i64"));  // registers before mem2reg
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
+}
+
+TEST(Lowering, MapValueAtomicsBecomePtxAtomsStackAtomicsDoNot) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } m SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u32 k = ctx->lane_id & 7; u64 *v = bpf_map_lookup_elem(&m, &k); if (!v) return 0;
+  u64 old = __sync_fetch_and_add(v, 3);
+  __sync_val_compare_and_swap(v, old, old * 2);
+  __sync_fetch_and_or(v, 1);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("atom"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr(".cas.b64"));
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("atom.local")));
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
+}
+
+TEST(Lowering, GlobalDataUsesTheValueOfItsArrayMapAndRodataIsConstant) {
+  auto r = CompileC(R"(
+u64 counter = 0;
+const volatile u64 step = 5;
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  __sync_fetch_and_add(&counter, step); return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  // .bss is a one-entry ARRAY map; .rodata is compiled in (5 is an immediate).
+  ASSERT_EQ(r->bundle.maps.size(), 1u);
+  EXPECT_EQ(r->bundle.maps[0].name, ".bss");
+  EXPECT_EQ(r->bundle.maps[0].type, uint32_t{CUPROBE_MAP_ARRAY});
+  EXPECT_EQ(r->bundle.maps[0].max_entries, 1u);
+  ASSERT_EQ(r->bundle.maps[0].value_type.fields.size(), 1u);
+  EXPECT_EQ(r->bundle.maps[0].value_type.fields[0].name, "counter");
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("__cuprobe_map_lookup"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr(", 5;"));
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
+}
+
+TEST(Lowering, PrintkWritesARecordIntoTheImplicitRingBuffer) {
+  auto r = CompileC(R"(
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  bpf_printk("sm %u lane %u", ctx->sm_id, ctx->lane_id);
+  bpf_printk("second");
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->bundle.printk_formats.size(), 2u);
+  EXPECT_EQ(r->bundle.printk_formats[0], "sm %u lane %u");
+  EXPECT_EQ(r->bundle.printk_formats[1], "second");
+  ASSERT_EQ(r->bundle.maps.size(), 1u);
+  EXPECT_EQ(r->bundle.maps[0].name, CUPROBE_PRINTK_MAP_NAME);
+  EXPECT_EQ(r->bundle.maps[0].type, uint32_t{CUPROBE_MAP_RINGBUF});
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("__cuprobe_ringbuf_output"));
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
+}
+
+TEST(Lowering, UnreachedCodeIsDropped) {
+  // kind is a constant per program: the mem branch is never verified and
+  // never emitted.
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } m SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u32 k = 1;
+  if (ctx->kind == CUPROBE_ATTACH_MEM) cuprobe_hist_add(&m, 1, 1);
+  else cuprobe_map_add(&m, &k, 1);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();  // hist_add on a HASH would be rejected if reached
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__cuprobe_hist_add")));
+}
+
+}  // namespace
+}  // namespace cuprobe
+
+namespace cuprobe {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ProbeHeader, CompatibleWithLibbpfHeadersInEitherOrder) {
+  constexpr char kBody[] = R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } m SEC(".maps");
+SEC("kprobe/vec_add") int p(struct cuprobe_ctx *ctx) {
+  u32 k = 0; u64 *v = bpf_map_lookup_elem(&m, &k); if (v) *v += 1;
+  bpf_printk("k=%d", k); return 0;
+}
+char LICENSE[] SEC("license") = "GPL";
+)";
+  for (const char* includes :
+       {"#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n#include \"cuprobe/probe.h\"\n",
+        "#include <linux/bpf.h>\n#include \"cuprobe/probe.h\"\n#include <bpf/bpf_helpers.h>\n"}) {
+    auto object = testing::CompileProbeSource(absl::StrCat(includes, kBody));
+    ASSERT_TRUE(object.ok()) << includes << object.status();
+    auto r = CompileObject(*object, "probe.bpf.c", CompileOptions{});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->bundle.programs.at(0).kernel_glob, "vec_add");
+  }
+}
+
+TEST(CompileCommand, ParsesAndWritesABundleThatReadsBack) {
+  absl::StatusOr<CliArgs> args = ParseArgs(
+      {"cuprobe", "compile", std::string(CUPROBE_SOURCE_DIR) + "/samples/probes/kernel_trace.bpf.c",
+       "-o", "/tmp/cuprobe_compile_command_test.cpb", "--emit-ptx", "--max-insns", "500",
+       "-DUNUSED=1"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->command, Command::kCompile);
+  EXPECT_EQ(args->compile.max_insns, 500u);
+  EXPECT_TRUE(args->compile.emit_ptx);
+  EXPECT_EQ(args->compile.clang_args, std::vector<std::string>{"-DUNUSED=1"});
+  ASSERT_TRUE(RunCompile(args->compile).ok());
+  std::ifstream in("/tmp/cuprobe_compile_command_test.cpb", std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<ProbeBundle> b = ReadBundle(bytes);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->programs.size(), 1u);
+  EXPECT_EQ(b->programs[0].name, "trace_block_start");
+  EXPECT_EQ(b->maps.at(0).name, "block_events");
+  EXPECT_EQ(b->maps.at(0).max_entries, 1u << 22);
+  EXPECT_EQ(b->source_name, "kernel_trace.bpf.c");
+  EXPECT_TRUE(testing::PtxasAccepts(b->ptx).ok());
+  EXPECT_EQ(DefaultBundlePath("dir/x.bpf.c"), "dir/x.cpb");
+  EXPECT_FALSE(ParseArgs({"cuprobe", "compile"}).ok());
+  EXPECT_FALSE(ParseArgs({"cuprobe", "compile", "a.c", "b.c"}).ok());
+  absl::Status missing = RunCompile(CompileArgs{.input = "/nonexistent/p.bpf.c"});
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("cannot open /nonexistent/p.bpf.c"));
+}
+
+}  // namespace
+}  // namespace cuprobe
