@@ -18,7 +18,7 @@
 
 namespace cuprobe {
 
-enum class Command { kHelp, kVersion, kTrace, kInspect };
+enum class Command { kHelp, kVersion, kTrace, kInspect, kInstrument };
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome };
 
@@ -37,11 +37,27 @@ struct InspectOptions {
   std::string extract_ptx;     // write the chosen PTX here ("-" for stdout)
 };
 
+// `cuprobe instrument` (loader/instrument_command.h).
+struct InstrumentCommandOptions {
+  std::string probe;          // "builtin:count" or a bundle file (.cpb)
+  std::string kernels = "*";  // glob over mangled / demangled names
+  bool entry = false;
+  bool exit = false;
+  bool mem = false;
+  std::string input;          // executable, .so, fatbin, cubin or PTX
+  std::string output;         // .cubin or .ptx
+  std::string helpers;        // GPU helper library PTX ("": $CUPROBE_HELPER_PTX)
+  bool stats = false;         // per-kernel sites and extra registers
+  uint32_t sm = 90;
+  uint32_t first_kernel_id = 0;
+};
+
 struct CliArgs {
   Command command = Command::kHelp;
   std::string help_topic;  // "" (general), "trace", "inspect"
   TraceOptions trace;
   InspectOptions inspect;
+  InstrumentCommandOptions instrument;
 };
 
 [[nodiscard]] absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv);
