@@ -15,7 +15,7 @@
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 15;
   const std::string probe = std::string(CUPROBE_SOURCE_DIR) + "/bench/compile_bench.bpf.c";
-  cuprobe::CompileOptions options;
+  cuprobe::ProbeCompileOptions options;
   std::vector<double> total, clang, verify, lower, codegen, cpu;
   // CPU time (this process + clang) as well as wall time: on a loaded
   // machine the wall time of clang's start-up says more about the load.

@@ -1,5 +1,6 @@
 #include "loader/args.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +19,7 @@ COMMANDS
   trace     run a program and trace every kernel launch, kernel, memcpy and memset
   inspect   list the CUDA code in an executable, library, fatbin, cubin or PTX file
   compile   verify a C/eBPF probe and compile it to a probe bundle (.cpb) of PTX
+  instrument  rewrite the kernels of a file with probes, offline, into a cubin or PTX
 
   cuprobe <command> --help    options and examples of one command
   cuprobe --version
@@ -27,6 +29,7 @@ EXAMPLES
   cuprobe trace -o run1 --format table,csv,chrome -- python3 train.py
   cuprobe inspect build/samples/vec_add
   cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
+  cuprobe instrument --probe builtin:count --entry build/samples/vec_add -o vec_add.cubin
 
 ENVIRONMENT
   CUPROBE_LOG   off, error, warn (default), info, debug, trace
@@ -113,6 +116,43 @@ EXAMPLES
   cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
   cuprobe compile --emit-ptx probe.bpf.c && less probe.ptx
   clang-19 -target bpf -O2 -g -Iinclude -c p.bpf.c -o p.o && cuprobe compile p.o
+)";
+
+constexpr char kInstrumentUsage[] = R"(cuprobe instrument: rewrite kernels with probes, offline
+
+USAGE
+  cuprobe instrument --probe PROBE [--entry] [--exit] [--mem] [options] FILE -o OUT
+
+  FILE may be anything `cuprobe inspect` reads (executable, shared library,
+  fatbin, cubin with PTX, PTX). The PTX best suited to --sm is rewritten: the
+  kernels --kernels selects get the probe at the attach points given, the
+  probe and the GPU helper library are linked in, and the result is written
+  as PTX (OUT ends in .ptx) or compiled for sm_<--sm> with nvJitLink (OUT
+  ends in .cubin; compiled cubins are cached in ~/.cache/cuprobe).
+
+OPTIONS
+  -p, --probe PROBE       builtin:count (counts events per kernel into map 0,
+                          indexed by kernel id) or a bundle file (.cpb)
+  -k, --kernels GLOB      kernels to instrument, by mangled or demangled name
+                          without parameters; '*' and '?' wildcards (default: *)
+      --entry             probe at kernel entry
+      --exit              probe before every ret / exit
+      --mem               probe at every global / generic load, store, atomic
+  -o, --output OUT        OUT.cubin or OUT.ptx
+      --sm N              device SM, e.g. 90 for sm_90 (default: 90)
+      --helpers PTX       the GPU helper library PTX (default: $CUPROBE_HELPER_PTX)
+      --kernel-id N       id of the first instrumented kernel (default: 0)
+      --stats             per kernel: probe sites, and registers before and
+                          after (compiles both with nvJitLink -verbose)
+  -h, --help              this text
+
+EXAMPLES
+  cuprobe instrument --probe builtin:count --entry --exit build/samples/vec_add -o vec_add.cubin
+  cuprobe instrument -p builtin:count --mem -k 'vec_add*' --stats kernels.ptx -o out.ptx
+
+ENVIRONMENT
+  CUPROBE_HELPER_PTX   the GPU helper library PTX when --helpers is not given
+  CUPROBE_CACHE_DIR    compile cache directory ("off" disables it)
 )";
 
 absl::Status Invalid(std::string_view message, std::string_view topic) {
@@ -360,6 +400,71 @@ absl::StatusOr<CliArgs> ParseCompile(const std::vector<std::string>& argv, size_
   return args;
 }
 
+absl::StatusOr<CliArgs> ParseInstrument(const std::vector<std::string>& argv, size_t i,
+                                        CliArgs args) {
+  args.command = Command::kInstrument;
+  InstrumentCommandOptions& o = args.instrument;
+  for (; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      args.command = Command::kHelp;
+      args.help_topic = "instrument";
+      return args;
+    }
+    if (arg == "--entry" || arg == "--exit" || arg == "--mem" || arg == "--stats") {
+      (arg == "--entry" ? o.entry : arg == "--exit" ? o.exit : arg == "--mem" ? o.mem : o.stats) =
+          true;
+      continue;
+    }
+    std::string value;
+    absl::Status error;
+    OptionReader r(argv, i);
+    if (r.Match("-p", "--probe", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      o.probe = value;
+    } else if (r.Match("-k", "--kernels", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--kernels needs a glob", "instrument");
+      o.kernels = value;
+    } else if (r.Match("-o", "--output", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      o.output = value;
+    } else if (r.Match("", "--sm", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(o.sm, ParseNumber<uint32_t>("--sm", value, 10, 200, "instrument"));
+    } else if (r.Match("", "--helpers", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      o.helpers = value;
+    } else if (r.Match("", "--kernel-id", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(o.first_kernel_id, ParseNumber<uint32_t>("--kernel-id", value, 0,
+                                                                        UINT32_MAX, "instrument"));
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return Invalid(absl::StrCat("unknown option '", arg, "'"), "instrument");
+    } else if (!o.input.empty()) {
+      return Invalid(absl::StrCat("instrument takes one input file, got '", o.input, "' and '",
+                                  arg, "'"),
+                     "instrument");
+    } else {
+      o.input = arg;
+    }
+  }
+  if (o.probe.empty()) {
+    return Invalid("instrument needs --probe (builtin:count or a bundle file)", "instrument");
+  }
+  if (o.input.empty()) return Invalid("instrument needs an input file", "instrument");
+  if (o.output.empty()) return Invalid("instrument needs -o OUT.cubin or OUT.ptx", "instrument");
+  if (!absl::EndsWith(o.output, ".cubin") && !absl::EndsWith(o.output, ".ptx")) {
+    return Invalid(absl::StrCat("-o '", o.output, "': the output must end in .cubin or .ptx"),
+                   "instrument");
+  }
+  if (!o.entry && !o.exit && !o.mem) {
+    return Invalid("instrument needs at least one attach point: --entry, --exit, --mem",
+                   "instrument");
+  }
+  return args;
+}
+
 }  // namespace
 
 absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
@@ -370,7 +475,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     args.command = Command::kHelp;
     if (argv.size() > 2) args.help_topic = argv[2];
     if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect" &&
-        args.help_topic != "compile") {
+        args.help_topic != "compile" && args.help_topic != "instrument") {
       return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
     }
     return args;
@@ -382,6 +487,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   if (cmd == "trace") return ParseTrace(argv, 2, std::move(args));
   if (cmd == "inspect") return ParseInspect(argv, 2, std::move(args));
   if (cmd == "compile") return ParseCompile(argv, 2, std::move(args));
+  if (cmd == "instrument") return ParseInstrument(argv, 2, std::move(args));
   return Invalid(absl::StrCat("unknown command '", cmd, "'"), "");
 }
 
@@ -389,6 +495,7 @@ std::string UsageText(std::string_view topic) {
   if (topic == "trace") return kTraceUsage;
   if (topic == "inspect") return kInspectUsage;
   if (topic == "compile") return kCompileUsage;
+  if (topic == "instrument") return kInstrumentUsage;
   return kGeneralUsage;
 }
 

@@ -18,7 +18,7 @@
 
 namespace cuprobe {
 
-enum class Command { kHelp, kVersion, kTrace, kInspect, kCompile };
+enum class Command { kHelp, kVersion, kTrace, kInspect, kCompile, kInstrument };
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome };
 
@@ -49,12 +49,28 @@ struct CompileArgs {
   std::vector<std::string> clang_args;  // -D / -I given through
 };
 
+// `cuprobe instrument` (loader/instrument_command.h).
+struct InstrumentCommandOptions {
+  std::string probe;          // "builtin:count" or a bundle file (.cpb)
+  std::string kernels = "*";  // glob over mangled / demangled names
+  bool entry = false;
+  bool exit = false;
+  bool mem = false;
+  std::string input;          // executable, .so, fatbin, cubin or PTX
+  std::string output;         // .cubin or .ptx
+  std::string helpers;        // GPU helper library PTX ("": $CUPROBE_HELPER_PTX)
+  bool stats = false;         // per-kernel sites and extra registers
+  uint32_t sm = 90;
+  uint32_t first_kernel_id = 0;
+};
+
 struct CliArgs {
   Command command = Command::kHelp;
-  std::string help_topic;  // "" (general), "trace", "inspect", "compile"
+  std::string help_topic;  // "" (general), "trace", "inspect", "compile", "instrument"
   TraceOptions trace;
   InspectOptions inspect;
   CompileArgs compile;
+  InstrumentCommandOptions instrument;
 };
 
 [[nodiscard]] absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv);

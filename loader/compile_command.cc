@@ -42,7 +42,7 @@ std::string DefaultBundlePath(const std::string& input) {
 }
 
 absl::Status RunCompile(const CompileArgs& args) {
-  CompileOptions options;
+  ProbeCompileOptions options;
   options.verifier.max_insns = args.max_insns;
   options.verifier.max_steps = args.max_steps;
   options.keep_llvm = args.emit_llvm;

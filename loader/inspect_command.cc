@@ -7,10 +7,12 @@
 #include <iterator>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "maps/trace_report.h"
 #include "ptx_rewriter/image.h"
+#include "ptx_rewriter/ptx_parser.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -34,16 +36,48 @@ bool IsHostElf(absl::Span<const uint8_t> b) {
 struct Listing {
   std::string text;
   int images = 0;
-  int kernels = 0;
-  std::vector<Image> kept;  // for --extract-ptx
+  int sass_kernels = 0;
+  int ptx_kernels = 0;  // kernels of the PTX chosen for --sm: instrumentable
 };
 
-absl::Status ListImage(const Image& image, const std::string& where, Listing* out) {
+absl::Status ListImage(const Image& image, const std::string& where, uint32_t sm,
+                       Listing* out) {
   ++out->images;
   absl::StrAppend(&out->text, where, ": ", ImageFormatName(image.format), ", ",
                   image.entries.size(), " entr", image.entries.size() == 1 ? "y" : "ies", "\n");
+  // The kernels of the PTX the hook would rewrite on this SM.
+  const ImageEntry* ptx = PickPtxFor(image, sm);
+  std::vector<std::string> ptx_kernels;
+  std::string ptx_problem;
+  if (ptx != nullptr) {
+    absl::StatusOr<std::string> text = ExtractPtx(*ptx);
+    absl::StatusOr<Module> module =
+        text.ok() ? ParsePtx(*text, absl::StrCat(where, " PTX")) : absl::StatusOr<Module>(text.status());
+    if (module.ok()) {
+      for (const Function& f : module->functions) {
+        if (f.is_kernel && f.has_body) ptx_kernels.emplace_back(f.name);
+      }
+    } else {
+      ptx_problem = std::string(module.status().message());
+    }
+  }
+  const absl::flat_hash_set<std::string> with_ptx(ptx_kernels.begin(), ptx_kernels.end());
+  auto name = [](const std::string& n) {
+    std::string demangled = DemangleKernelName(n);
+    return demangled == n ? n : absl::StrCat(demangled, "  [", n, "]");
+  };
   for (const ImageEntry& e : image.entries) {
     absl::StrAppend(&out->text, "  ", DescribeEntry(e), "\n");
+    if (&e == ptx) {
+      if (!ptx_problem.empty()) {
+        absl::StrAppend(&out->text, "    (PTX unreadable: ", ptx_problem, ")\n");
+      }
+      for (const std::string& n : ptx_kernels) {
+        ++out->ptx_kernels;
+        absl::StrAppend(&out->text, "    kernel ", name(n), "  (instrumentable on sm_", sm, ")\n");
+      }
+      continue;
+    }
     if (!e.is_elf()) continue;
     absl::StatusOr<std::vector<std::string>> names = KernelNames(e);
     if (!names.ok()) {
@@ -51,11 +85,13 @@ absl::Status ListImage(const Image& image, const std::string& where, Listing* ou
       continue;
     }
     for (const std::string& n : *names) {
-      ++out->kernels;
-      std::string demangled = DemangleKernelName(n);
-      absl::StrAppend(&out->text, "    kernel ", demangled,
-                      demangled == n ? "" : absl::StrCat("  [", n, "]"), "\n");
+      ++out->sass_kernels;
+      absl::StrAppend(&out->text, "    kernel ", name(n),
+                      with_ptx.contains(n) ? "" : "  (SASS only: not instrumentable)", "\n");
     }
+  }
+  if (ptx == nullptr && !image.entries.empty()) {
+    absl::StrAppend(&out->text, "  (no PTX for sm_", sm, ": the kernels cannot be instrumented)\n");
   }
   return absl::OkStatus();
 }
@@ -66,32 +102,45 @@ absl::StatusOr<std::string> InspectFile(const InspectOptions& options) {
   CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadBytes(options.path));
   absl::Span<const uint8_t> all(bytes);
   Listing listing;
+  auto list = [&](absl::Span<const uint8_t> span, const std::string& where) -> absl::Status {
+    absl::StatusOr<Image> image = ReadImage(span);
+    if (!image.ok()) {
+      return absl::Status(image.status().code(),
+                          absl::StrCat(where, ": ", image.status().message()));
+    }
+    return ListImage(*image, where, options.sm, &listing);
+  };
   if (IsHostElf(all)) {
     absl::StatusOr<std::vector<HostFatbin>> fatbins = FindFatbinsInHostElf(all);
     if (!fatbins.ok()) {
       return absl::Status(fatbins.status().code(),
                           absl::StrCat(options.path, ": ", fatbins.status().message()));
     }
-    if (fatbins->empty()) return absl::StrCat(options.path, ": no CUDA code (no fatbin)\n");
     for (const HostFatbin& f : *fatbins) {
-      absl::StatusOr<Image> image = ReadImage(all.subspan(f.offset, f.size));
-      std::string where = absl::StrCat(options.path, " fatbin @0x", absl::Hex(f.offset));
-      if (!image.ok()) {
-        return absl::Status(image.status().code(),
-                            absl::StrCat(where, ": ", image.status().message()));
-      }
-      CUPROBE_RETURN_IF_ERROR(ListImage(*image, where, &listing));
+      CUPROBE_RETURN_IF_ERROR(list(all.subspan(f.offset, f.size),
+                                   absl::StrCat(options.path, " fatbin @0x", absl::Hex(f.offset))));
     }
+    // Containers outside .nv_fatbin: modules a library loads itself.
+    absl::flat_hash_set<uint64_t> listed;
+    for (const HostFatbin& f : *fatbins) listed.insert(f.offset);
+    int extra = 0;
+    for (const HostFatbin& f : ScanForFatbinContainers(all)) {
+      if (listed.contains(f.offset)) continue;
+      bool inside = false;
+      for (const HostFatbin& g : *fatbins) inside |= f.offset > g.offset && f.offset < g.offset + g.size;
+      if (inside) continue;
+      ++extra;
+      CUPROBE_RETURN_IF_ERROR(list(all.subspan(f.offset, f.size),
+                                   absl::StrCat(options.path, " fatbin @0x", absl::Hex(f.offset),
+                                                " (outside .nv_fatbin)")));
+    }
+    if (fatbins->empty() && extra == 0) return absl::StrCat(options.path, ": no CUDA code (no fatbin)\n");
   } else {
-    absl::StatusOr<Image> image = ReadImage(all);
-    if (!image.ok()) {
-      return absl::Status(image.status().code(),
-                          absl::StrCat(options.path, ": ", image.status().message()));
-    }
-    CUPROBE_RETURN_IF_ERROR(ListImage(*image, options.path, &listing));
+    CUPROBE_RETURN_IF_ERROR(list(all, options.path));
   }
-  absl::StrAppend(&listing.text, listing.images, " image(s), ", listing.kernels,
-                  " kernel(s) in SASS\n");
+  absl::StrAppend(&listing.text, listing.images, " image(s), ", listing.sass_kernels,
+                  " kernel(s) in SASS, ", listing.ptx_kernels,
+                  " kernel(s) instrumentable from PTX on sm_", options.sm, "\n");
   return listing.text;
 }
 

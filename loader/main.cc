@@ -8,6 +8,7 @@
 #include "loader/args.h"
 #include "loader/compile_command.h"
 #include "loader/inspect_command.h"
+#include "loader/instrument_command.h"
 #include "loader/trace_command.h"
 #include "support/log.h"
 
@@ -45,6 +46,12 @@ int main(int argc, char** argv) {
     }
     case Command::kCompile: {
       absl::Status s = RunCompile(parsed->compile);
+      if (!s.ok()) {
+        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+    case Command::kInstrument: {
+      absl::Status s = RunInstrument(parsed->instrument);
       if (!s.ok()) {
         std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
         return 1;

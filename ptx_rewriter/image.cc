@@ -305,6 +305,11 @@ absl::StatusOr<std::vector<std::string>> KernelNames(const ImageEntry& entry) {
   return cubin.KernelNames();
 }
 
+std::vector<HostFatbin> ScanForFatbinContainers(absl::Span<const uint8_t> bytes) {
+  absl::StatusOr<std::vector<HostFatbin>> found = ScanForFatbins(bytes);
+  return found.ok() ? *std::move(found) : std::vector<HostFatbin>{};
+}
+
 absl::StatusOr<std::vector<HostFatbin>> FindFatbinsInHostElf(absl::Span<const uint8_t> bytes) {
   if (!StartsWithMagic(bytes, kElfMagicBytes)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -112,6 +112,12 @@ struct HostFatbin {
 [[nodiscard]] absl::StatusOr<std::vector<HostFatbin>> FindFatbinsInHostElf(
     absl::Span<const uint8_t> bytes);
 
+// Every well-formed fatbin container anywhere in `bytes` (a magic followed
+// by a container that parses whole), in file order. Libraries that load
+// their own modules keep containers outside .nv_fatbin (cuFFT: 24,000 of
+// them in .ldata); `cuprobe inspect` lists those too.
+[[nodiscard]] std::vector<HostFatbin> ScanForFatbinContainers(absl::Span<const uint8_t> bytes);
+
 [[nodiscard]] std::string_view ImageFormatName(ImageFormat format);
 
 // One line per entry, cuobjdump-like:

@@ -62,7 +62,7 @@ class Parser {
   absl::Status SkipRestOfLine(const Token& first, Token* last);
 
   absl::Status ParseFunction(const Token& first, Token kind_token, Linkage linkage);
-  absl::Status ParseParams(std::vector<Param>* params, Token* close);
+  absl::Status ParseParams(std::vector<Param>* params, Token* close, const Token& open);
   absl::Status ParseTopDeclaration(const Token& first, const Token& space, std::string_view linkage);
   absl::Status ParseSection(const Token& first);
 
@@ -269,7 +269,7 @@ absl::Status Parser::ParseTopDeclaration(const Token& first, const Token& space,
   return absl::OkStatus();
 }
 
-absl::Status Parser::ParseParams(std::vector<Param>* params, Token* close) {
+absl::Status Parser::ParseParams(std::vector<Param>* params, Token* close, const Token& open) {
   // After '(' : `.param .align 8 .b8 name[24], .param .u64 .ptr .global name2 )`
   Token t = lex_.Next();
   if (t.IsPunct(')')) {
@@ -282,7 +282,9 @@ absl::Status Parser::ParseParams(std::vector<Param>* params, Token* close) {
     bool done = false;
     for (;; t = lex_.Next()) {
       if (t.kind == TokenKind::kError) return LexError(t);
-      if (t.kind == TokenKind::kEnd) return Error(start, "unterminated parameter list");
+      if (t.kind == TokenKind::kEnd) {
+        return Error(open, "unterminated parameter list (no ')' before the end of input)");
+      }
       if (t.IsPunct(',')) break;
       if (t.IsPunct(')')) {
         *close = t;
@@ -335,7 +337,7 @@ absl::Status Parser::ParseFunction(const Token& first, Token kind_token, Linkage
   Token t = lex_.Next();
   if (!f.is_kernel && t.IsPunct('(')) {
     Token close;
-    CUPROBE_RETURN_IF_ERROR(ParseParams(&f.returns, &close));
+    CUPROBE_RETURN_IF_ERROR(ParseParams(&f.returns, &close, t));
     t = lex_.Next();
   }
   if (t.kind != TokenKind::kIdentifier) {
@@ -345,8 +347,8 @@ absl::Status Parser::ParseFunction(const Token& first, Token kind_token, Linkage
   f.name = t.text;
   Token last = t;
   if (lex_.Peek().IsPunct('(')) {
-    (void)lex_.Next();
-    CUPROBE_RETURN_IF_ERROR(ParseParams(&f.params, &last));
+    const Token open = lex_.Next();
+    CUPROBE_RETURN_IF_ERROR(ParseParams(&f.params, &last, open));
   }
   // Performance directives (.maxntid 256, 1, 1 / .reqntid / .maxnreg /
   // .minnctapersm / .noreturn / .pragma ...) up to '{' or ';'.

@@ -79,7 +79,7 @@ std::string CompilerVersion() {
 }
 
 absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(const std::string& source_path,
-                                                    const CompileOptions& options,
+                                                    const ProbeCompileOptions& options,
                                                     double* clang_ms) {
   const auto start = Clock::now();
   std::error_code ec;
@@ -148,7 +148,7 @@ absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(const std::string& source_pat
 
 absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
                                             std::string_view name,
-                                            const CompileOptions& options) {
+                                            const ProbeCompileOptions& options) {
   CompileResult result;
   auto t = Clock::now();
   CUPROBE_ASSIGN_OR_RETURN(BpfObject object, ReadBpfObject(bytes, name));
@@ -234,7 +234,7 @@ absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
   return result;
 }
 
-absl::StatusOr<CompileResult> CompileFile(const std::string& path, const CompileOptions& options) {
+absl::StatusOr<CompileResult> CompileFile(const std::string& path, const ProbeCompileOptions& options) {
   CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path));
   const bool is_elf = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x7f" "ELF", 4) == 0;
   if (is_elf) return CompileObject(bytes, Basename(path), options);

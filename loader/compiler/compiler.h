@@ -5,7 +5,7 @@
 // `cuprobe compile` and `cuprobe run` call it; the bundle it returns is what
 // the rewriter and the hook consume (ptx_rewriter/bundle.h).
 //
-//   CompileOptions options;
+//   ProbeCompileOptions options;
 //   CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFile("threadhist.bpf.c", options));
 //   std::vector<uint8_t> bytes = WriteBundle(r.bundle);
 #ifndef CUPROBE_LOADER_COMPILER_COMPILER_H_
@@ -23,7 +23,7 @@
 
 namespace cuprobe {
 
-struct CompileOptions {
+struct ProbeCompileOptions {
   VerifierOptions verifier;
   bool keep_llvm = false;              // fill CompileResult::llvm_ir
   std::vector<std::string> clang_args;  // extra arguments (-DNAME=1, -Idir)
@@ -53,17 +53,17 @@ struct CompileResult {
 // Runs clang on a C probe and returns the eBPF object. Compiler diagnostics
 // are part of the error message.
 [[nodiscard]] absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(
-    const std::string& source_path, const CompileOptions& options, double* clang_ms = nullptr);
+    const std::string& source_path, const ProbeCompileOptions& options, double* clang_ms = nullptr);
 
 // Compiles an eBPF object (its bytes; `name` for messages).
 [[nodiscard]] absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> object,
                                                           std::string_view name,
-                                                          const CompileOptions& options);
+                                                          const ProbeCompileOptions& options);
 
 // A .c file (any file not starting with the ELF magic is taken as C) or an
 // eBPF object file.
 [[nodiscard]] absl::StatusOr<CompileResult> CompileFile(const std::string& path,
-                                                        const CompileOptions& options);
+                                                        const ProbeCompileOptions& options);
 
 [[nodiscard]] std::string CompilerVersion();
 

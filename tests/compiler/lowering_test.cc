@@ -25,7 +25,7 @@ using namespace cuprobe::testing;  // NOLINT
 absl::StatusOr<CompileResult> CompileC(const std::string& body, bool keep_llvm = false) {
   auto object = CompileProbeSource(absl::StrCat("#include \"cuprobe/probe.h\"\n", body));
   if (!object.ok()) return object.status();
-  CompileOptions options;
+  ProbeCompileOptions options;
   options.keep_llvm = keep_llvm;
   return CompileObject(*object, "probe.bpf.c", options);
 }
@@ -185,7 +185,7 @@ char LICENSE[] SEC("license") = "GPL";
         "#include <linux/bpf.h>\n#include \"cuprobe/probe.h\"\n#include <bpf/bpf_helpers.h>\n"}) {
     auto object = testing::CompileProbeSource(absl::StrCat(includes, kBody));
     ASSERT_TRUE(object.ok()) << includes << object.status();
-    auto r = CompileObject(*object, "probe.bpf.c", CompileOptions{});
+    auto r = CompileObject(*object, "probe.bpf.c", ProbeCompileOptions{});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->bundle.programs.at(0).kernel_glob, "vec_add");
   }

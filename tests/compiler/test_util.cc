@@ -21,7 +21,7 @@ absl::StatusOr<std::vector<uint8_t>> CompileProbeSource(const std::string& sourc
     std::ofstream out(path);
     out << source;
   }
-  CompileOptions options;
+  ProbeCompileOptions options;
   auto object = CompileCToBpf(path, options);
   std::error_code ec;
   std::filesystem::remove_all(dir_template, ec);

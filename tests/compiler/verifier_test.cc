@@ -412,7 +412,7 @@ TEST_P(Pass, IsAcceptedLoweredAndAssembledByPtxas) {
   absl::StatusOr<std::vector<uint8_t>> object =
       CompileProbeSource(absl::StrCat(kPrelude, c.body));
   ASSERT_TRUE(object.ok()) << object.status();
-  CompileOptions options;
+  ProbeCompileOptions options;
   absl::StatusOr<CompileResult> r = CompileObject(*object, "probe.bpf.c", options);
   ASSERT_TRUE(r.ok()) << r.status();
   for (const ProbeProgram& p : r->bundle.programs) {

@@ -1,0 +1,184 @@
+// File: ptx_rewriter/compile.cc
+#include "ptx_rewriter/compile.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "cuprobe/abi.h"
+#include "ptx_rewriter/content_hash.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+// --- A tiny length-prefixed encoding for cache entries.
+class Writer {
+ public:
+  void U32(uint32_t v) { out_.append(reinterpret_cast<const char*>(&v), 4); }
+  void Str(std::string_view s) {
+    U32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool U32(uint32_t* v) {
+    if (in_.size() - pos_ < 4) return false;
+    std::memcpy(v, in_.data() + pos_, 4);
+    pos_ += 4;
+    return true;
+  }
+  bool Str(std::string* s) {
+    uint32_t n = 0;
+    if (!U32(&n) || in_.size() - pos_ < n) return false;
+    s->assign(in_.substr(pos_, n));
+    pos_ += n;
+    return true;
+  }
+  bool AtEnd() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+constexpr uint32_t kEntryVersion = 1;
+constexpr uint32_t kMaxCount = 1u << 20;
+
+}  // namespace
+
+std::string EncodeInstrumentedModule(const InstrumentedModule& m) {
+  Writer w;
+  w.U32(kEntryVersion);
+  w.U32(static_cast<uint32_t>(m.instrumented.size()));
+  for (const InstrumentedKernel& k : m.instrumented) {
+    w.Str(k.name);
+    w.U32(k.kernel_id);
+    w.U32(static_cast<uint32_t>(k.programs.size()));
+    for (const std::string& p : k.programs) w.Str(p);
+    w.U32(k.stats.entry_sites);
+    w.U32(k.stats.exit_sites);
+    w.U32(k.stats.memory_sites);
+    w.U32(k.stats.memory_sites_skipped);
+    w.U32(k.stats.args_copied ? 1 : 0);
+  }
+  w.U32(static_cast<uint32_t>(m.skipped.size()));
+  for (const SkippedKernel& k : m.skipped) {
+    w.Str(k.name);
+    w.Str(k.reason);
+  }
+  w.U32(static_cast<uint32_t>(m.warnings.size()));
+  for (const std::string& s : m.warnings) w.Str(s);
+  w.Str(std::string_view(reinterpret_cast<const char*>(m.cubin.data()), m.cubin.size()));
+  return w.Take();
+}
+
+absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view bytes) {
+  Reader r(bytes);
+  InstrumentedModule m;
+  auto bad = [] { return absl::DataLossError("malformed compile cache entry"); };
+  uint32_t version = 0, n = 0;
+  if (!r.U32(&version) || version != kEntryVersion || !r.U32(&n) || n > kMaxCount) return bad();
+  m.instrumented.resize(n);
+  for (InstrumentedKernel& k : m.instrumented) {
+    uint32_t programs = 0, args = 0;
+    if (!r.Str(&k.name) || !r.U32(&k.kernel_id) || !r.U32(&programs) || programs > kMaxCount) {
+      return bad();
+    }
+    k.programs.resize(programs);
+    for (std::string& p : k.programs) {
+      if (!r.Str(&p)) return bad();
+    }
+    if (!r.U32(&k.stats.entry_sites) || !r.U32(&k.stats.exit_sites) ||
+        !r.U32(&k.stats.memory_sites) || !r.U32(&k.stats.memory_sites_skipped) || !r.U32(&args)) {
+      return bad();
+    }
+    k.stats.args_copied = args != 0;
+  }
+  if (!r.U32(&n) || n > kMaxCount) return bad();
+  m.skipped.resize(n);
+  for (SkippedKernel& k : m.skipped) {
+    if (!r.Str(&k.name) || !r.Str(&k.reason)) return bad();
+  }
+  if (!r.U32(&n) || n > kMaxCount) return bad();
+  m.warnings.resize(n);
+  for (std::string& s : m.warnings) {
+    if (!r.Str(&s)) return bad();
+  }
+  std::string cubin;
+  if (!r.Str(&cubin) || !r.AtEnd()) return bad();
+  m.cubin.assign(cubin.begin(), cubin.end());
+  return m;
+}
+
+absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
+                                               const ProbeBundle& bundle,
+                                               const InstrumentOptions& options,
+                                               const CompileOptions& compile) {
+  CUPROBE_ASSIGN_OR_RETURN(std::string nvjitlink, NvJitLinkFingerprint());
+  CacheKeyBuilder key;
+  key.Add("rewriter", kRewriterVersion);
+  key.Add("abi", uint64_t{CUPROBE_ABI_VERSION});
+  key.Add("nvjitlink", nvjitlink);
+  key.Add("module", module_ptx);
+  key.Add("bundle.ptx", bundle.ptx);
+  key.Add("bundle.maps", uint64_t{bundle.maps.size()});
+  for (const ProbeProgram& p : bundle.programs) {
+    key.Add("program", absl::StrCat(p.name, "\n", static_cast<uint32_t>(p.attach), "\n",
+                                    p.kernel_glob, "\n", p.ptx_function, "\n",
+                                    p.reads_args ? 1 : 0, "\n", p.mem_spaces));
+  }
+  key.Add("helpers", options.helper_ptx);
+  key.Add("sm", uint64_t{options.sm});
+  std::vector<std::pair<std::string, uint32_t>> ids(options.kernel_ids.begin(),
+                                                    options.kernel_ids.end());
+  std::sort(ids.begin(), ids.end());
+  for (const auto& [name, id] : ids) key.Add("id", absl::StrCat(name, "=", id));
+  key.Add("first_id", uint64_t{options.first_kernel_id});
+  std::vector<std::string> skip = options.skip_kernels;
+  std::sort(skip.begin(), skip.end());
+  for (const std::string& s : skip) key.Add("skip", s);
+  key.Add("compile.sm", uint64_t{compile.sm});
+  for (const std::string& e : compile.extra) key.Add("compile.extra", e);
+  return key.Hex();
+}
+
+absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_ptx,
+                                                        const ProbeBundle& bundle,
+                                                        const InstrumentOptions& options,
+                                                        const CompileCache& cache,
+                                                        CompileOptions compile) {
+  compile.sm = options.sm;
+  std::string key;
+  if (cache.enabled()) {
+    CUPROBE_ASSIGN_OR_RETURN(key, InstrumentCacheKey(module_ptx, bundle, options, compile));
+    if (std::optional<std::string> hit = cache.Lookup(key)) {
+      absl::StatusOr<InstrumentedModule> m = DecodeInstrumentedModule(*hit);
+      if (m.ok()) {
+        m->cache_hit = true;
+        m->cache_key = key;
+        return m;
+      }
+    }
+  }
+  CUPROBE_ASSIGN_OR_RETURN(InstrumentResult r, InstrumentPtx(module_ptx, bundle, options));
+  InstrumentedModule m;
+  m.instrumented = std::move(r.instrumented);
+  m.skipped = std::move(r.skipped);
+  m.warnings = std::move(r.warnings);
+  m.cache_key = key;
+  if (m.instrumented.empty()) return m;
+  CUPROBE_ASSIGN_OR_RETURN(CompiledCubin c, CompilePtx(r.ptx, compile));
+  m.cubin = std::move(c.cubin);
+  if (!key.empty()) (void)cache.Store(key, EncodeInstrumentedModule(m));
+  return m;
+}
+
+}  // namespace cuprobe

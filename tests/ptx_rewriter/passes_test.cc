@@ -1,0 +1,357 @@
+// File: tests/ptx_rewriter/passes_test.cc
+//
+// Golden before/after PTX of each rewriter pass (golden/*.ptx) on a
+// hand-written module with every kind of site, and the passes' rules checked
+// directly. Every rewritten module is also assembled by ptxas -arch=sm_90.
+//
+// To regenerate the golden files after an intended change:
+//   CUPROBE_UPDATE_GOLDEN=1 build/tests/ptx_rewriter_passes_test
+// and review the diff.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "cuprobe/abi.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ptx_rewriter/instrument.h"
+#include "ptx_rewriter/kernel_editor.h"
+#include "ptx_rewriter/memory_pass.h"
+#include "ptx_rewriter/ptx_parser.h"
+#include "tests/ptx_rewriter/ptx_test_util.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kGoldenDir = std::string(CUPROBE_SOURCE_DIR) + "/tests/ptx_rewriter/golden/";
+
+std::string Golden(std::string_view name) { return testing::ReadTextFile(kGoldenDir + std::string(name)); }
+
+ProbeProgram Program(std::string name, AttachKind kind, std::string function, bool reads_args = false,
+                     std::string glob = "*") {
+  ProbeProgram p;
+  p.name = name;
+  p.section = absl::StrCat("cuprobe/", name, "/", glob);
+  p.attach = kind;
+  p.kernel_glob = glob;
+  p.ptx_function = function;
+  p.reads_args = reads_args;
+  return p;
+}
+
+ProbeBundle TestBundle(std::vector<ProbeProgram> programs) {
+  ProbeBundle b;
+  b.source_name = "test_bundle";
+  b.ptx = Golden("test_bundle.ptx");
+  b.programs = std::move(programs);
+  b.maps.resize(3);
+  b.helpers = {CUPROBE_HELPER_SYMBOL_MAP_ADD};
+  return b;
+}
+
+// Instruments golden/<input> and compares with golden/<expected>; assembles.
+void ExpectGolden(std::string_view input, const ProbeBundle& bundle, std::string_view expected,
+                  InstrumentResult* out = nullptr) {
+  const std::string module = Golden(input);
+  const std::string helper = Golden("test_helper.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  options.first_kernel_id = 7;
+  options.module_name = std::string(input);
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(module, bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->skipped.empty()) << r->skipped[0].name << ": " << r->skipped[0].reason;
+  if (const char* update = std::getenv("CUPROBE_UPDATE_GOLDEN"); update && *update == '1') {
+    testing::WriteTextFile(kGoldenDir + std::string(expected), r->ptx);
+  }
+  EXPECT_EQ(r->ptx, Golden(expected)) << "golden/" << expected << " differs; if intended, "
+                                      << "regenerate with CUPROBE_UPDATE_GOLDEN=1";
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(r->ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status();
+  // The output parses and prints back to itself.
+  absl::StatusOr<Module> again = ParsePtx(r->ptx);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(PrintPtx(*again), r->ptx);
+  if (out != nullptr) *out = *std::move(r);
+}
+
+int Count(std::string_view text, std::string_view what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string_view::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(EntryPassTest, Golden) {
+  InstrumentResult r;
+  ExpectGolden("passes_input.ptx", TestBundle({Program("entry", AttachKind::kEntry, "on_entry")}),
+               "entry.after.ptx", &r);
+  ASSERT_EQ(r.instrumented.size(), 2u);
+  EXPECT_EQ(r.instrumented[0].name, "sites");
+  EXPECT_EQ(r.instrumented[0].kernel_id, 7u);
+  EXPECT_EQ(r.instrumented[1].kernel_id, 8u);
+  EXPECT_EQ(r.instrumented[0].stats.entry_sites, 1u);
+  // One call per kernel, launch bounds untouched, args not copied.
+  EXPECT_EQ(Count(r.ptx, "call (__cp_ret), on_entry,"), 2);
+  EXPECT_THAT(r.ptx, HasSubstr(".maxntid 256, 1, 1\n{"));
+  EXPECT_THAT(r.ptx, Not(HasSubstr("__cuprobe_args")));
+}
+
+TEST(ExitPassTest, Golden) {
+  InstrumentResult r;
+  ExpectGolden("passes_input.ptx", TestBundle({Program("exit", AttachKind::kExit, "on_exit")}),
+               "exit.after.ptx", &r);
+  // sites: `@%p1 ret`, `@%p2 exit`, `ret` -- and `empty`'s ret. The device
+  // function's ret is not a kernel exit.
+  EXPECT_EQ(r.instrumented[0].stats.exit_sites, 3u);
+  EXPECT_EQ(r.instrumented[1].stats.exit_sites, 1u);
+  EXPECT_THAT(r.ptx, HasSubstr("@%p1 call (__cp_ret), on_exit,"));
+  EXPECT_THAT(r.ptx, HasSubstr("@%p2 call (__cp_ret), on_exit,"));
+  EXPECT_EQ(Count(r.ptx, "call (__cp_ret), on_exit,"), 4);
+}
+
+TEST(MemoryPassTest, GoldenGlobalAndGeneric) {
+  InstrumentResult r;
+  ExpectGolden("passes_input.ptx", TestBundle({Program("mem", AttachKind::kMemory, "on_mem")}),
+               "memory.after.ptx", &r);
+  // ld.global.v4, atom.global, red.global, st.global [table+8], @%p2 st.u32
+  // (generic); not shared, const, local or param.
+  EXPECT_EQ(r.instrumented[0].stats.memory_sites, 5u);
+  EXPECT_EQ(r.instrumented[0].stats.memory_sites_skipped, 0u);
+  EXPECT_THAT(r.ptx, HasSubstr("add.s64 %__cp_d0, %rd4, 16;"));
+  EXPECT_THAT(r.ptx, HasSubstr("add.s64 %__cp_d0, %rd4, -8;"));
+  EXPECT_THAT(r.ptx, HasSubstr("mov.u64 %__cp_d0, table;\n\tadd.s64 %__cp_d0, %__cp_d0, 8;"));
+  EXPECT_THAT(r.ptx, HasSubstr("st.param.b64 [__cp_a0], %rd2;"));  // [%rd2] as is
+  EXPECT_THAT(r.ptx, HasSubstr(absl::StrCat(
+                         "st.param.b32 [__cp_a1], ",
+                         CUPROBE_MEM_INFO(16, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_LOAD), ";")));
+  EXPECT_THAT(r.ptx, HasSubstr(absl::StrCat(
+                         "st.param.b32 [__cp_a1], ",
+                         CUPROBE_MEM_INFO(4, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_ATOMIC), ";")));
+  EXPECT_THAT(r.ptx, HasSubstr("@%p2 call (__cp_ret), on_mem,"));
+}
+
+TEST(MemoryPassTest, GoldenAllSpaces) {
+  ProbeProgram p = Program("mem", AttachKind::kMemory, "on_mem");
+  p.mem_spaces = (1u << CUPROBE_SPACE_GLOBAL) | (1u << CUPROBE_SPACE_GENERIC) |
+                 (1u << CUPROBE_SPACE_SHARED) | (1u << CUPROBE_SPACE_LOCAL) |
+                 (1u << CUPROBE_SPACE_CONST);
+  InstrumentResult r;
+  ExpectGolden("passes_input.ptx", TestBundle({p}), "memory_all_spaces.after.ptx", &r);
+  // + st.shared [%r5] (32-bit address), ld.shared [smem+4], ld.const
+  // [coeffs+8], ld.local [16] (an immediate address).
+  EXPECT_EQ(r.instrumented[0].stats.memory_sites, 9u);
+  EXPECT_THAT(r.ptx, HasSubstr("mov.u64 %__cp_d0, 16;"));
+  EXPECT_THAT(r.ptx, HasSubstr("cvt.u64.u32 %__cp_d0, %r5;"));
+  EXPECT_THAT(r.ptx, HasSubstr(absl::StrCat(
+                         "st.param.b32 [__cp_a1], ",
+                         CUPROBE_MEM_INFO(4, CUPROBE_SPACE_SHARED, CUPROBE_ACCESS_STORE), ";")));
+}
+
+TEST(ContextPassTest, GoldenArgsCopy) {
+  InstrumentResult r;
+  ExpectGolden("passes_input.ptx",
+               TestBundle({Program("entry", AttachKind::kEntry, "on_entry", /*reads_args=*/true),
+                           Program("exit", AttachKind::kExit, "on_exit")}),
+               "context.after.ptx", &r);
+  EXPECT_TRUE(r.instrumented[0].stats.args_copied);
+  // count 4; u64, u32, first 8 bytes of the 12-byte struct in two u32
+  // loads (.align 4), u8.
+  EXPECT_THAT(r.ptx, HasSubstr(".local .align 8 .b8 __cuprobe_args[136];"));
+  EXPECT_THAT(r.ptx, HasSubstr("st.local.u32 [__cuprobe_args], 4;"));
+  EXPECT_THAT(r.ptx, HasSubstr("ld.param.u32 %__cp_d1, [sites_param_2+4];\n\tshl.b64 %__cp_d1, "
+                               "%__cp_d1, 32;"));
+  EXPECT_THAT(r.ptx, HasSubstr("ld.param.u8 %__cp_d0, [sites_param_3];"));
+  EXPECT_THAT(r.ptx, HasSubstr("st.local.u64 [__cuprobe_args+32], %__cp_d0;"));
+  // The entry probe reads arguments and gets the pointer; the exit probe
+  // does not and gets 0.
+  EXPECT_THAT(r.ptx, HasSubstr("st.param.b64 [__cp_a4], %__cp_args;"));
+  EXPECT_THAT(r.ptx, HasSubstr("st.param.b64 [__cp_a4], 0;"));
+  // `empty` has no parameters: count 0.
+  EXPECT_THAT(r.ptx, HasSubstr("st.local.u32 [__cuprobe_args], 0;"));
+}
+
+TEST(LinkPassTest, GoldenClashesAndDeclarations) {
+  InstrumentResult r;
+  ExpectGolden("link_input.ptx", TestBundle({Program("entry", AttachKind::kEntry, "on_entry")}),
+               "link.after.ptx", &r);
+  // .version raised to the bundle's 8.5, the module's .target kept.
+  EXPECT_TRUE(absl::StartsWith(r.ptx, ".version 8.5\n.target sm_90\n.address_size 64\n"));
+  // One map table definition, no extern declaration of it.
+  EXPECT_EQ(Count(r.ptx, "__cuprobe_map_table["), 1);
+  EXPECT_THAT(r.ptx, HasSubstr(".visible .global .align 8 .u64 __cuprobe_map_table[3];"));
+  // The probe `on_entry` and the helper `__cuprobe_map_add` clash with the
+  // application's names: ours are renamed, theirs are untouched.
+  EXPECT_THAT(r.ptx, HasSubstr("call (__cp_ret), on_entry_cuprobe,"));
+  EXPECT_THAT(r.ptx, HasSubstr(".visible .func  (.param .b64 func_retval0) __cuprobe_map_add_cuprobe("));
+  EXPECT_THAT(r.ptx, HasSubstr("__cuprobe_map_add_cuprobe, \n"));
+  EXPECT_THAT(r.ptx, HasSubstr("ld.global.u64 \t%rd2, [__cuprobe_map_add];"));
+  EXPECT_THAT(r.ptx, HasSubstr("call.uni (retval0), \n\ton_entry, \n"));
+  // vprintf declared once (the bundle's copy, ahead of the application's
+  // code); the bundle's extern declaration of the helper is gone.
+  EXPECT_EQ(Count(r.ptx, "vprintf\n("), 1);
+  EXPECT_EQ(Count(r.ptx, ".extern .func  (.param .b64 func_retval0) __cuprobe_map_add"), 0);
+}
+
+TEST(LinkPassTest, ErrorsNameTheProblem) {
+  const std::string module = Golden("passes_input.ptx");
+  const std::string helper = Golden("test_helper.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  // Missing probe function.
+  absl::StatusOr<InstrumentResult> r =
+      InstrumentPtx(module, TestBundle({Program("p", AttachKind::kEntry, "nope")}), options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("probe program 'p' (cuprobe/p/*): function 'nope' is not in the bundle's PTX"));
+  // A function with the wrong signature.
+  ProbeBundle b = TestBundle({Program("p", AttachKind::kEntry, "on_entry")});
+  b.ptx = absl::StrReplaceAll(b.ptx, {{"\t.param .b32 on_entry_param_3,\n", ""}});
+  r = InstrumentPtx(module, b, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("has 4 parameters, not 5"));
+  // An already instrumented module.
+  ProbeBundle ok = TestBundle({Program("p", AttachKind::kEntry, "on_entry")});
+  absl::StatusOr<InstrumentResult> once = InstrumentPtx(module, ok, options);
+  ASSERT_TRUE(once.ok()) << once.status();
+  r = InstrumentPtx(once->ptx, ok, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("already has __cuprobe_map_table"));
+  // A helper library that defines what the bundle also defines.
+  const std::string clashing = absl::StrCat(
+      helper, "\n.visible .func (.param .b32 r) on_exit(.param .b64 a)\n{\n\tret;\n}\n");
+  options.helper_ptx = clashing;
+  r = InstrumentPtx(module, ok, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("both <helper library> and <bundle test_bundle> define 'on_exit'"));
+  // Bad helper PTX is a diagnostic with its location.
+  options.helper_ptx = ".version 8.0\n.target sm_90\n.func f(\n";
+  r = InstrumentPtx(module, ok, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("<helper library>:3:"));
+}
+
+TEST(InstrumentTest, SelectionSkipsAndIds) {
+  const std::string module = Golden("passes_input.ptx");
+  const std::string helper = Golden("test_helper.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  options.kernel_ids = {{"empty", 41}};
+  options.first_kernel_id = 100;
+  // Only `sites` matches.
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(
+      module, TestBundle({Program("e", AttachKind::kEntry, "on_entry", false, "si*")}), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->instrumented.size(), 1u);
+  EXPECT_EQ(r->instrumented[0].name, "sites");
+  EXPECT_EQ(r->instrumented[0].kernel_id, 100u);
+  EXPECT_EQ(r->kernels_in_module, 2u);
+  // Both match; `empty` has its id from the map; `sites` skipped on request.
+  options.skip_kernels = {"sites"};
+  r = InstrumentPtx(module, TestBundle({Program("e", AttachKind::kEntry, "on_entry")}), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->instrumented.size(), 1u);
+  EXPECT_EQ(r->instrumented[0].name, "empty");
+  EXPECT_EQ(r->instrumented[0].kernel_id, 41u);
+  ASSERT_EQ(r->skipped.size(), 1u);
+  EXPECT_EQ(r->skipped[0].reason, "skipped on request");
+  // Nothing matches: the module comes back unchanged.
+  r = InstrumentPtx(module, TestBundle({Program("e", AttachKind::kEntry, "on_entry", false, "zz")}),
+                    options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->instrumented.empty());
+  EXPECT_EQ(r->ptx, module);
+}
+
+struct Classified {
+  const char* instruction;
+  bool access;
+  uint32_t space, kind, size;
+  const char* address;
+};
+
+class ClassifyTest : public ::testing::TestWithParam<Classified> {};
+
+TEST_P(ClassifyTest, Instruction) {
+  const Classified& c = GetParam();
+  absl::StatusOr<std::vector<Statement>> s = ParseBodyStatements(c.instruction);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 1u);
+  std::optional<MemoryAccess> a = ClassifyMemoryAccess((*s)[0]);
+  ASSERT_EQ(a.has_value(), c.access) << c.instruction;
+  if (!a) return;
+  EXPECT_EQ(a->space, c.space);
+  EXPECT_EQ(a->kind, c.kind);
+  EXPECT_EQ(a->size, c.size);
+  EXPECT_EQ(a->address, c.address);
+}
+
+constexpr uint32_t G = CUPROBE_SPACE_GLOBAL, S = CUPROBE_SPACE_SHARED, L = CUPROBE_SPACE_LOCAL,
+                   C = CUPROBE_SPACE_CONST, N = CUPROBE_SPACE_GENERIC;
+constexpr uint32_t LD = CUPROBE_ACCESS_LOAD, ST = CUPROBE_ACCESS_STORE, AT = CUPROBE_ACCESS_ATOMIC;
+
+INSTANTIATE_TEST_SUITE_P(
+    Instructions, ClassifyTest,
+    ::testing::Values(
+        Classified{"ld.global.f32 %f1, [%rd4];", true, G, LD, 4, "%rd4"},
+        Classified{"ld.global.nc.L1::no_allocate.v4.u32 {%r1,%r2,%r3,%r4}, [%rd1+16];", true, G,
+                   LD, 16, "%rd1+16"},
+        Classified{"ld.global.L2::cache_hint.b64 %rd2, [%rd1], %rd9;", true, G, LD, 8, "%rd1"},
+        Classified{"ldu.global.v2.f64 {%fd1, %fd2}, [%rd1];", true, G, LD, 16, "%rd1"},
+        Classified{"st.shared::cta.v2.b16 [%r1+2], {%rs1, %rs2};", true, S, ST, 4, "%r1+2"},
+        Classified{"st.local.u8 [%rd1], %rs1;", true, L, ST, 1, "%rd1"},
+        Classified{"ld.const.u32 %r1, [coeffs+8];", true, C, LD, 4, "coeffs+8"},
+        Classified{"st.relaxed.gpu.u64 [%rd1], %rd2;", true, N, ST, 8, "%rd1"},
+        Classified{"atom.global.cas.b32 %r1, [%rd1], %r2, %r3;", true, G, AT, 4, "%rd1"},
+        Classified{"atom.add.noftz.f16x2 %r1, [%rd1], %r2;", true, N, AT, 4, "%rd1"},
+        Classified{"atom.global.v4.f32.add {%f1,%f2,%f3,%f4}, [%rd1], {%f5,%f6,%f7,%f8};", true,
+                   G, AT, 16, "%rd1"},
+        Classified{"red.shared::cluster.add.u32 [%r1], 1;", true, S, AT, 4, "%r1"},
+        Classified{"ld.param.u64 %rd1, [k_param_0];", false, 0, 0, 0, ""},
+        Classified{"st.param.b32 [param0+0], %r1;", false, 0, 0, 0, ""},
+        Classified{"cp.async.ca.shared.global [%r1], [%rd1], 16;", false, 0, 0, 0, ""},
+        Classified{"mov.u64 %rd1, %rd2;", false, 0, 0, 0, ""}));
+
+TEST(KernelEditorTest, RegisterPrefixAvoidsTakenNamesAndBadSnippetsChangeNothing) {
+  constexpr char kPtx[] = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+	.reg .b64 %__cp_d<3>;
+	.reg .b32 %r<4>;
+	ret;
+}
+)";
+  absl::StatusOr<Module> m = ParsePtx(kPtx);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Function& k = m->functions[0];
+  KernelEditor editor(*m, k);
+  const std::string reg = editor.ScratchRegister(".b64", 0);
+  EXPECT_FALSE(absl::StartsWith(reg, "%__cp_"));
+  EXPECT_EQ(editor.RegisterBits("%r3"), 32u);
+  EXPECT_EQ(editor.RegisterBits("%__cp_d2"), 64u);
+  EXPECT_EQ(editor.RegisterBits(reg), 64u);
+  EXPECT_EQ(editor.RegisterBits("%nope"), 0u);
+  EXPECT_EQ(editor.EntryPoint(), 2u);
+  EXPECT_FALSE(editor.InsertBefore(0, "{\nret;\n").ok());
+  EXPECT_FALSE(editor.InsertBefore(99, "ret;\n").ok());
+  const size_t before = k.body.size();
+  // The failed inserts queued nothing; a good one lands before `ret`.
+  ASSERT_TRUE(editor.InsertBefore(2, "membar.gl;\n").ok());
+  ASSERT_TRUE(editor.Finish().ok());
+  ASSERT_EQ(k.body.size(), before + 2);  // the register declaration + membar
+  EXPECT_EQ(k.body[0].text, absl::StrCat(".reg .b64 ", reg, ";"));
+  EXPECT_EQ(k.body[3].text, "membar.gl;");
+  EXPECT_EQ(k.body[4].text, "ret;");
+}
+
+}  // namespace
+}  // namespace cuprobe
