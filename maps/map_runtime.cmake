@@ -5,8 +5,16 @@
 # map_core has no Boost and no driver: the hook, the CLI and the tests share it.
 cuprobe_cc_library(
   NAME map_core
-  SRCS map_layout.cc map_ring.cc
-  HDRS map_layout.h map_ring.h
-  DEPS cuprobe::map_algorithms absl::status absl::statusor absl::span absl::strings
-       absl::str_format absl::function_ref
+  SRCS map_layout.cc map_ring.cc maps_region.cc map_snapshot.cc
+  HDRS map_layout.h map_ring.h maps_region.h map_snapshot.h
+  DEPS cuprobe::map_algorithms cuprobe::support absl::status absl::statusor absl::span
+       absl::strings absl::str_format absl::function_ref
+)
+
+# The hook's runtime: maps in device memory behind the DeviceMemory seam.
+cuprobe_cc_library(
+  NAME map_set
+  SRCS map_set.cc device_memory.cc
+  HDRS map_set.h device_memory.h
+  DEPS cuprobe::map_core absl::status absl::statusor absl::str_format
 )
