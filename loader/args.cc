@@ -17,6 +17,7 @@ USAGE
 COMMANDS
   trace     run a program and trace every kernel launch, kernel, memcpy and memset
   inspect   list the CUDA code in an executable, library, fatbin, cubin or PTX file
+  maps      print the probes' maps of a running or finished session
 
   cuprobe <command> --help    options and examples of one command
   cuprobe --version
@@ -247,7 +248,8 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     args.command = Command::kHelp;
     if (argv.size() > 2) args.help_topic = argv[2];
-    if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect") {
+    if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect" &&
+        args.help_topic != "maps") {
       return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
     }
     return args;
@@ -258,12 +260,19 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   }
   if (cmd == "trace") return ParseTrace(argv, 2, std::move(args));
   if (cmd == "inspect") return ParseInspect(argv, 2, std::move(args));
+  if (cmd == "maps") {
+    CUPROBE_ASSIGN_OR_RETURN(args.maps, ParseMapsArgs(argv, 2));
+    args.command = args.maps.help ? Command::kHelp : Command::kMaps;
+    if (args.maps.help) args.help_topic = "maps";
+    return args;
+  }
   return Invalid(absl::StrCat("unknown command '", cmd, "'"), "");
 }
 
 std::string UsageText(std::string_view topic) {
   if (topic == "trace") return kTraceUsage;
   if (topic == "inspect") return kInspectUsage;
+  if (topic == "maps") return std::string(MapsUsage());
   return kGeneralUsage;
 }
 

@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "loader/maps_command.h"
 
 namespace cuprobe {
 
-enum class Command { kHelp, kVersion, kTrace, kInspect };
+enum class Command { kHelp, kVersion, kTrace, kInspect, kMaps };
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome };
 
@@ -39,9 +40,10 @@ struct InspectOptions {
 
 struct CliArgs {
   Command command = Command::kHelp;
-  std::string help_topic;  // "" (general), "trace", "inspect"
+  std::string help_topic;  // "" (general), "trace", "inspect", "maps"
   TraceOptions trace;
   InspectOptions inspect;
+  MapsOptions maps;
 };
 
 [[nodiscard]] absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv);

@@ -7,6 +7,7 @@
 
 #include "loader/args.h"
 #include "loader/inspect_command.h"
+#include "loader/maps_command.h"
 #include "loader/trace_command.h"
 #include "support/log.h"
 
@@ -36,6 +37,14 @@ int main(int argc, char** argv) {
       return 0;
     case Command::kInspect: {
       absl::Status s = RunInspect(parsed->inspect);
+      if (!s.ok()) {
+        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+      return 0;
+    }
+    case Command::kMaps: {
+      absl::Status s = RunMaps(parsed->maps);
       if (!s.ok()) {
         std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
         return 1;

@@ -18,3 +18,13 @@ cuprobe_cc_library(
   HDRS map_set.h device_memory.h
   DEPS cuprobe::map_core absl::status absl::statusor absl::str_format
 )
+
+# Readers in other processes: the host API over a session, and bpftrace-style
+# printing (the `cuprobe maps` command).
+cuprobe_cc_library(
+  NAME map_reader
+  SRCS map_reader.cc map_print.cc
+  HDRS map_reader.h map_print.h
+  DEPS cuprobe::map_core cuprobe::segment absl::status absl::statusor absl::strings
+       absl::str_format
+)
