@@ -28,3 +28,20 @@ cuprobe_cc_library(
   DEPS cuprobe::map_core cuprobe::segment absl::status absl::statusor absl::strings
        absl::str_format
 )
+
+# The CUDA driver behind DeviceMemory (dlopen'd: nothing links libcuda).
+cuprobe_cc_library(
+  NAME cuda_device_memory
+  SRCS cuda_device_memory.cc
+  HDRS cuda_device_memory.h
+  DEPS cuprobe::map_set cuprobe::support ${CMAKE_DL_LIBS}
+)
+
+# For the GPU tests and benchmarks of the maps: driver context, nvJitLink
+# linking with the helper library, timed launches.
+cuprobe_cc_library(
+  NAME maps_gpu_harness
+  SRCS testing/gpu_harness.cc
+  HDRS testing/gpu_harness.h
+  DEPS cuprobe::cuda_device_memory cuprobe::helpers_ptx CUDA::nvJitLink
+)
