@@ -31,6 +31,7 @@
 #include "maps/segment.h"
 #include "maps/testing/gpu_harness.h"
 #include "tests/maps/map_test_util.h"
+#include "tests/test_paths.h"
 #include "tests/test_process.h"
 
 namespace cuprobe {
@@ -69,7 +70,14 @@ class MapsGpu : public ::testing::Test {
       return;
     }
     gpu_ = gpu->release();
-    absl::StatusOr<GpuModule> module = gpu_->Load(ReadFile(CUPROBE_MAP_KERNELS_PTX));
+    // The build folder may have moved (GPU machine): find the PTX under it.
+    const std::string path = cuprobe::testing::BuildDir() + "/tests/maps/gpu/map_kernels.ptx";
+    const std::string ptx = ReadFile(path);
+    if (ptx.empty()) {
+      setup_error_ = new std::string("cannot read " + path);
+      return;
+    }
+    absl::StatusOr<GpuModule> module = gpu_->Load(ptx);
     if (!module.ok()) {
       setup_error_ = new std::string(module.status().ToString());
       return;
