@@ -20,6 +20,7 @@ COMMANDS
   inspect   list the CUDA code in an executable, library, fatbin, cubin or PTX file
   compile   verify a C/eBPF probe and compile it to a probe bundle (.cpb) of PTX
   instrument  rewrite the kernels of a file with probes, offline, into a cubin or PTX
+  maps      print the probes' maps of a running or finished session
 
   cuprobe <command> --help    options and examples of one command
   cuprobe --version
@@ -475,7 +476,8 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     args.command = Command::kHelp;
     if (argv.size() > 2) args.help_topic = argv[2];
     if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect" &&
-        args.help_topic != "compile" && args.help_topic != "instrument") {
+        args.help_topic != "compile" && args.help_topic != "instrument" &&
+        args.help_topic != "maps") {
       return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
     }
     return args;
@@ -488,6 +490,12 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   if (cmd == "inspect") return ParseInspect(argv, 2, std::move(args));
   if (cmd == "compile") return ParseCompile(argv, 2, std::move(args));
   if (cmd == "instrument") return ParseInstrument(argv, 2, std::move(args));
+  if (cmd == "maps") {
+    CUPROBE_ASSIGN_OR_RETURN(args.maps, ParseMapsArgs(argv, 2));
+    args.command = args.maps.help ? Command::kHelp : Command::kMaps;
+    if (args.maps.help) args.help_topic = "maps";
+    return args;
+  }
   return Invalid(absl::StrCat("unknown command '", cmd, "'"), "");
 }
 
@@ -496,6 +504,7 @@ std::string UsageText(std::string_view topic) {
   if (topic == "inspect") return kInspectUsage;
   if (topic == "compile") return kCompileUsage;
   if (topic == "instrument") return kInstrumentUsage;
+  if (topic == "maps") return std::string(MapsUsage());
   return kGeneralUsage;
 }
 

@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "loader/maps_command.h"
 
 namespace cuprobe {
 
-enum class Command { kHelp, kVersion, kTrace, kInspect, kCompile, kInstrument };
+enum class Command { kHelp, kVersion, kTrace, kInspect, kCompile, kInstrument, kMaps };
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome };
 
@@ -66,11 +67,12 @@ struct InstrumentCommandOptions {
 
 struct CliArgs {
   Command command = Command::kHelp;
-  std::string help_topic;  // "" (general), "trace", "inspect", "compile", "instrument"
+  std::string help_topic;  // "" (general), "trace", "inspect", "compile", "instrument", "maps"
   TraceOptions trace;
   InspectOptions inspect;
   CompileArgs compile;
   InstrumentCommandOptions instrument;
+  MapsOptions maps;
 };
 
 [[nodiscard]] absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv);

@@ -9,6 +9,7 @@
 #include "loader/compile_command.h"
 #include "loader/inspect_command.h"
 #include "loader/instrument_command.h"
+#include "loader/maps_command.h"
 #include "loader/trace_command.h"
 #include "support/log.h"
 
@@ -50,8 +51,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
         return 1;
       }
+      return 0;
+    }
     case Command::kInstrument: {
       absl::Status s = RunInstrument(parsed->instrument);
+      if (!s.ok()) {
+        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+      return 0;
+    }
+    case Command::kMaps: {
+      absl::Status s = RunMaps(parsed->maps);
       if (!s.ok()) {
         std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
         return 1;

@@ -5,8 +5,43 @@
 # map_core has no Boost and no driver: the hook, the CLI and the tests share it.
 cuprobe_cc_library(
   NAME map_core
-  SRCS map_layout.cc map_ring.cc
-  HDRS map_layout.h map_ring.h
-  DEPS cuprobe::map_algorithms absl::status absl::statusor absl::span absl::strings
-       absl::str_format absl::function_ref
+  SRCS map_layout.cc map_ring.cc maps_region.cc map_snapshot.cc
+  HDRS map_layout.h map_ring.h maps_region.h map_snapshot.h
+  DEPS cuprobe::map_algorithms cuprobe::support absl::status absl::statusor absl::span
+       absl::strings absl::str_format absl::function_ref
+)
+
+# The hook's runtime: maps in device memory behind the DeviceMemory seam.
+cuprobe_cc_library(
+  NAME map_set
+  SRCS map_set.cc device_memory.cc
+  HDRS map_set.h device_memory.h
+  DEPS cuprobe::map_core absl::status absl::statusor absl::str_format
+)
+
+# Readers in other processes: the host API over a session, and bpftrace-style
+# printing (the `cuprobe maps` command).
+cuprobe_cc_library(
+  NAME map_reader
+  SRCS map_reader.cc map_print.cc
+  HDRS map_reader.h map_print.h
+  DEPS cuprobe::map_core cuprobe::segment absl::status absl::statusor absl::strings
+       absl::str_format
+)
+
+# The CUDA driver behind DeviceMemory (dlopen'd: nothing links libcuda).
+cuprobe_cc_library(
+  NAME cuda_device_memory
+  SRCS cuda_device_memory.cc
+  HDRS cuda_device_memory.h
+  DEPS cuprobe::map_set cuprobe::support ${CMAKE_DL_LIBS}
+)
+
+# For the GPU tests and benchmarks of the maps: driver context, nvJitLink
+# linking with the helper library, timed launches.
+cuprobe_cc_library(
+  NAME maps_gpu_harness
+  SRCS testing/gpu_harness.cc
+  HDRS testing/gpu_harness.h
+  DEPS cuprobe::cuda_device_memory cuprobe::helpers_ptx CUDA::nvJitLink
 )

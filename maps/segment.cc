@@ -143,7 +143,11 @@ class RemoveOnFailure {
 struct Geometry {
   uint64_t ring_offset;
   uint64_t ring_capacity;
+  uint64_t maps_offset;
+  uint64_t maps_size;
 };
+
+constexpr uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Validates the header of a mapped segment of `real_size` bytes. Every
 // field is copied once before it is checked.
@@ -225,7 +229,24 @@ absl::StatusOr<Geometry> ValidateHeader(std::string_view name, const uint8_t* ba
     return absl::DataLossError(
         absl::StrFormat("segment '%s': unknown session state %d", name, state));
   }
-  return Geometry{ring_offset, ring_capacity};
+  const uint64_t maps_offset = LoadOnce(h.maps_offset);
+  const uint64_t maps_size = LoadOnce(h.maps_size);
+  if (maps_size == 0) {
+    if (maps_offset != 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "segment '%s': maps_offset %d with an empty maps region", name, maps_offset));
+    }
+  } else {
+    const uint64_t ring_end = ring_offset + kRingControlSize + ring_capacity;  // <= segment_size
+    if (maps_offset % kMapsRegionAlignment != 0 || maps_offset < ring_end ||
+        maps_offset > segment_size || maps_size > segment_size - maps_offset) {
+      return absl::DataLossError(absl::StrFormat(
+          "segment '%s': maps region at offset %d (%d bytes) is not a page-aligned range "
+          "between the ring's end (%d) and the segment's end (%d)",
+          name, maps_offset, maps_size, ring_end, segment_size));
+    }
+  }
+  return Geometry{ring_offset, ring_capacity, maps_offset, maps_size};
 }
 
 }  // namespace
@@ -233,12 +254,13 @@ absl::StatusOr<Geometry> ValidateHeader(std::string_view name, const uint8_t* ba
 std::string Session::ShmPath(std::string_view name) { return absl::StrCat("/dev/shm/", name); }
 
 Session::Session(std::string name, std::unique_ptr<bip::mapped_region> region,
-                 SegmentHeader* header, RecordRing ring, uint64_t segment_size,
+                 SegmentHeader* header, RecordRing ring, MapsRegion maps, uint64_t segment_size,
                  uint64_t ring_offset, uint64_t ring_capacity, bool writable)
     : name_(std::move(name)),
       region_(std::move(region)),
       header_(header),
       ring_(std::move(ring)),
+      maps_(std::move(maps)),
       segment_size_(segment_size),
       ring_offset_(ring_offset),
       ring_capacity_(ring_capacity),
@@ -249,6 +271,7 @@ Session::Session(Session&& other) noexcept
       region_(std::move(other.region_)),
       header_(std::exchange(other.header_, nullptr)),
       ring_(std::move(other.ring_)),
+      maps_(std::exchange(other.maps_, MapsRegion())),
       segment_size_(std::exchange(other.segment_size_, 0)),
       ring_offset_(std::exchange(other.ring_offset_, 0)),
       ring_capacity_(std::exchange(other.ring_capacity_, 0)),
@@ -261,6 +284,7 @@ Session& Session::operator=(Session&& other) noexcept {
     region_ = std::move(other.region_);  // unmaps what this held
     header_ = std::exchange(other.header_, nullptr);
     ring_ = std::move(other.ring_);
+    maps_ = std::exchange(other.maps_, MapsRegion());
     segment_size_ = std::exchange(other.segment_size_, 0);
     ring_offset_ = std::exchange(other.ring_offset_, 0);
     ring_capacity_ = std::exchange(other.ring_capacity_, 0);
@@ -281,7 +305,13 @@ absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
         RecordRing::kMinCapacity, RecordRing::kMaxCapacity));
   }
   const uint64_t ring_offset = kDefaultRingOffset;
-  const uint64_t segment_size = ring_offset + kRingControlSize + capacity;
+  uint64_t maps_offset = 0, maps_size = 0;
+  if (!options.maps.empty()) {
+    CUPROBE_ASSIGN_OR_RETURN(maps_size, MapsRegion::RegionBytes(options.maps));
+    maps_offset = RoundUp(ring_offset + kRingControlSize + capacity, kMapsRegionAlignment);
+  }
+  const uint64_t segment_size =
+      maps_size != 0 ? maps_offset + maps_size : ring_offset + kRingControlSize + capacity;
   CUPROBE_ASSIGN_OR_RETURN(uint64_t random, RandomU64());
   std::string name =
       absl::StrFormat("cuprobe-%d-%d-%016x", ::geteuid(), ::getpid(), random);
@@ -335,18 +365,25 @@ absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
     header->records_version = kTraceRecordsVersion;
     header->ring_offset = ring_offset;
     header->ring_capacity = capacity;
+    header->maps_offset = maps_offset;
+    header->maps_size = maps_size;
     // The data area is fresh (zero) memory: the two-argument Format, which
     // does not touch all of it.
     RecordRing::Format(base + ring_offset, capacity);
     CUPROBE_ASSIGN_OR_RETURN(
         RecordRing ring,
         RecordRing::Attach(base + ring_offset, base + ring_offset + kRingControlSize, capacity));
+    MapsRegion maps;
+    if (maps_size != 0) {
+      CUPROBE_RETURN_IF_ERROR(MapsRegion::Format(base + maps_offset, maps_size, options.maps));
+      CUPROBE_ASSIGN_OR_RETURN(maps, MapsRegion::Attach(base + maps_offset, maps_size, true));
+    }
     // Publish last: an Open that sees kCreated sees the whole header.
     header->session_state.store(static_cast<uint32_t>(SessionState::kCreated),
                                 std::memory_order_release);
     cleanup.Dismiss();
-    return Session(std::move(name), std::move(region), header, std::move(ring), segment_size,
-                   ring_offset, capacity, /*writable=*/true);
+    return Session(std::move(name), std::move(region), header, std::move(ring), std::move(maps),
+                   segment_size, ring_offset, capacity, /*writable=*/true);
   } catch (const bip::interprocess_exception& e) {
     return FromInterprocess(e, "creating", name);
   } catch (const std::bad_alloc&) {
@@ -403,9 +440,19 @@ absl::StatusOr<Session> Session::Open(std::string_view name_view, bool writable)
       return absl::Status(ring.status().code(),
                           absl::StrCat("segment '", name, "': ", ring.status().message()));
     }
+    MapsRegion maps;
+    if (g.maps_size != 0) {
+      absl::StatusOr<MapsRegion> attached =
+          MapsRegion::Attach(base + g.maps_offset, g.maps_size, writable);
+      if (!attached.ok()) {
+        return absl::Status(attached.status().code(),
+                            absl::StrCat("segment '", name, "': ", attached.status().message()));
+      }
+      maps = *std::move(attached);
+    }
     auto* header = reinterpret_cast<SegmentHeader*>(base);
-    return Session(std::move(name), std::move(region), header, *std::move(ring), real_size,
-                   g.ring_offset, g.ring_capacity, writable);
+    return Session(std::move(name), std::move(region), header, *std::move(ring), std::move(maps),
+                   real_size, g.ring_offset, g.ring_capacity, writable);
   } catch (const bip::interprocess_exception& e) {
     return FromInterprocess(e, "opening", name);
   } catch (const std::bad_alloc&) {

@@ -16,7 +16,8 @@ cuprobe_cc_library(
   NAME segment
   SRCS segment.cc
   HDRS segment.h
-  DEPS cuprobe::record_ring cuprobe::support absl::status absl::statusor absl::strings
+  DEPS cuprobe::record_ring cuprobe::map_core cuprobe::support absl::status absl::statusor
+       absl::strings
        absl::str_format
 )
 target_include_directories(cuprobe_segment SYSTEM PRIVATE ${Boost_INCLUDE_DIRS})

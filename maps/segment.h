@@ -18,6 +18,7 @@
 //   s.header().hook_pid.store(getpid(), std::memory_order_relaxed);
 //   s.SetHookStatus(hook_state, SessionState::kHookReady, "");
 //   s.ring().Write(uint16_t(RecordType::kLaunch), &rec, sizeof(rec));
+//   MapSet::Create(bundle.maps, &memory, &s.maps());   // maps/map_set.h
 //
 // Open trusts nothing in the segment (another process, possibly another
 // build, wrote it): it checks magic, versions, and every size and offset
@@ -38,11 +39,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "maps/maps_region.h"
 #include "maps/record_ring.h"
 #include "maps/segment_layout.h"
+#include "ptx_rewriter/bundle.h"
 
 // Kept out of this header so that users of Session do not include Boost.
 namespace boost::interprocess {
@@ -62,6 +66,9 @@ struct SessionOptions {
   // SIGBUS in the hook's first write into an unbacked page, inside the
   // user's application; with it Create fails with RESOURCE_EXHAUSTED.
   bool reserve_memory = true;
+  // The probes' maps (the bundle's MapSpecs): a maps region is formatted for
+  // them after the ring (maps/maps_region.h). Empty: no region.
+  std::vector<MapSpec> maps;
 };
 
 class Session {
@@ -97,6 +104,9 @@ class Session {
   // Over a read-only Session the ring can report counters only.
   [[nodiscard]] RecordRing& ring() { return ring_; }
   [[nodiscard]] bool writable() const { return writable_; }
+  // The probes' maps (validated at Open; empty when the session has none).
+  [[nodiscard]] MapsRegion& maps() { return maps_; }
+  [[nodiscard]] const MapsRegion& maps() const { return maps_; }
 
   // The validated geometry (private copies, not the shared header fields).
   [[nodiscard]] uint64_t segment_size() const { return segment_size_; }
@@ -122,13 +132,14 @@ class Session {
 
  private:
   Session(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region,
-          SegmentHeader* header, RecordRing ring, uint64_t segment_size, uint64_t ring_offset,
-          uint64_t ring_capacity, bool writable);
+          SegmentHeader* header, RecordRing ring, MapsRegion maps, uint64_t segment_size,
+          uint64_t ring_offset, uint64_t ring_capacity, bool writable);
 
   std::string name_;
   std::unique_ptr<boost::interprocess::mapped_region> region_;
   SegmentHeader* header_ = nullptr;
   RecordRing ring_;
+  MapsRegion maps_;
   uint64_t segment_size_ = 0;
   uint64_t ring_offset_ = 0;
   uint64_t ring_capacity_ = 0;

@@ -11,6 +11,8 @@
 //   header.ring_offset               RingControl   (kRingControlSize bytes)
 //   header.ring_offset + kRingControlSize
 //                                    ring data     (header.ring_capacity bytes)
+//   header.maps_offset               maps region   (header.maps_size bytes,
+//                                    maps/maps_region.h; absent when 0)
 //   header.segment_size              end
 //
 // Publication protocol: the creator writes the whole header and formats the
@@ -38,7 +40,8 @@ namespace cuprobe {
 
 // "CUPROBES" as bytes in memory on a little-endian machine.
 inline constexpr uint64_t kSegmentMagic = 0x5345424F'52505543ull;
-inline constexpr uint32_t kSegmentLayoutVersion = 1;
+// 2: the maps region (maps_offset, maps_size; formerly reserved0).
+inline constexpr uint32_t kSegmentLayoutVersion = 2;
 
 // "CPRRING1" in memory: marks a formatted RingControl.
 inline constexpr uint64_t kRingMagic = 0x31474E49'52525043ull;
@@ -87,7 +90,8 @@ struct SegmentHeader {
   uint32_t records_version;  // kTraceRecordsVersion of the creator
   uint64_t ring_offset;      // RingControl; data follows at +kRingControlSize
   uint64_t ring_capacity;    // ring data bytes, a multiple of 8
-  uint64_t reserved0[2];
+  uint64_t maps_offset;      // the maps region: 4096-aligned, after the ring; 0 if none
+  uint64_t maps_size;        // its bytes (a multiple of 4096); 0 if none
 
   // --- Live, cross-process (lock-free atomics).
   std::atomic<uint32_t> hook_pid;
@@ -127,6 +131,8 @@ static_assert(offsetof(SegmentHeader, creator_pid) == 24);
 static_assert(offsetof(SegmentHeader, records_version) == 28);
 static_assert(offsetof(SegmentHeader, ring_offset) == 32);
 static_assert(offsetof(SegmentHeader, ring_capacity) == 40);
+static_assert(offsetof(SegmentHeader, maps_offset) == 48);
+static_assert(offsetof(SegmentHeader, maps_size) == 56);
 static_assert(offsetof(SegmentHeader, hook_pid) == 64);
 static_assert(offsetof(SegmentHeader, hook_state) == 68);
 static_assert(offsetof(SegmentHeader, session_state) == 72);
@@ -177,6 +183,8 @@ static_assert(offsetof(RingControl, dropped_bytes) == 264);
 
 // Where Session::Create puts the ring (Open accepts any valid placement).
 inline constexpr uint64_t kDefaultRingOffset = kSegmentHeaderSize;
+// The maps region starts on a page: the hook cuMemHostRegister()s its rings.
+inline constexpr uint64_t kMapsRegionAlignment = 4096;
 static_assert(kDefaultRingOffset % 64 == 0);
 
 // The record header sits at 8-aligned positions and capacity is a multiple

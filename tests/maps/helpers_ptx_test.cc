@@ -170,6 +170,39 @@ constexpr char kProbeModule[] = R"(
 }
 )";
 
+// Links `module` with the helper library for sm_90; returns the error log.
+std::string LinkWithHelpers(const std::string& module) {
+  nvJitLinkHandle handle = nullptr;
+  const char* options[] = {"-arch=sm_90"};
+  if (nvJitLinkCreate(&handle, 1, options) != NVJITLINK_SUCCESS) return "nvJitLinkCreate failed";
+  const std::string helpers(HelpersPtx());
+  nvJitLinkResult r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, module.data(), module.size(),
+                                       "module.ptx");
+  if (r == NVJITLINK_SUCCESS) {
+    r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, helpers.data(), helpers.size(),
+                         "cuprobe_helpers.ptx");
+  }
+  if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(handle);
+  std::string log;
+  size_t log_size = 0;
+  if (r != NVJITLINK_SUCCESS) {
+    log = "link failed";
+    if (nvJitLinkGetErrorLogSize(handle, &log_size) == NVJITLINK_SUCCESS && log_size > 1) {
+      log.resize(log_size);
+      (void)nvJitLinkGetErrorLog(handle, log.data());
+    }
+  }
+  nvJitLinkDestroy(&handle);
+  return log;
+}
+
+TEST(HelpersPtx, TheGpuTestKernelsLinkAgainstIt) {
+  // What maps_gpu_test and maps_bench load on the GPU machine: checked here.
+  const std::string kernels = ReadFile(CUPROBE_MAP_KERNELS_PTX);
+  ASSERT_FALSE(kernels.empty()) << CUPROBE_MAP_KERNELS_PTX;
+  EXPECT_EQ(LinkWithHelpers(kernels), "");
+}
+
 TEST(HelpersPtx, NvJitLinkLinksAProbeModuleAgainstIt) {
   nvJitLinkHandle handle = nullptr;
   const char* options[] = {"-arch=sm_90"};

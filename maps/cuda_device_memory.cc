@@ -1,0 +1,166 @@
+// File: maps/cuda_device_memory.cc
+#include "maps/cuda_device_memory.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "support/cuda_status.h"
+#include "support/status_macros.h"
+
+// The symbol a cuda.h name resolves to ("cuMemAlloc" -> "cuMemAlloc_v2"):
+// the argument is macro-expanded before it is stringified.
+#define CUPROBE_SYMBOL_NAME_(x) #x
+#define CUPROBE_SYMBOL_NAME(x) CUPROBE_SYMBOL_NAME_(x)
+
+namespace cuprobe {
+namespace {
+
+absl::StatusOr<CudaDriver> Resolve() {
+  // RTLD_NOLOAD first: inside an application the driver is already there.
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (lib == nullptr) lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = ::dlerror();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot load the CUDA driver (libcuda.so.1): ", why != nullptr ? why : "not found",
+        "; hint: this needs an NVIDIA GPU and driver"));
+  }
+  CudaDriver d{};
+  absl::Status missing;
+  auto get = [&](auto& fn, const char* name) {
+    void* sym = ::dlsym(lib, name);
+    if (sym == nullptr && missing.ok()) {
+      missing = absl::UnavailableError(
+          absl::StrCat("the CUDA driver has no ", name, " (driver too old?)"));
+    }
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
+  };
+#define CUPROBE_GET(field, fn) get(d.field, CUPROBE_SYMBOL_NAME(fn))
+  CUPROBE_GET(Init, cuInit);
+  CUPROBE_GET(GetErrorString, cuGetErrorString);
+  CUPROBE_GET(DeviceGet, cuDeviceGet);
+  CUPROBE_GET(DeviceGetCount, cuDeviceGetCount);
+  CUPROBE_GET(DeviceGetAttribute, cuDeviceGetAttribute);
+  CUPROBE_GET(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
+  CUPROBE_GET(CtxSetCurrent, cuCtxSetCurrent);
+  CUPROBE_GET(CtxGetCurrent, cuCtxGetCurrent);
+  CUPROBE_GET(CtxSynchronize, cuCtxSynchronize);
+  CUPROBE_GET(MemAlloc, cuMemAlloc);
+  CUPROBE_GET(MemFree, cuMemFree);
+  CUPROBE_GET(MemcpyHtoD, cuMemcpyHtoD);
+  CUPROBE_GET(MemcpyDtoH, cuMemcpyDtoH);
+  CUPROBE_GET(MemcpyHtoDAsync, cuMemcpyHtoDAsync);
+  CUPROBE_GET(MemcpyDtoHAsync, cuMemcpyDtoHAsync);
+  CUPROBE_GET(MemsetD8Async, cuMemsetD8Async);
+  CUPROBE_GET(MemHostRegister, cuMemHostRegister);
+  CUPROBE_GET(MemHostUnregister, cuMemHostUnregister);
+  CUPROBE_GET(MemHostGetDevicePointer, cuMemHostGetDevicePointer);
+  CUPROBE_GET(StreamCreate, cuStreamCreate);
+  CUPROBE_GET(StreamDestroy, cuStreamDestroy);
+  CUPROBE_GET(StreamSynchronize, cuStreamSynchronize);
+  CUPROBE_GET(ModuleLoadData, cuModuleLoadData);
+  CUPROBE_GET(ModuleUnload, cuModuleUnload);
+  CUPROBE_GET(ModuleGetFunction, cuModuleGetFunction);
+  CUPROBE_GET(ModuleGetGlobal, cuModuleGetGlobal);
+  CUPROBE_GET(LaunchKernel, cuLaunchKernel);
+  CUPROBE_GET(EventCreate, cuEventCreate);
+  CUPROBE_GET(EventDestroy, cuEventDestroy);
+  CUPROBE_GET(EventRecord, cuEventRecord);
+  CUPROBE_GET(EventSynchronize, cuEventSynchronize);
+  CUPROBE_GET(EventElapsedTime, cuEventElapsedTime);
+#undef CUPROBE_GET
+  if (!missing.ok()) return missing;
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<const CudaDriver*> CudaDriver::Load() {
+  // Leaked on purpose: callbacks may use it during exit.
+  static const absl::StatusOr<CudaDriver>* loaded = new absl::StatusOr<CudaDriver>(Resolve());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+absl::Status CudaDriver::Check(CUresult result, std::string_view call) const {
+  if (result == CUDA_SUCCESS) return absl::OkStatus();
+  absl::Status s = CuResultToStatus(result, call);
+  const char* text = nullptr;
+  if (GetErrorString != nullptr && GetErrorString(result, &text) == CUDA_SUCCESS &&
+      text != nullptr) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), ": ", text));
+  }
+  return s;
+}
+
+#define CUPROBE_DRIVER_CALL(call) driver_->Check(driver_->call, #call)
+
+absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> CudaDeviceMemory::Create(
+    const CudaDriver* driver) {
+  CUcontext context = nullptr;
+  CUPROBE_RETURN_IF_ERROR(driver->Check(driver->CtxGetCurrent(&context), "cuCtxGetCurrent"));
+  if (context == nullptr) {
+    return absl::FailedPreconditionError(
+        "CudaDeviceMemory needs a current CUDA context on the calling thread");
+  }
+  CUstream stream = nullptr;
+  CUPROBE_RETURN_IF_ERROR(driver->Check(driver->StreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                                        "cuStreamCreate(CU_STREAM_NON_BLOCKING)"));
+  return std::unique_ptr<CudaDeviceMemory>(new CudaDeviceMemory(driver, stream));
+}
+
+CudaDeviceMemory::~CudaDeviceMemory() {
+  if (stream_ != nullptr) (void)driver_->StreamDestroy(stream_);
+}
+
+absl::StatusOr<uint64_t> CudaDeviceMemory::Allocate(uint64_t bytes) {
+  CUdeviceptr p = 0;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_DRIVER_CALL(MemAlloc(&p, bytes)));
+  return static_cast<uint64_t>(p);
+}
+
+absl::Status CudaDeviceMemory::Free(uint64_t address) {
+  return CUPROBE_DRIVER_CALL(MemFree(static_cast<CUdeviceptr>(address)));
+}
+
+absl::Status CudaDeviceMemory::CopyToDevice(uint64_t dst, const void* src, uint64_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  CUPROBE_RETURN_IF_ERROR(
+      CUPROBE_DRIVER_CALL(MemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, bytes, stream_)));
+  return CUPROBE_DRIVER_CALL(StreamSynchronize(stream_));
+}
+
+absl::Status CudaDeviceMemory::CopyFromDevice(void* dst, uint64_t src, uint64_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  CUPROBE_RETURN_IF_ERROR(
+      CUPROBE_DRIVER_CALL(MemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), bytes, stream_)));
+  return CUPROBE_DRIVER_CALL(StreamSynchronize(stream_));
+}
+
+absl::Status CudaDeviceMemory::Zero(uint64_t dst, uint64_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  CUPROBE_RETURN_IF_ERROR(
+      CUPROBE_DRIVER_CALL(MemsetD8Async(static_cast<CUdeviceptr>(dst), 0, bytes, stream_)));
+  return CUPROBE_DRIVER_CALL(StreamSynchronize(stream_));
+}
+
+absl::StatusOr<uint64_t> CudaDeviceMemory::MapHost(void* host, uint64_t bytes) {
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_DRIVER_CALL(
+      MemHostRegister(host, bytes, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE)));
+  CUdeviceptr device = 0;
+  absl::Status s = CUPROBE_DRIVER_CALL(MemHostGetDevicePointer(&device, host, 0));
+  if (!s.ok()) {
+    (void)driver_->MemHostUnregister(host);
+    return s;
+  }
+  return static_cast<uint64_t>(device);
+}
+
+absl::Status CudaDeviceMemory::UnmapHost(void* host) {
+  return CUPROBE_DRIVER_CALL(MemHostUnregister(host));
+}
+
+}  // namespace cuprobe

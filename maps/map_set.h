@@ -1,0 +1,105 @@
+// File: maps/map_set.h
+//
+// MapSet: the hook's side of the maps. Given the bundle's map specs, it
+// allocates every map in device memory (descriptor + control + image, see
+// maps/map_desc.h), initializes it, and returns the descriptors' device
+// addresses: what the hook writes into each instrumented module's
+// `__cuprobe_map_table`. Its watcher then calls Publish() after kernels
+// complete and every N ms: a snapshot of each map goes into the session's
+// maps region (seqlocked), ring counters into the rings' control blocks, and
+// readers' clear requests are honoured.
+//
+//   CudaDeviceMemory or HostDeviceMemory memory;  // maps/device_memory.h
+//   CUPROBE_ASSIGN_OR_RETURN(MapSet maps,
+//                            MapSet::Create(bundle.maps, &memory, &session.maps()));
+//   cuMemcpyHtoD(table_address, maps.table().data(), 8 * maps.table().size());
+//   ...
+//   CUPROBE_RETURN_IF_ERROR(maps.Publish(NowNs()));  // watcher
+//   CUPROBE_RETURN_IF_ERROR(maps.Release());         // teardown, context still valid
+//
+// Ring buffers need the region: their data lives in its rings area, which
+// Create maps for the device once (DeviceMemory::MapHost over the whole
+// area; in the hook this is cuMemHostRegister, so Create must run once a
+// context exists).
+//
+// Hazards:
+//  - Not thread-safe: one thread (the watcher) publishes; Create and Release
+//    happen before and after it runs.
+//  - Clear() zeroes device memory that running kernels may be updating:
+//    updates racing the clear may survive it or be lost.
+//  - `memory` and `region` must outlive the MapSet.
+#ifndef CUPROBE_MAPS_MAP_SET_H_
+#define CUPROBE_MAPS_MAP_SET_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "maps/device_memory.h"
+#include "maps/map_layout.h"
+#include "maps/map_snapshot.h"
+#include "maps/maps_region.h"
+#include "ptx_rewriter/bundle.h"
+
+namespace cuprobe {
+
+class MapSet {
+ public:
+  // `region` may be null when no map is a RINGBUF (then Publish only
+  // updates nothing but ReadSnapshot works). With a region, its maps must be
+  // exactly `specs` (name, type, sizes, extra: FAILED_PRECONDITION naming
+  // the first difference otherwise: the segment was made for another bundle).
+  [[nodiscard]] static absl::StatusOr<MapSet> Create(absl::Span<const MapSpec> specs,
+                                                     DeviceMemory* memory, MapsRegion* region);
+
+  MapSet(MapSet&&) noexcept;
+  MapSet& operator=(MapSet&&) noexcept;
+  MapSet(const MapSet&) = delete;
+  MapSet& operator=(const MapSet&) = delete;
+  ~MapSet();  // does not free device memory (the context may be gone): call Release
+
+  // Entry i: the device address of map i's descriptor.
+  [[nodiscard]] const std::vector<uint64_t>& table() const { return table_; }
+  [[nodiscard]] size_t size() const { return maps_.size(); }
+  [[nodiscard]] const MapGeometry& geometry(size_t i) const { return maps_[i].geometry; }
+  [[nodiscard]] const MapSpec& spec(size_t i) const { return maps_[i].spec; }
+
+  // Snapshots every map into the region (if any) and honours clear requests.
+  [[nodiscard]] absl::Status Publish(uint64_t now_ns);
+
+  // Back to the initial state: zero counters and image, initial value again.
+  // INVALID_ARGUMENT for ring buffers.
+  [[nodiscard]] absl::Status Clear(size_t i);
+
+  // Map i straight from the device (control + image), as a snapshot.
+  [[nodiscard]] absl::StatusOr<MapSnapshot> ReadSnapshot(size_t i);
+
+  // Frees the device memory and unmaps the rings area. Idempotent; the
+  // MapSet is empty afterwards. Call while the context is still valid.
+  [[nodiscard]] absl::Status Release();
+
+ private:
+  struct Map {
+    MapSpec spec;  // initial_value kept for Clear
+    MapGeometry geometry;
+    uint64_t base = 0;  // device address of the allocation
+  };
+  MapSet() = default;
+  [[nodiscard]] absl::Status Initialize(size_t i);
+  [[nodiscard]] MapInfo InfoFor(size_t i) const;
+
+  DeviceMemory* memory_ = nullptr;
+  MapsRegion* region_ = nullptr;
+  std::vector<Map> maps_;
+  std::vector<uint64_t> table_;
+  std::vector<std::optional<MapRing>> rings_;  // per map; nullopt for non-rings
+  void* rings_host_ = nullptr;        // mapped rings area, or null
+  std::vector<uint8_t> staging_;      // device -> host, before the seqlocked copy
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_MAPS_MAP_SET_H_

@@ -1,0 +1,561 @@
+// File: maps/maps_region.cc
+#include "maps/maps_region.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+constexpr uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Reads a field of memory another process may write exactly once, so the
+// value checked is the value used.
+template <typename T>
+T LoadOnce(const T& field) {
+  return *static_cast<const volatile T*>(&field);
+}
+
+// ---- TypeDescription serialization ----------------------------------------
+
+void PutU32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void PutString(std::vector<uint8_t>& out, std::string_view s) {
+  PutU32(out, static_cast<uint32_t>(s.size()));
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+class Reader {
+ public:
+  explicit Reader(absl::Span<const uint8_t> bytes) : bytes_(bytes) {}
+  absl::StatusOr<uint32_t> U32(std::string_view what) {
+    if (bytes_.size() - pos_ < 4) {
+      return absl::DataLossError(
+          absl::StrFormat("type description truncated reading %s at byte %d", what, pos_));
+    }
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(bytes_[pos_ + i]) << (8 * i);
+    pos_ += 4;
+    return v;
+  }
+  absl::StatusOr<std::string> String(std::string_view what) {
+    CUPROBE_ASSIGN_OR_RETURN(uint32_t n, U32(what));
+    if (n > bytes_.size() - pos_) {
+      return absl::DataLossError(absl::StrFormat(
+          "type description: %s of %d bytes at byte %d runs past its %d bytes", what, n, pos_,
+          bytes_.size()));
+    }
+    std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  bool done() const { return pos_ == bytes_.size(); }
+  size_t pos() const { return pos_; }
+
+ private:
+  absl::Span<const uint8_t> bytes_;
+  size_t pos_ = 0;
+};
+
+// ---- Layout planning ---------------------------------------------------------
+
+struct Plan {
+  std::vector<MapGeometry> geometries;
+  std::vector<uint8_t> strings;
+  struct Strings {
+    uint64_t name_offset, key_offset, value_offset;
+    uint32_t name_size, key_size, value_size;
+  };
+  std::vector<Strings> string_refs;
+  uint64_t entries_offset = 0;
+  uint64_t strings_offset = 0;
+  std::vector<uint64_t> snapshot_offsets;
+  std::vector<uint64_t> ring_offsets;
+  uint64_t rings_offset = 0;
+  uint64_t rings_size = 0;
+  uint64_t total = 0;
+};
+
+absl::Status ValidateName(std::string_view name, size_t index) {
+  if (name.empty() || name.size() > kMaxMapNameSize) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "map %d has a name of %d bytes; names have 1 to %d bytes", index, name.size(),
+        kMaxMapNameSize));
+  }
+  for (char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "map %d: its name contains the control character 0x%02x", index,
+          static_cast<unsigned char>(c)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Plan> MakePlan(absl::Span<const MapSpec> specs) {
+  if (specs.size() > kMaxMaps) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d maps; a session holds at most %d", specs.size(), kMaxMaps));
+  }
+  Plan plan;
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const MapSpec& spec = specs[i];
+    CUPROBE_RETURN_IF_ERROR(ValidateName(spec.name, i));
+    if (!names.insert(spec.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("two maps are named '%s'; map names must be unique", spec.name));
+    }
+    CUPROBE_ASSIGN_OR_RETURN(MapGeometry g, ComputeMapGeometry(spec));
+    plan.geometries.push_back(g);
+    Plan::Strings refs;
+    refs.name_offset = plan.strings.size();
+    refs.name_size = static_cast<uint32_t>(spec.name.size());
+    plan.strings.insert(plan.strings.end(), spec.name.begin(), spec.name.end());
+    std::vector<uint8_t> key = SerializeTypeDescription(spec.key_type);
+    std::vector<uint8_t> value = SerializeTypeDescription(spec.value_type);
+    refs.key_offset = plan.strings.size();
+    refs.key_size = static_cast<uint32_t>(key.size());
+    plan.strings.insert(plan.strings.end(), key.begin(), key.end());
+    refs.value_offset = plan.strings.size();
+    refs.value_size = static_cast<uint32_t>(value.size());
+    plan.strings.insert(plan.strings.end(), value.begin(), value.end());
+    plan.string_refs.push_back(refs);
+  }
+  plan.entries_offset = sizeof(MapsRegionHeader);
+  plan.strings_offset = RoundUp(plan.entries_offset + specs.size() * sizeof(MapEntry), 64);
+  uint64_t at = RoundUp(plan.strings_offset + plan.strings.size(), 64);
+  for (const MapGeometry& g : plan.geometries) {
+    plan.snapshot_offsets.push_back(at);
+    at = RoundUp(at + g.snapshot_bytes(), 64);
+  }
+  at = RoundUp(at, kRingAlignment);
+  plan.rings_offset = at;
+  for (const MapGeometry& g : plan.geometries) {
+    if (g.type == CUPROBE_MAP_RINGBUF) {
+      plan.ring_offsets.push_back(at);
+      at = RoundUp(at + MapRing::BlockBytes(g.ring_bytes), kRingAlignment);
+    } else {
+      plan.ring_offsets.push_back(0);
+    }
+  }
+  plan.rings_size = at - plan.rings_offset;
+  plan.total = RoundUp(at, kRingAlignment);
+  return plan;
+}
+
+}  // namespace
+
+std::vector<uint8_t> SerializeTypeDescription(const TypeDescription& type) {
+  std::vector<uint8_t> out;
+  PutString(out, type.name);
+  PutU32(out, type.size);
+  PutU32(out, static_cast<uint32_t>(type.fields.size()));
+  for (const TypeField& f : type.fields) {
+    PutString(out, f.name);
+    PutString(out, f.type);
+    PutU32(out, f.offset);
+    PutU32(out, f.size);
+  }
+  return out;
+}
+
+absl::StatusOr<TypeDescription> ParseTypeDescription(absl::Span<const uint8_t> bytes) {
+  Reader r(bytes);
+  TypeDescription type;
+  CUPROBE_ASSIGN_OR_RETURN(type.name, r.String("the type name"));
+  CUPROBE_ASSIGN_OR_RETURN(type.size, r.U32("the type size"));
+  CUPROBE_ASSIGN_OR_RETURN(uint32_t count, r.U32("the field count"));
+  // Each field takes at least 16 bytes: a lying count cannot make us
+  // reserve more than the input could hold.
+  if (count > bytes.size() / 16) {
+    return absl::DataLossError(absl::StrFormat(
+        "type description '%s' claims %d fields in %d bytes", type.name, count, bytes.size()));
+  }
+  type.fields.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    TypeField f;
+    CUPROBE_ASSIGN_OR_RETURN(f.name, r.String("a field name"));
+    CUPROBE_ASSIGN_OR_RETURN(f.type, r.String("a field type"));
+    CUPROBE_ASSIGN_OR_RETURN(f.offset, r.U32("a field offset"));
+    CUPROBE_ASSIGN_OR_RETURN(f.size, r.U32("a field size"));
+    if (uint64_t{f.offset} + f.size > type.size) {
+      return absl::DataLossError(absl::StrFormat(
+          "type '%s': field '%s' at offset %d (%d bytes) lies outside the %d-byte type",
+          type.name, f.name, f.offset, f.size, type.size));
+    }
+    type.fields.push_back(std::move(f));
+  }
+  if (!r.done()) {
+    return absl::DataLossError(absl::StrFormat(
+        "type description '%s' has %d trailing bytes", type.name, bytes.size() - r.pos()));
+  }
+  return type;
+}
+
+absl::StatusOr<uint64_t> MapsRegion::RegionBytes(absl::Span<const MapSpec> specs) {
+  CUPROBE_ASSIGN_OR_RETURN(Plan plan, MakePlan(specs));
+  return plan.total;
+}
+
+absl::Status MapsRegion::Format(uint8_t* base, uint64_t size, absl::Span<const MapSpec> specs) {
+  CUPROBE_ASSIGN_OR_RETURN(Plan plan, MakePlan(specs));
+  if (size != plan.total) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "maps region: %d bytes given, the maps need exactly %d", size, plan.total));
+  }
+  if (reinterpret_cast<uintptr_t>(base) % kRingAlignment != 0) {
+    return absl::InvalidArgumentError("maps region: base must be 4096-byte aligned");
+  }
+  auto* h = new (base) MapsRegionHeader();
+  h->magic = kMapsRegionMagic;
+  h->version = kMapsRegionVersion;
+  h->header_size = sizeof(MapsRegionHeader);
+  h->region_size = size;
+  h->map_count = static_cast<uint32_t>(specs.size());
+  h->entry_size = sizeof(MapEntry);
+  h->entries_offset = plan.entries_offset;
+  h->strings_offset = plan.strings_offset;
+  h->strings_size = plan.strings.size();
+  h->rings_offset = plan.rings_offset;
+  h->rings_size = plan.rings_size;
+  h->desc_version = CUPROBE_MAP_DESC_VERSION;
+  if (!plan.strings.empty()) {
+    std::memcpy(base + plan.strings_offset, plan.strings.data(), plan.strings.size());
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const MapGeometry& g = plan.geometries[i];
+    auto* e = new (base + plan.entries_offset + i * sizeof(MapEntry)) MapEntry();
+    e->type = g.type;
+    e->flags = g.flags;
+    e->key_size = g.key_size;
+    e->value_size = g.value_size;
+    e->max_entries = g.max_entries;
+    e->id_slots = g.id_slots;
+    e->map_extra = g.map_extra;
+    const Plan::Strings& refs = plan.string_refs[i];
+    e->name_offset = refs.name_offset;
+    e->name_size = refs.name_size;
+    e->key_type_offset = refs.key_offset;
+    e->key_type_size = refs.key_size;
+    e->value_type_offset = refs.value_offset;
+    e->value_type_size = refs.value_size;
+    e->snapshot_offset = plan.snapshot_offsets[i];
+    e->snapshot_size = g.snapshot_bytes();
+    if (g.type == CUPROBE_MAP_RINGBUF) {
+      e->ring_offset = plan.ring_offsets[i];
+      e->ring_size = g.ring_bytes;
+      MapRing::Format(base + e->ring_offset, g.ring_bytes);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MapsRegion> MapsRegion::Attach(uint8_t* base, uint64_t size, bool writable) {
+  if (base == nullptr || size < sizeof(MapsRegionHeader)) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region of %d bytes is smaller than its %d-byte header", size,
+        sizeof(MapsRegionHeader)));
+  }
+  if (reinterpret_cast<uintptr_t>(base) % 64 != 0) {
+    return absl::InvalidArgumentError("maps region: base must be 64-byte aligned");
+  }
+  const auto& h = *reinterpret_cast<const MapsRegionHeader*>(base);
+  const uint64_t magic = LoadOnce(h.magic);
+  if (magic != kMapsRegionMagic) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: bad magic 0x%016x (expected 0x%016x)", magic, kMapsRegionMagic));
+  }
+  const uint32_t version = LoadOnce(h.version);
+  if (version != kMapsRegionVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "maps region version %d, this build understands %d (mixing cuprobe builds?)", version,
+        kMapsRegionVersion));
+  }
+  const uint32_t desc_version = LoadOnce(h.desc_version);
+  if (desc_version != CUPROBE_MAP_DESC_VERSION) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "maps region holds snapshots of map descriptor version %d, this build understands %d",
+        desc_version, CUPROBE_MAP_DESC_VERSION));
+  }
+  if (LoadOnce(h.header_size) != sizeof(MapsRegionHeader) ||
+      LoadOnce(h.entry_size) != sizeof(MapEntry)) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: header_size %d / entry_size %d, version %d has %d / %d",
+        LoadOnce(h.header_size), LoadOnce(h.entry_size), kMapsRegionVersion,
+        sizeof(MapsRegionHeader), sizeof(MapEntry)));
+  }
+  const uint64_t region_size = LoadOnce(h.region_size);
+  if (region_size != size) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: header says %d bytes, the segment gives it %d", region_size, size));
+  }
+  const uint32_t count = LoadOnce(h.map_count);
+  if (count > kMaxMaps) {
+    return absl::DataLossError(
+        absl::StrFormat("maps region: map_count %d exceeds the limit of %d", count, kMaxMaps));
+  }
+  // (offset, end, what): every area, checked for bounds and overlap.
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> areas;
+  auto area = [&](uint64_t offset, uint64_t bytes, uint64_t align,
+                  std::string what) -> absl::Status {
+    if (offset % align != 0 || offset > size || bytes > size - offset) {
+      return absl::DataLossError(absl::StrFormat(
+          "maps region: %s at offset %d (%d bytes) is misaligned or outside the %d-byte region",
+          what, offset, bytes, size));
+    }
+    if (bytes > 0) areas.emplace_back(offset, offset + bytes, std::move(what));
+    return absl::OkStatus();
+  };
+  CUPROBE_RETURN_IF_ERROR(area(0, sizeof(MapsRegionHeader), 1, "the header"));
+  const uint64_t entries_offset = LoadOnce(h.entries_offset);
+  CUPROBE_RETURN_IF_ERROR(
+      area(entries_offset, uint64_t{count} * sizeof(MapEntry), 64, "the map entries"));
+  const uint64_t strings_offset = LoadOnce(h.strings_offset);
+  const uint64_t strings_size = LoadOnce(h.strings_size);
+  CUPROBE_RETURN_IF_ERROR(area(strings_offset, strings_size, 1, "the strings"));
+  const uint64_t rings_offset = LoadOnce(h.rings_offset);
+  const uint64_t rings_size = LoadOnce(h.rings_size);
+  if (rings_offset % kRingAlignment != 0 || rings_offset > size ||
+      rings_size > size - rings_offset) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: rings area at %d (%d bytes) is misaligned or outside the %d-byte region",
+        rings_offset, rings_size, size));
+  }
+  const absl::Span<const uint8_t> strings(base + strings_offset, strings_size);
+  auto string_at = [&](uint64_t offset, uint32_t bytes, std::string_view what,
+                       size_t map) -> absl::StatusOr<absl::Span<const uint8_t>> {
+    if (offset > strings.size() || bytes > strings.size() - offset) {
+      return absl::DataLossError(absl::StrFormat(
+          "maps region: map %d's %s (offset %d, %d bytes) lies outside the %d-byte strings area",
+          map, what, offset, bytes, strings.size()));
+    }
+    return strings.subspan(offset, bytes);
+  };
+
+  std::vector<MapInfo> maps;
+  maps.reserve(count);
+  std::set<std::string> names;
+  for (uint32_t i = 0; i < count; ++i) {
+    const auto& e =
+        *reinterpret_cast<const MapEntry*>(base + entries_offset + uint64_t{i} * sizeof(MapEntry));
+    MapInfo info;
+    MapSpec& spec = info.spec;
+    spec.type = LoadOnce(e.type);
+    spec.flags = LoadOnce(e.flags);
+    spec.key_size = LoadOnce(e.key_size);
+    spec.value_size = LoadOnce(e.value_size);
+    spec.max_entries = LoadOnce(e.max_entries);
+    spec.map_extra = LoadOnce(e.map_extra);
+    CUPROBE_ASSIGN_OR_RETURN(
+        absl::Span<const uint8_t> name,
+        string_at(LoadOnce(e.name_offset), LoadOnce(e.name_size), "name", i));
+    spec.name.assign(name.begin(), name.end());
+    if (absl::Status s = ValidateName(spec.name, i); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("maps region: ", s.message()));
+    }
+    if (!names.insert(spec.name).second) {
+      return absl::DataLossError(
+          absl::StrFormat("maps region: two maps are named '%s'", spec.name));
+    }
+    CUPROBE_ASSIGN_OR_RETURN(
+        absl::Span<const uint8_t> key_bytes,
+        string_at(LoadOnce(e.key_type_offset), LoadOnce(e.key_type_size), "key type", i));
+    CUPROBE_ASSIGN_OR_RETURN(
+        absl::Span<const uint8_t> value_bytes,
+        string_at(LoadOnce(e.value_type_offset), LoadOnce(e.value_type_size), "value type", i));
+    absl::StatusOr<TypeDescription> key_type = ParseTypeDescription(key_bytes);
+    absl::StatusOr<TypeDescription> value_type = ParseTypeDescription(value_bytes);
+    if (!key_type.ok() || !value_type.ok()) {
+      const absl::Status& bad = key_type.ok() ? value_type.status() : key_type.status();
+      return absl::DataLossError(
+          absl::StrFormat("maps region: map '%s': %s", spec.name, bad.message()));
+    }
+    spec.key_type = *std::move(key_type);
+    spec.value_type = *std::move(value_type);
+    absl::StatusOr<MapGeometry> g = ComputeMapGeometry(spec);
+    if (!g.ok()) {
+      return absl::DataLossError(absl::StrCat("maps region: ", g.status().message()));
+    }
+    info.geometry = *g;
+    if (LoadOnce(e.id_slots) != g->id_slots) {
+      return absl::DataLossError(absl::StrFormat(
+          "maps region: map '%s' records %d ids per key, its spec gives %d", spec.name,
+          LoadOnce(e.id_slots), g->id_slots));
+    }
+    info.snapshot_offset = LoadOnce(e.snapshot_offset);
+    info.snapshot_size = LoadOnce(e.snapshot_size);
+    if (info.snapshot_size != g->snapshot_bytes()) {
+      return absl::DataLossError(absl::StrFormat(
+          "maps region: map '%s' has a %d-byte snapshot area, its spec needs %d", spec.name,
+          info.snapshot_size, g->snapshot_bytes()));
+    }
+    CUPROBE_RETURN_IF_ERROR(area(info.snapshot_offset, info.snapshot_size, 64,
+                                 absl::StrCat("the snapshot of map '", spec.name, "'")));
+    info.ring_offset = LoadOnce(e.ring_offset);
+    info.ring_size = LoadOnce(e.ring_size);
+    if (spec.type == CUPROBE_MAP_RINGBUF) {
+      if (info.ring_size != g->ring_bytes) {
+        return absl::DataLossError(absl::StrFormat(
+            "maps region: ring '%s' has %d data bytes, its spec says %d", spec.name,
+            info.ring_size, g->ring_bytes));
+      }
+      if (info.ring_offset < rings_offset ||
+          info.ring_offset - rings_offset > rings_size ||
+          MapRing::BlockBytes(info.ring_size) > rings_size - (info.ring_offset - rings_offset)) {
+        return absl::DataLossError(absl::StrFormat(
+            "maps region: ring '%s' at offset %d lies outside the rings area [%d, +%d)",
+            spec.name, info.ring_offset, rings_offset, rings_size));
+      }
+      CUPROBE_RETURN_IF_ERROR(area(info.ring_offset, MapRing::BlockBytes(info.ring_size),
+                                   kRingAlignment,
+                                   absl::StrCat("the ring of map '", spec.name, "'")));
+      absl::StatusOr<MapRing> ring = MapRing::Attach(base + info.ring_offset, info.ring_size,
+                                                     /*writable=*/false);
+      if (!ring.ok()) {
+        return absl::DataLossError(
+            absl::StrFormat("maps region: ring '%s': %s", spec.name, ring.status().message()));
+      }
+    } else if (info.ring_offset != 0 || info.ring_size != 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "maps region: map '%s' is not a ring buffer but has a ring (offset %d, %d bytes)",
+          spec.name, info.ring_offset, info.ring_size));
+    }
+    maps.push_back(std::move(info));
+  }
+  std::sort(areas.begin(), areas.end());
+  for (size_t i = 1; i < areas.size(); ++i) {
+    if (std::get<0>(areas[i]) < std::get<1>(areas[i - 1])) {
+      return absl::DataLossError(absl::StrFormat("maps region: %s overlaps %s",
+                                                 std::get<2>(areas[i]),
+                                                 std::get<2>(areas[i - 1])));
+    }
+  }
+  MapsRegion region(base, size, writable, std::move(maps), rings_offset, rings_size);
+  region.entries_offset_ = entries_offset;
+  return region;
+}
+
+MapEntry* MapsRegion::entry(size_t i) const {
+  return reinterpret_cast<MapEntry*>(base_ + entries_offset_ + i * sizeof(MapEntry));
+}
+
+std::optional<size_t> MapsRegion::Find(std::string_view name) const {
+  for (size_t i = 0; i < maps_.size(); ++i) {
+    if (maps_[i].spec.name == name) return i;
+  }
+  return std::nullopt;
+}
+
+uint8_t* MapsRegion::BeginSnapshot(size_t i) {
+  MapEntry* e = entry(i);
+  const uint64_t s = e->seq.load(std::memory_order_relaxed);
+  // A writer that died mid-copy left seq odd: stay odd.
+  e->seq.store((s & 1) != 0 ? s + 2 : s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  return base_ + maps_[i].snapshot_offset;
+}
+
+void MapsRegion::EndSnapshot(size_t i, uint64_t now_ns) {
+  MapEntry* e = entry(i);
+  e->generation.store(e->generation.load(std::memory_order_relaxed) + 1,
+                      std::memory_order_relaxed);
+  e->publish_ns.store(now_ns, std::memory_order_relaxed);
+  e->seq.store(e->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+void MapsRegion::EndPublish(uint64_t now_ns) {
+  if (base_ == nullptr) return;
+  header()->last_publish_ns.store(now_ns, std::memory_order_relaxed);
+  header()->publish_count.fetch_add(1, std::memory_order_release);
+}
+
+uint64_t MapsRegion::publish_count() const {
+  return base_ == nullptr ? 0 : header()->publish_count.load(std::memory_order_acquire);
+}
+
+uint64_t MapsRegion::last_publish_ns() const {
+  return base_ == nullptr ? 0 : header()->last_publish_ns.load(std::memory_order_relaxed);
+}
+
+uint64_t MapsRegion::generation(size_t i) const {
+  return entry(i)->generation.load(std::memory_order_acquire);
+}
+
+absl::StatusOr<SnapshotBytes> MapsRegion::ReadSnapshot(size_t i, int max_attempts) const {
+  const MapInfo& info = maps_[i];
+  MapEntry* e = entry(i);
+  SnapshotBytes out;
+  out.bytes.resize(info.snapshot_size);
+  for (int attempt = 0; attempt < max_attempts; ++attempt) {
+    const uint64_t before = e->seq.load(std::memory_order_acquire);
+    if ((before & 1) != 0) {
+      sched_yield();
+      continue;
+    }
+    // A racy copy by design (seqlock): validated by the second read of seq.
+    std::memcpy(out.bytes.data(), base_ + info.snapshot_offset, info.snapshot_size);
+    out.generation = e->generation.load(std::memory_order_relaxed);
+    out.publish_ns = e->publish_ns.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e->seq.load(std::memory_order_relaxed) == before) return out;
+  }
+  return absl::UnavailableError(absl::StrFormat(
+      "map '%s': no consistent snapshot after %d attempts (the hook publishes continuously?)",
+      info.spec.name, max_attempts));
+}
+
+absl::StatusOr<MapRing> MapsRegion::Ring(size_t i) const {
+  const MapInfo& info = maps_[i];
+  if (info.spec.type != CUPROBE_MAP_RINGBUF) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("map '%s' is a %s map, not a ring buffer", info.spec.name,
+                        MapTypeName(info.spec.type)));
+  }
+  return MapRing::Attach(base_ + info.ring_offset, info.ring_size, writable_);
+}
+
+absl::Status MapsRegion::RequestClear(size_t i) {
+  const MapInfo& info = maps_[i];
+  if (!writable_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot clear map '%s': the session is open read-only", info.spec.name));
+  }
+  if (info.spec.type == CUPROBE_MAP_RINGBUF) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "map '%s' is a ring buffer: its records are consumed, not cleared", info.spec.name));
+  }
+  entry(i)->clear_requests.fetch_add(1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+uint64_t MapsRegion::clear_requests(size_t i) const {
+  return entry(i)->clear_requests.load(std::memory_order_acquire);
+}
+
+uint64_t MapsRegion::clears_done(size_t i) const {
+  return entry(i)->clears_done.load(std::memory_order_acquire);
+}
+
+void MapsRegion::AcknowledgeClear(size_t i, uint64_t requests) {
+  entry(i)->clears_done.store(requests, std::memory_order_release);
+}
+
+absl::Span<uint8_t> MapsRegion::RingsArea() const {
+  if (base_ == nullptr || rings_size_ == 0) return {};
+  return absl::MakeSpan(base_ + rings_offset_, rings_size_);
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,496 @@
+// File: tests/maps/gpu/maps_gpu_test.cc
+//
+// GPU tier of the maps (label gpu; skips without a GPU): test kernels linked
+// at run time with the helper library PTX by nvJitLink, maps allocated by
+// MapSet through the CUDA driver, ring buffers in a real session segment's
+// host-registered memory. Each map type is driven from 1M threads
+// (4096 x 256) and checked exactly: counts, histograms (bucket by bucket
+// against the host build of the same algorithm), a hash map with colliding
+// keys and one filled to its limit, update/lookup/delete, per-thread /
+// per-warp / per-SM slots, and ring buffers under overflow where
+// delivered + dropped = produced with no torn or duplicated record.
+//
+//   build/tests/maps_gpu_test            (or ctest -L gpu -R maps_gpu)
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "maps/map_algorithms.h"
+#include "maps/map_layout.h"
+#include "maps/map_set.h"
+#include "maps/map_snapshot.h"
+#include "maps/segment.h"
+#include "maps/testing/gpu_harness.h"
+#include "tests/maps/map_test_util.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe {
+namespace {
+
+using ::cuprobe::testing::GpuHarness;
+using ::cuprobe::testing::GpuModule;
+using ::cuprobe::testing::Spec;
+namespace algo = ::cuprobe::mapalgo;
+
+constexpr uint32_t kBlocks = 4096;
+constexpr uint32_t kThreads = 256;
+constexpr uint64_t kN = uint64_t{kBlocks} * kThreads;  // 1M threads
+constexpr uint64_t kMagic = 0x5eed5eed5eed5eedull;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint64_t U64(absl::Span<const uint8_t> bytes) {
+  uint64_t v = 0;
+  std::memcpy(&v, bytes.data(), 8);
+  return v;
+}
+
+class MapsGpu : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!cuprobe::testing::HaveGpu()) return;
+    absl::StatusOr<std::unique_ptr<GpuHarness>> gpu = GpuHarness::Create();
+    if (!gpu.ok()) {
+      setup_error_ = new std::string(gpu.status().ToString());
+      return;
+    }
+    gpu_ = gpu->release();
+    // The build folder may have moved (GPU machine): find the PTX under it.
+    const std::string path = cuprobe::testing::BuildDir() + "/tests/maps/gpu/map_kernels.ptx";
+    const std::string ptx = ReadFile(path);
+    if (ptx.empty()) {
+      setup_error_ = new std::string("cannot read " + path);
+      return;
+    }
+    absl::StatusOr<GpuModule> module = gpu_->Load(ptx);
+    if (!module.ok()) {
+      setup_error_ = new std::string(module.status().ToString());
+      return;
+    }
+    module_ = *module;
+  }
+
+  void SetUp() override {
+    if (!cuprobe::testing::HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
+  }
+
+  void TearDown() override {
+    if (maps_.has_value()) {
+      EXPECT_TRUE(maps_->Release().ok());
+    }
+    maps_.reset();
+    if (session_.has_value()) (void)session_->Remove();
+    session_.reset();
+  }
+
+  // A MapSet in device memory wired into the module's map table, and a
+  // session segment holding its maps region when `with_session` or when a
+  // map is a ring buffer (big maps stay out of /dev/shm otherwise).
+  void MakeMaps(std::vector<MapSpec> specs, bool with_session = false) {
+    for (const MapSpec& s : specs) with_session |= s.type == CUPROBE_MAP_RINGBUF;
+    if (with_session) {
+      SessionOptions options;
+      options.ring_capacity = 4096;
+      options.maps = specs;
+      absl::StatusOr<Session> session = Session::Create(options);
+      ASSERT_TRUE(session.ok()) << session.status();
+      session_.emplace(*std::move(session));
+    }
+    absl::StatusOr<MapSet> maps = MapSet::Create(specs, &gpu_->memory(),
+                                                 session_.has_value() ? &session_->maps() : nullptr);
+    ASSERT_TRUE(maps.ok()) << maps.status();
+    maps_.emplace(*std::move(maps));
+    ASSERT_TRUE(gpu_->SetMapTable(module_, maps_->table()).ok());
+  }
+
+  void Run(std::string_view kernel, std::vector<void*> args, uint32_t blocks = kBlocks) {
+    absl::StatusOr<float> ms = gpu_->Launch(module_, kernel, blocks, kThreads, args.data());
+    ASSERT_TRUE(ms.ok()) << kernel << ": " << ms.status();
+  }
+
+  MapSnapshot Snapshot(size_t i) {
+    absl::StatusOr<MapSnapshot> s = maps_->ReadSnapshot(i);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *std::move(s);
+  }
+
+  std::vector<uint64_t> Download(uint64_t address, uint64_t count) {
+    std::vector<uint64_t> out(count);
+    EXPECT_TRUE(gpu_->Download(out.data(), address, count * 8).ok());
+    return out;
+  }
+
+  uint64_t Buffer(uint64_t count) {
+    absl::StatusOr<uint64_t> b = gpu_->Alloc(count * 8);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return *b;
+  }
+
+  static GpuHarness* gpu_;
+  static GpuModule module_;
+  static std::string* setup_error_;
+  std::optional<Session> session_;
+  std::optional<MapSet> maps_;
+};
+
+GpuHarness* MapsGpu::gpu_ = nullptr;
+GpuModule MapsGpu::module_;
+std::string* MapsGpu::setup_error_ = nullptr;
+
+TEST_F(MapsGpu, ArrayCountsAreExactAndOutOfRangeKeysAreRefused) {
+  MakeMaps({Spec("counts", CUPROBE_MAP_ARRAY, 4, 8, 1024)});
+  uint32_t map = 0, modulo = 1024;
+  uint64_t* no_rc = nullptr;
+  Run("add_u32_key", {&map, &modulo, &no_rc});
+  const uint64_t rc = Buffer(kN);
+  modulo = 2048;
+  uint64_t rc_ptr = rc;
+  Run("add_u32_key", {&map, &modulo, &rc_ptr});
+  MapSnapshot s = Snapshot(0);
+  for (uint32_t k = 0; k < 1024; ++k) {
+    ASSERT_EQ(U64(*s.Lookup(AsBytes(k))), 1024u + 512u) << k;
+  }
+  EXPECT_EQ(s.control().errors, kN / 2);
+  const std::vector<uint64_t> codes = Download(rc, kN);
+  for (uint64_t gid = 0; gid < kN; ++gid) {
+    ASSERT_EQ(codes[gid], gid % 2048 < 1024 ? 0 : static_cast<uint64_t>(algo::kE2BIG)) << gid;
+  }
+}
+
+TEST_F(MapsGpu, HashOneHotKeyAndUniformKeysWithVaryingDeltas) {
+  MakeMaps({Spec("hot", CUPROBE_MAP_HASH, 8, 8, 16), Spec("uniform", CUPROBE_MAP_HASH, 8, 8, 4096)});
+  std::vector<uint64_t> keys(4096);
+  for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i * 1000003 + 17;
+  const uint64_t keys_dev = Buffer(keys.size());
+  ASSERT_TRUE(gpu_->Upload(keys_dev, keys.data(), keys.size() * 8).ok());
+  uint32_t map = 0, nkeys = 1, mode = 0;
+  uint64_t keys_ptr = keys_dev;
+  uint64_t* no_rc = nullptr;
+  Run("hash_add_keys", {&map, &keys_ptr, &nkeys, &mode, &no_rc});
+  MapSnapshot hot = Snapshot(0);
+  EXPECT_EQ(hot.CountEntries(), 1u);
+  EXPECT_EQ(U64(*hot.Lookup(AsBytes(keys[0]))), kN);
+
+  map = 1;
+  nkeys = 4096;
+  mode = 1;  // delta = gid * 65537 + 2^33: the warp sums carry across 32-bit halves
+  Run("hash_add_keys", {&map, &keys_ptr, &nkeys, &mode, &no_rc});
+  std::vector<uint64_t> expected(4096, 0);
+  for (uint64_t gid = 0; gid < kN; ++gid) expected[gid % 4096] += gid * 65537 + (uint64_t{1} << 33);
+  MapSnapshot uniform = Snapshot(1);
+  EXPECT_EQ(uniform.control().count, 4096u);
+  EXPECT_EQ(uniform.control().errors, 0u);
+  for (uint64_t i = 0; i < 4096; ++i) {
+    ASSERT_EQ(U64(*uniform.Lookup(AsBytes(keys[i]))), expected[i]) << i;
+  }
+}
+
+TEST_F(MapsGpu, HashWithCollidingKeysFilledExactlyToItsLimit) {
+  const MapSpec spec = Spec("collide", CUPROBE_MAP_HASH, 8, 8, 1024);
+  const uint64_t mask = ComputeMapGeometry(spec)->slots - 1;
+  // 64 home slots, 16 keys each: probe chains of 16 and more, overlapping.
+  std::vector<uint64_t> keys;
+  std::map<uint64_t, int> per_home;
+  for (uint64_t k = 1; keys.size() < 1024; ++k) {
+    const uint64_t home = algo::HashKey(reinterpret_cast<const uint8_t*>(&k), 8) & mask;
+    if (home % 32 != 0) continue;
+    if (per_home[home] == 16) continue;
+    ++per_home[home];
+    keys.push_back(k);
+  }
+  ASSERT_EQ(per_home.size(), 64u);
+  MakeMaps({spec});
+  const uint64_t keys_dev = Buffer(keys.size());
+  ASSERT_TRUE(gpu_->Upload(keys_dev, keys.data(), keys.size() * 8).ok());
+  uint32_t map = 0, nkeys = 1024, mode = 0;
+  uint64_t keys_ptr = keys_dev;
+  const uint64_t rc = Buffer(kN);
+  uint64_t rc_ptr = rc;
+  Run("hash_add_keys", {&map, &keys_ptr, &nkeys, &mode, &rc_ptr});
+  MapSnapshot s = Snapshot(0);
+  EXPECT_EQ(s.control().count, 1024u);
+  EXPECT_EQ(s.control().errors, 0u);
+  for (uint64_t k : keys) ASSERT_EQ(U64(*s.Lookup(AsBytes(k))), kN / 1024) << k;
+  for (uint64_t code : Download(rc, kN)) ASSERT_EQ(code, 0u);
+}
+
+TEST_F(MapsGpu, FullHashAdmitsExactlyMaxEntriesKeys) {
+  MakeMaps({Spec("full", CUPROBE_MAP_HASH, 8, 8, 1000)});
+  std::vector<uint64_t> keys(1200);
+  for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i * 7 + 1;
+  const uint64_t keys_dev = Buffer(keys.size());
+  ASSERT_TRUE(gpu_->Upload(keys_dev, keys.data(), keys.size() * 8).ok());
+  uint32_t map = 0, nkeys = 1200, mode = 0;
+  uint64_t keys_ptr = keys_dev;
+  const uint64_t rc = Buffer(kN);
+  uint64_t rc_ptr = rc;
+  Run("hash_add_keys", {&map, &keys_ptr, &nkeys, &mode, &rc_ptr});
+  MapSnapshot s = Snapshot(0);
+  const std::vector<uint64_t> codes = Download(rc, kN);
+  // Each key is admitted for all of its threads or for none.
+  std::vector<int> verdict(1200, -1);
+  uint64_t ok_calls = 0, refused_calls = 0;
+  for (uint64_t gid = 0; gid < kN; ++gid) {
+    const int ok = codes[gid] == 0 ? 1 : 0;
+    if (!ok) {
+      ASSERT_EQ(codes[gid], static_cast<uint64_t>(algo::kE2BIG));
+    }
+    ok_calls += ok;
+    refused_calls += 1 - ok;
+    int& v = verdict[gid % 1200];
+    if (v == -1) v = ok;
+    ASSERT_EQ(v, ok) << "key " << gid % 1200 << " was both admitted and refused";
+  }
+  uint64_t admitted = 0, total = 0;
+  for (uint64_t i = 0; i < 1200; ++i) {
+    std::optional<absl::Span<const uint8_t>> v = s.Lookup(AsBytes(keys[i]));
+    ASSERT_EQ(v.has_value(), verdict[i] == 1) << i;
+    if (v.has_value()) {
+      ++admitted;
+      total += U64(*v);
+    }
+  }
+  EXPECT_EQ(admitted, 1000u);
+  EXPECT_EQ(s.control().count, 1000u);
+  EXPECT_EQ(total, ok_calls);
+  EXPECT_EQ(s.control().errors, refused_calls);
+}
+
+TEST_F(MapsGpu, HashWideKeysTakeThePerLanePath) {
+  MakeMaps({Spec("wide", CUPROBE_MAP_HASH, 16, 8, 1024)});
+  uint32_t map = 0, modulo = 1000;
+  Run("hash_add_wide_keys", {&map, &modulo});
+  MapSnapshot s = Snapshot(0);
+  EXPECT_EQ(s.CountEntries(), 1000u);
+  for (uint64_t k = 0; k < 1000; ++k) {
+    const uint64_t key[2] = {k, ~k};
+    const uint64_t expected = kN / 1000 + (k < kN % 1000 ? 1 : 0);
+    ASSERT_EQ(U64(*s.Lookup(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(key), 16))),
+              expected)
+        << k;
+  }
+}
+
+TEST_F(MapsGpu, HashUpdateLookupDeleteFromAMillionThreads) {
+  MakeMaps({Spec("kv", CUPROBE_MAP_HASH, 8, 8, 1 << 20)});
+  uint32_t map = 0;
+  const uint64_t rc = Buffer(kN), out = Buffer(kN);
+  uint64_t rc_ptr = rc, out_ptr = out, flags = CUPROBE_NOEXIST;
+  Run("hash_update", {&map, &flags, &rc_ptr});
+  for (uint64_t code : Download(rc, kN)) ASSERT_EQ(code, 0u);
+  Run("hash_update", {&map, &flags, &rc_ptr});
+  for (uint64_t code : Download(rc, kN)) ASSERT_EQ(code, static_cast<uint64_t>(algo::kEEXIST));
+  Run("hash_lookup", {&map, &out_ptr});
+  std::vector<uint64_t> values = Download(out, kN);
+  for (uint64_t gid = 0; gid < kN; ++gid) ASSERT_EQ(values[gid], gid + 1) << gid;
+  Run("hash_delete_even", {&map, &rc_ptr});
+  const std::vector<uint64_t> deleted = Download(rc, kN);
+  for (uint64_t gid = 0; gid < kN; gid += 2) ASSERT_EQ(deleted[gid], 0u) << gid;
+  Run("hash_lookup", {&map, &out_ptr});
+  values = Download(out, kN);
+  for (uint64_t gid = 0; gid < kN; ++gid) {
+    ASSERT_EQ(values[gid], gid % 2 == 0 ? 0 : gid + 1) << gid;
+  }
+  EXPECT_EQ(Snapshot(0).control().count, kN / 2);
+}
+
+TEST_F(MapsGpu, HistogramsMatchTheHostAlgorithmBucketByBucket) {
+  const uint64_t linear_extra = 0 | (uint64_t{10} << 32);
+  MakeMaps({Spec("log2", CUPROBE_MAP_HIST_LOG2, 4, 8, 65),
+            Spec("linear", CUPROBE_MAP_HIST_LINEAR, 4, 8, 102, linear_extra)});
+  uint32_t map = 0, modulo = 0;
+  Run("hist_add", {&map, &modulo});
+  map = 1;
+  modulo = 1000;
+  Run("hist_add", {&map, &modulo});
+  // The expected buckets from the host build of the same algorithm.
+  ::cuprobe::testing::HostMap log2 = ::cuprobe::testing::HostMap::Make(maps_->spec(0));
+  ::cuprobe::testing::HostMap linear = ::cuprobe::testing::HostMap::Make(maps_->spec(1));
+  std::vector<uint64_t> want_log2(65, 0), want_linear(102, 0);
+  for (uint64_t gid = 0; gid < kN; ++gid) {
+    ++want_log2[algo::HistBucket(log2.desc(), gid)];
+    ++want_linear[algo::HistBucket(linear.desc(), gid % 1000)];
+  }
+  EXPECT_EQ(Snapshot(0).Buckets(), want_log2);
+  EXPECT_EQ(Snapshot(1).Buckets(), want_linear);
+  EXPECT_EQ(want_log2[20], kN / 2) << "[512K, 1M) holds half of the ids";
+}
+
+TEST_F(MapsGpu, PerThreadPerWarpPerSmSlots) {
+  MakeMaps({Spec("t", CUPROBE_MAP_PERTHREAD, 4, 8, 1, kN),
+            Spec("w", CUPROBE_MAP_PERWARP, 4, 8, 1, kN / 32),
+            Spec("s", CUPROBE_MAP_PERSM, 4, 8, 1, 1024)});
+  for (uint32_t map : {0u, 1u, 2u}) {
+    Run("per_id_add", {&map});
+    Run("per_id_add", {&map});
+  }
+  const uint32_t key = 0;
+  MapSnapshot t = Snapshot(0);
+  EXPECT_EQ(t.CountEntries(), kN);
+  for (uint64_t id = 0; id < kN; ++id) ASSERT_EQ(U64(*t.Lookup(AsBytes(key), id)), 2u) << id;
+  MapSnapshot w = Snapshot(1);
+  EXPECT_EQ(w.CountEntries(), kN / 32);
+  for (uint64_t id = 0; id < kN / 32; ++id) ASSERT_EQ(U64(*w.Lookup(AsBytes(key), id)), 64u) << id;
+  MapSnapshot s = Snapshot(2);
+  uint64_t total = 0, sms = 0;
+  s.ForEach([&](absl::Span<const uint8_t>, uint64_t id, absl::Span<const uint8_t> v) {
+    EXPECT_LT(id, static_cast<uint64_t>(gpu_->sm_count()));
+    total += U64(v);
+    ++sms;
+  });
+  EXPECT_EQ(total, 2 * kN);
+  EXPECT_LE(sms, static_cast<uint64_t>(gpu_->sm_count()));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(Snapshot(i).control().errors, 0u);
+}
+
+// Checks ring records {gid, gid ^ magic}: none torn, none twice.
+struct RecordCheck {
+  std::vector<bool> seen = std::vector<bool>(kN, false);
+  uint64_t delivered = 0, bad = 0, duplicates = 0;
+  void operator()(absl::Span<const uint8_t> body) {
+    ++delivered;
+    uint64_t r[2];
+    if (body.size() != 16) {
+      ++bad;
+      return;
+    }
+    std::memcpy(r, body.data(), 16);
+    if (r[0] >= kN || r[1] != (r[0] ^ kMagic)) {
+      ++bad;
+      return;
+    }
+    if (seen[r[0]]) ++duplicates;
+    seen[r[0]] = true;
+  }
+};
+
+TEST_F(MapsGpu, RingOverflowWithoutConsumerKeepsExactlyWhatFits) {
+  MakeMaps({Spec("events", CUPROBE_MAP_RINGBUF, 0, 0, 1 << 20)});
+  uint32_t map = 0;
+  const uint64_t rc = Buffer(kN);
+  uint64_t rc_ptr = rc;
+  Run("ring_output", {&map, &rc_ptr});
+  ASSERT_TRUE(maps_->Publish(1).ok());
+  absl::StatusOr<Session> cli = Session::Open(session_->name(), true);
+  ASSERT_TRUE(cli.ok());
+  absl::StatusOr<MapRing> ring = cli->maps().Ring(0);
+  ASSERT_TRUE(ring.ok());
+  RecordCheck check;
+  ring->Consume([&](absl::Span<const uint8_t> b) { check(b); });
+  ASSERT_TRUE(ring->status().ok()) << ring->status();
+  const uint64_t fits = (1 << 20) / 24;  // 24-byte records, no wrap on the first lap
+  EXPECT_EQ(check.delivered, fits);
+  EXPECT_EQ(check.bad, 0u);
+  EXPECT_EQ(check.duplicates, 0u);
+  EXPECT_EQ(ring->Stats().dropped, kN - fits);
+  EXPECT_EQ(ring->Stats().dropped_bytes, (kN - fits) * 24);
+  uint64_t accepted = 0;
+  for (uint64_t code : Download(rc, kN)) {
+    ASSERT_TRUE(code == 0 || code == static_cast<uint64_t>(algo::kEAGAIN));
+    accepted += code == 0;
+  }
+  EXPECT_EQ(accepted, fits);
+}
+
+TEST_F(MapsGpu, RingWithAConcurrentConsumerLosesNothingUncounted) {
+  MakeMaps({Spec("events", CUPROBE_MAP_RINGBUF, 0, 0, 4 << 20)});
+  absl::StatusOr<Session> cli = Session::Open(session_->name(), true);
+  ASSERT_TRUE(cli.ok());
+  absl::StatusOr<MapRing> ring = cli->maps().Ring(0);
+  ASSERT_TRUE(ring.ok());
+  RecordCheck check;
+  std::atomic<bool> done{false};
+  std::thread consumer([&] {
+    while (!done.load()) {
+      if (ring->Consume([&](absl::Span<const uint8_t> b) { check(b); }) == 0) {
+        std::this_thread::yield();
+      }
+    }
+    ring->Consume([&](absl::Span<const uint8_t> b) { check(b); });
+  });
+  uint32_t map = 0;
+  uint64_t* no_rc = nullptr;
+  for (int round = 0; round < 4; ++round) Run("ring_output", {&map, &no_rc});
+  done.store(true);
+  consumer.join();
+  ASSERT_TRUE(ring->status().ok()) << ring->status();
+  ASSERT_TRUE(maps_->Publish(2).ok());
+  const MapRingStats stats = ring->Stats();
+  EXPECT_EQ(check.bad, 0u);
+  EXPECT_EQ(check.delivered + stats.dropped, 4 * kN);
+  EXPECT_EQ(stats.reserved, check.delivered);
+  EXPECT_EQ(stats.head, stats.tail);
+  RecordProperty("delivered", std::to_string(check.delivered));
+  RecordProperty("dropped", std::to_string(stats.dropped));
+}
+
+TEST_F(MapsGpu, RingReserveSubmitAndDiscard) {
+  MakeMaps({Spec("events", CUPROBE_MAP_RINGBUF, 0, 0, 4 << 20)});
+  uint32_t map = 0;
+  constexpr uint32_t kBlocksSmall = 256;  // 65536 records of 24 bytes fit
+  const uint64_t n = uint64_t{kBlocksSmall} * kThreads;
+  const uint64_t rc = Buffer(n);
+  uint64_t rc_ptr = rc;
+  Run("ring_reserve_submit", {&map, &rc_ptr}, kBlocksSmall);
+  for (uint64_t code : Download(rc, n)) ASSERT_EQ(code, 1u);
+  absl::StatusOr<Session> cli = Session::Open(session_->name(), true);
+  ASSERT_TRUE(cli.ok());
+  absl::StatusOr<MapRing> ring = cli->maps().Ring(0);
+  ASSERT_TRUE(ring.ok());
+  RecordCheck check;
+  ring->Consume([&](absl::Span<const uint8_t> b) { check(b); });
+  EXPECT_EQ(check.delivered, n / 2);
+  EXPECT_EQ(check.bad, 0u);
+  for (uint64_t gid = 0; gid < n; ++gid) ASSERT_EQ(check.seen[gid], gid % 2 == 0) << gid;
+  EXPECT_EQ(ring->Stats().discarded, n / 2);
+}
+
+TEST_F(MapsGpu, PidTgidReadsTheValueTheHookWrites) {
+  MakeMaps({Spec("unused", CUPROBE_MAP_ARRAY, 4, 8, 1)});
+  const uint64_t value = (uint64_t{4242} << 32) | 4242;
+  ASSERT_TRUE(gpu_->SetPidTgid(module_, value).ok());
+  const uint64_t out = Buffer(1024);
+  uint64_t out_ptr = out;
+  Run("read_pid_tgid", {&out_ptr}, 4);
+  for (uint64_t v : Download(out, 1024)) ASSERT_EQ(v, value);
+}
+
+TEST_F(MapsGpu, PublishedSnapshotsReachAReaderOfTheSegment) {
+  MakeMaps({Spec("counts", CUPROBE_MAP_ARRAY, 4, 8, 1024)}, /*with_session=*/true);
+  uint32_t map = 0, modulo = 1024;
+  uint64_t* no_rc = nullptr;
+  Run("add_u32_key", {&map, &modulo, &no_rc});
+  ASSERT_TRUE(maps_->Publish(7).ok());
+  absl::StatusOr<Session> reader = Session::Open(session_->name(), false);
+  ASSERT_TRUE(reader.ok());
+  absl::StatusOr<SnapshotBytes> bytes = reader->maps().ReadSnapshot(0);
+  ASSERT_TRUE(bytes.ok());
+  MapSnapshot s(reader->maps().map(0), *std::move(bytes));
+  EXPECT_EQ(s.generation(), 1u);
+  for (uint32_t k = 0; k < 1024; ++k) ASSERT_EQ(U64(*s.Lookup(AsBytes(k))), 1024u);
+  ASSERT_TRUE(reader->maps().RequestClear(0).code() == absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(session_->maps().RequestClear(0).ok());
+  ASSERT_TRUE(maps_->Publish(8).ok());
+  MapSnapshot cleared = Snapshot(0);
+  EXPECT_EQ(cleared.CountEntries(), 1024u) << "arrays list every index";
+  for (uint32_t k = 0; k < 1024; ++k) ASSERT_EQ(U64(*cleared.Lookup(AsBytes(k))), 0u);
+}
+
+}  // namespace
+}  // namespace cuprobe

@@ -1,0 +1,414 @@
+// File: tests/maps/map_set_test.cc
+//
+// MapSet (the hook's runtime) over HostDeviceMemory and a real session
+// segment: descriptors in "device" memory driven by the host build of the
+// helper algorithms, snapshots published into the segment and read back by
+// readers in other processes (fork), clear requests across processes, ring
+// buffers produced in forked writers and consumed in the parent, initial
+// values, spec mismatches and cleanup on failure.
+#include "maps/map_set.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "maps/map_algorithms.h"
+#include "maps/map_snapshot.h"
+#include "maps/segment.h"
+#include "tests/maps/map_test_util.h"
+
+namespace cuprobe {
+namespace {
+
+using ::cuprobe::testing::Spec;
+using ::testing::HasSubstr;
+namespace algo = ::cuprobe::mapalgo;
+
+std::vector<MapSpec> Specs() {
+  std::vector<MapSpec> specs = {
+      Spec("counts", CUPROBE_MAP_HASH, 8, 8, 64),
+      Spec("globals", CUPROBE_MAP_ARRAY, 4, 24, 1),
+      Spec("lat", CUPROBE_MAP_HIST_LOG2, 4, 8, 65),
+      Spec("per_thread", CUPROBE_MAP_PERTHREAD, 4, 8, 1, 256),
+      Spec("events", CUPROBE_MAP_RINGBUF, 0, 0, 8192),
+  };
+  specs[1].initial_value = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  return specs;
+}
+
+const cuprobe_map_desc* Desc(const MapSet& maps, size_t i) {
+  return algo::Ptr<const cuprobe_map_desc>(maps.table()[i]);
+}
+
+// A shared anonymous mapping: "device memory" that forked children see at
+// the same addresses as the parent.
+class SharedArena {
+ public:
+  explicit SharedArena(uint64_t bytes) : bytes_(bytes) {
+    memory_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  }
+  ~SharedArena() { ::munmap(memory_, bytes_); }
+  void* memory() const { return memory_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  void* memory_;
+  uint64_t bytes_;
+};
+
+class MapSetTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (Session& s : sessions_) (void)s.Remove();
+  }
+  Session& Create(std::vector<MapSpec> specs) {
+    SessionOptions options;
+    options.ring_capacity = 4096;
+    options.maps = std::move(specs);
+    absl::StatusOr<Session> s = Session::Create(options);
+    EXPECT_TRUE(s.ok()) << s.status();
+    sessions_.push_back(*std::move(s));
+    return sessions_.back();
+  }
+  std::vector<Session> sessions_;
+};
+
+TEST_F(MapSetTest, DescriptorsDriveTheAlgorithmsAndReadersSeePublishedSnapshots) {
+  Session& session = Create(Specs());
+  HostDeviceMemory memory;
+  absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  ASSERT_EQ(maps->table().size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(Desc(*maps, i)->magic, CUPROBE_MAP_DESC_MAGIC);
+    EXPECT_EQ(Desc(*maps, i)->type, Specs()[i].type);
+  }
+  // What probes would do, through the same code as the GPU helpers.
+  for (uint64_t k = 0; k < 10; ++k) {
+    int64_t err = 0;
+    uint64_t* c = algo::MapAddTarget(Desc(*maps, 0), &k, 0, &err);
+    ASSERT_NE(c, nullptr);
+    *c += k * 100;
+    algo::AtomicAdd64(algo::HistTarget(Desc(*maps, 2), k), 1);
+    const uint32_t zero = 0;
+    *algo::MapAddTarget(Desc(*maps, 3), &zero, k * 3, &err) += 1;
+  }
+  const uint64_t event[2] = {0xabc, 0xdef};
+  ASSERT_EQ(algo::RingOutput(Desc(*maps, 4), event, sizeof(event), 0), 0);
+  ASSERT_TRUE(maps->Publish(1234).ok());
+
+  // A reader: another mapping of the segment, read-only.
+  absl::StatusOr<Session> reader = Session::Open(session.name(), /*writable=*/false);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  MapsRegion& region = reader->maps();
+  ASSERT_EQ(region.size(), 5u);
+  EXPECT_EQ(region.publish_count(), 1u);
+  EXPECT_EQ(region.last_publish_ns(), 1234u);
+  auto snapshot = [&](size_t i) {
+    absl::StatusOr<SnapshotBytes> bytes = region.ReadSnapshot(i);
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    return MapSnapshot(region.map(i), *std::move(bytes));
+  };
+  MapSnapshot counts = snapshot(0);
+  EXPECT_EQ(counts.generation(), 1u);
+  EXPECT_EQ(counts.control().count, 10u);
+  EXPECT_EQ(counts.CountEntries(), 10u);
+  for (uint64_t k = 0; k < 10; ++k) {
+    auto v = counts.Lookup(AsBytes(k));
+    ASSERT_TRUE(v.has_value()) << k;
+    uint64_t value;
+    std::memcpy(&value, v->data(), 8);
+    EXPECT_EQ(value, k * 100);
+  }
+  const uint64_t missing = 99;
+  EXPECT_FALSE(counts.Lookup(AsBytes(missing)).has_value());
+  EXPECT_FALSE(counts.Lookup(absl::Span<const uint8_t>()).has_value()) << "wrong key size";
+
+  MapSnapshot globals = snapshot(1);
+  auto g = globals.Lookup(AsBytes(uint32_t{0}));
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(std::vector<uint8_t>(g->begin(), g->end()),
+            std::vector<uint8_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                  0, 0, 0}))
+      << "the initial value, zero-padded (the allocation was poisoned)";
+
+  const std::vector<uint64_t> buckets = snapshot(2).Buckets();
+  ASSERT_EQ(buckets.size(), 65u);
+  EXPECT_EQ(buckets[0], 1u);  // 0
+  EXPECT_EQ(buckets[1], 1u);  // 1
+  EXPECT_EQ(buckets[2], 2u);  // 2, 3
+  EXPECT_EQ(buckets[3], 4u);  // 4..7
+  EXPECT_EQ(buckets[4], 2u);  // 8, 9
+
+  MapSnapshot per_thread = snapshot(3);
+  std::vector<uint64_t> ids;
+  per_thread.ForEach([&](absl::Span<const uint8_t>, uint64_t id, absl::Span<const uint8_t>) {
+    ids.push_back(id);
+  });
+  EXPECT_THAT(ids, ::testing::ElementsAre(0, 3, 6, 9, 12, 15, 18, 21, 24, 27));
+
+  // The ring's counters were published; its record is there for a consumer.
+  absl::StatusOr<MapRing> ring = region.Ring(4);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_EQ(ring->Stats().reserved, 1u);
+  EXPECT_EQ(ring->Stats().head, 24u);
+  EXPECT_EQ(ring->Consume([](absl::Span<const uint8_t>) {}), 0u) << "read-only";
+  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
+  ASSERT_TRUE(consumer.ok());
+  absl::StatusOr<MapRing> writable_ring = consumer->maps().Ring(4);
+  ASSERT_TRUE(writable_ring.ok());
+  std::vector<uint8_t> got;
+  EXPECT_EQ(writable_ring->Consume([&](absl::Span<const uint8_t> b) {
+    got.assign(b.begin(), b.end());
+  }),
+            1u);
+  EXPECT_EQ(got.size(), 16u);
+  EXPECT_EQ(std::memcmp(got.data(), event, 16), 0);
+
+  // The same values straight from device memory.
+  absl::StatusOr<MapSnapshot> direct = maps->ReadSnapshot(0);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(direct->CountEntries(), 10u);
+  ASSERT_TRUE(maps->Release().ok());
+  EXPECT_EQ(memory.live_allocations(), 0u);
+  EXPECT_EQ(memory.live_host_mappings(), 0u);
+  EXPECT_TRUE(maps->Release().ok()) << "idempotent";
+}
+
+TEST_F(MapSetTest, ClearRestoresTheInitialStateAndRefusesRings) {
+  HostDeviceMemory memory;
+  Session& session = Create(Specs());
+  absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+  ASSERT_TRUE(maps.ok());
+  uint8_t* value = algo::Ptr<uint8_t>(Desc(*maps, 1)->values);
+  std::memset(value, 0xee, 24);
+  for (uint64_t k = 0; k < 5; ++k) ASSERT_EQ(algo::MapUpdate(Desc(*maps, 0), &k, &k, 0, 0), 0);
+  ASSERT_TRUE(maps->Clear(1).ok());
+  EXPECT_EQ(value[0], 1);
+  EXPECT_EQ(value[10], 0);
+  ASSERT_TRUE(maps->Clear(0).ok());
+  EXPECT_EQ(algo::Control(Desc(*maps, 0))->count, 0u);
+  const uint64_t k = 3;
+  EXPECT_EQ(algo::MapLookup(Desc(*maps, 0), &k, 0), 0u);
+  EXPECT_EQ(maps->Clear(4).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(maps->Clear(5).code(), absl::StatusCode::kOutOfRange);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
+TEST_F(MapSetTest, ARegionMadeForOtherMapsIsRefused) {
+  Session& session = Create(Specs());
+  HostDeviceMemory memory;
+  std::vector<MapSpec> other = Specs();
+  other[2].max_entries = 33;
+  absl::StatusOr<MapSet> maps = MapSet::Create(other, &memory, &session.maps());
+  EXPECT_EQ(maps.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(maps.status().message()), HasSubstr("map 2 differs"));
+  other.pop_back();
+  maps = MapSet::Create(other, &memory, &session.maps());
+  EXPECT_THAT(std::string(maps.status().message()), HasSubstr("describes 5 maps"));
+  // Rings need a region.
+  maps = MapSet::Create(Specs(), &memory, nullptr);
+  EXPECT_THAT(std::string(maps.status().message()), HasSubstr("needs its maps region"));
+  EXPECT_EQ(memory.live_allocations(), 0u);
+}
+
+TEST_F(MapSetTest, AFailedAllocationGivesEverythingBack) {
+  Session& session = Create(Specs());
+  alignas(256) static uint8_t arena[5120];  // room for the first three maps only
+  HostDeviceMemory memory(arena, sizeof(arena));
+  absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+  ASSERT_FALSE(maps.ok());
+  EXPECT_EQ(maps.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(maps.status().message()), HasSubstr("for map 'per_thread'"));
+  EXPECT_EQ(memory.live_allocations(), 0u);
+  EXPECT_EQ(memory.live_host_mappings(), 0u);
+}
+
+TEST_F(MapSetTest, MapsWithoutASessionStillWork) {
+  HostDeviceMemory memory;
+  std::vector<MapSpec> specs = {Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 4)};
+  absl::StatusOr<MapSet> maps = MapSet::Create(specs, &memory, nullptr);
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  const uint32_t key = 2;
+  const uint64_t v = 77;
+  ASSERT_EQ(algo::MapUpdate(Desc(*maps, 0), &key, &v, 0, 0), 0);
+  EXPECT_TRUE(maps->Publish(1).ok());
+  absl::StatusOr<MapSnapshot> snap = maps->ReadSnapshot(0);
+  ASSERT_TRUE(snap.ok());
+  uint64_t got = 0;
+  std::memcpy(&got, snap->Lookup(AsBytes(key))->data(), 8);
+  EXPECT_EQ(got, 77u);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
+// Waits for a child and returns its exit code (-1 on a signal).
+int Wait(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(MapSetTest, WritersInForkedProcessesReadersInOthers) {
+  // The "device" is a shared mapping; the hook (parent) owns the MapSet;
+  // kernels are forked writers; a forked reader checks a snapshot.
+  SharedArena arena(64 << 20);
+  HostDeviceMemory memory(arena.memory(), arena.bytes());
+  Session& session = Create(Specs());
+  absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  constexpr int kWriters = 3;
+  constexpr uint64_t kAdds = 20000;
+  std::vector<pid_t> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      for (uint64_t i = 0; i < kAdds; ++i) {
+        const uint64_t key = i % 40;  // shared keys: contention on insert and add
+        int64_t err = 0;
+        uint64_t* c = algo::MapAddTarget(Desc(*maps, 0), &key, 0, &err);
+        if (c == nullptr) ::_exit(10);
+        algo::AtomicAdd64(c, 1);
+        algo::AtomicAdd64(algo::HistTarget(Desc(*maps, 2), i), 1);
+      }
+      ::_exit(0);
+    }
+    writers.push_back(pid);
+  }
+  // Publish while they run (the watcher's periodic tick), then at the end.
+  bool running = true;
+  while (running) {
+    ASSERT_TRUE(maps->Publish(1).ok());
+    running = false;
+    for (pid_t pid : writers) running |= ::waitpid(pid, nullptr, WNOHANG) == 0;
+  }
+  for (pid_t pid : writers) (void)::waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(maps->Publish(2).ok());
+  // The reader runs in yet another process and reports through its exit code.
+  const std::string name = session.name();
+  pid_t reader = ::fork();
+  if (reader == 0) {
+    absl::StatusOr<Session> s = Session::Open(name, false);
+    if (!s.ok()) ::_exit(20);
+    absl::StatusOr<SnapshotBytes> bytes = s->maps().ReadSnapshot(0);
+    if (!bytes.ok()) ::_exit(21);
+    MapSnapshot counts(s->maps().map(0), *std::move(bytes));
+    uint64_t total = 0;
+    counts.ForEach([&](absl::Span<const uint8_t>, uint64_t, absl::Span<const uint8_t> v) {
+      uint64_t x;
+      std::memcpy(&x, v.data(), 8);
+      total += x;
+    });
+    if (counts.CountEntries() != 40) ::_exit(22);
+    if (total != kWriters * kAdds) ::_exit(23);
+    absl::StatusOr<SnapshotBytes> hist = s->maps().ReadSnapshot(2);
+    if (!hist.ok()) ::_exit(24);
+    uint64_t hist_total = 0;
+    for (uint64_t b : MapSnapshot(s->maps().map(2), *std::move(hist)).Buckets()) hist_total += b;
+    ::_exit(hist_total == kWriters * kAdds ? 0 : 25);
+  }
+  EXPECT_EQ(Wait(reader), 0);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
+TEST_F(MapSetTest, ClearRequestedByAnotherProcessIsHonouredAtTheNextPublish) {
+  HostDeviceMemory memory;
+  Session& session = Create(Specs());
+  absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+  ASSERT_TRUE(maps.ok());
+  const uint64_t key = 5;
+  ASSERT_EQ(algo::MapUpdate(Desc(*maps, 0), &key, &key, 0, 0), 0);
+  const std::string name = session.name();
+  pid_t child = ::fork();
+  if (child == 0) {
+    absl::StatusOr<Session> s = Session::Open(name, true);
+    if (!s.ok()) ::_exit(1);
+    ::_exit(s->maps().RequestClear(0).ok() && !s->maps().RequestClear(4).ok() ? 0 : 2);
+  }
+  ASSERT_EQ(Wait(child), 0);
+  EXPECT_EQ(session.maps().clear_requests(0), 1u);
+  EXPECT_EQ(session.maps().clears_done(0), 0u);
+  ASSERT_TRUE(maps->Publish(5).ok());
+  EXPECT_EQ(session.maps().clears_done(0), 1u);
+  EXPECT_EQ(algo::MapLookup(Desc(*maps, 0), &key, 0), 0u);
+  absl::StatusOr<SnapshotBytes> bytes = session.maps().ReadSnapshot(0);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(MapSnapshot(session.maps().map(0), *std::move(bytes)).CountEntries(), 0u);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
+std::vector<uint8_t> Body(uint32_t producer, uint32_t seq) {
+  std::vector<uint8_t> body(8 + (seq % 7) * 8);
+  std::memcpy(body.data(), &producer, 4);
+  std::memcpy(body.data() + 4, &seq, 4);
+  for (size_t i = 8; i < body.size(); ++i) body[i] = static_cast<uint8_t>(producer ^ seq ^ i);
+  return body;
+}
+
+TEST_F(MapSetTest, RingProducersInForkedProcessesConsumerInTheParent) {
+  SharedArena arena(16 << 20);
+  HostDeviceMemory memory(arena.memory(), arena.bytes());
+  Session& session = Create(Specs());
+  absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  constexpr uint32_t kProducers = 3;
+  constexpr uint32_t kRecords = 30000;
+  std::vector<pid_t> producers;
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      for (uint32_t seq = 0; seq < kRecords; ++seq) {
+        const std::vector<uint8_t> body = Body(p, seq);
+        (void)algo::RingOutput(Desc(*maps, 4), body.data(), body.size(), 0);
+      }
+      ::_exit(0);
+    }
+    producers.push_back(pid);
+  }
+  // The consumer: a separate writable mapping, as the CLI would have.
+  absl::StatusOr<Session> cli = Session::Open(session.name(), true);
+  ASSERT_TRUE(cli.ok());
+  absl::StatusOr<MapRing> ring = cli->maps().Ring(4);
+  ASSERT_TRUE(ring.ok());
+  uint64_t delivered = 0, bad = 0;
+  auto check = [&](absl::Span<const uint8_t> body) {
+    uint32_t p = 0, seq = 0;
+    if (body.size() >= 8) {
+      std::memcpy(&p, body.data(), 4);
+      std::memcpy(&seq, body.data() + 4, 4);
+    }
+    if (body.size() < 8 || p >= kProducers ||
+        std::vector<uint8_t>(body.begin(), body.end()) != Body(p, seq)) {
+      ++bad;
+    }
+    ++delivered;
+  };
+  bool running = true;
+  while (running) {
+    if (ring->Consume(check) == 0) std::this_thread::yield();
+    running = false;
+    for (pid_t pid : producers) running |= ::waitpid(pid, nullptr, WNOHANG) == 0;
+  }
+  for (pid_t pid : producers) (void)::waitpid(pid, nullptr, 0);
+  ring->Consume(check);
+  ASSERT_TRUE(ring->status().ok()) << ring->status();
+  ASSERT_TRUE(maps->Publish(9).ok());
+  const MapRingStats stats = ring->Stats();
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(delivered + stats.dropped, uint64_t{kProducers} * kRecords);
+  EXPECT_EQ(stats.delivered, delivered);
+  EXPECT_EQ(stats.reserved, delivered);
+  EXPECT_EQ(stats.head, stats.tail);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
+}  // namespace
+}  // namespace cuprobe
