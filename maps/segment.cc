@@ -145,6 +145,8 @@ struct Geometry {
   uint64_t ring_capacity;
   uint64_t maps_offset;
   uint64_t maps_size;
+  uint64_t bundle_offset;
+  uint64_t bundle_size;
 };
 
 constexpr uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -246,7 +248,26 @@ absl::StatusOr<Geometry> ValidateHeader(std::string_view name, const uint8_t* ba
           name, maps_offset, maps_size, ring_end, segment_size));
     }
   }
-  return Geometry{ring_offset, ring_capacity, maps_offset, maps_size};
+  const uint64_t bundle_offset = LoadOnce(h.bundle_offset);
+  const uint64_t bundle_size = LoadOnce(h.bundle_size);
+  if (bundle_size == 0) {
+    if (bundle_offset != 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "segment '%s': bundle_offset %d with an empty bundle", name, bundle_offset));
+    }
+  } else {
+    // <= segment_size: both were checked above.
+    const uint64_t before = maps_size != 0 ? maps_offset + maps_size
+                                           : ring_offset + kRingControlSize + ring_capacity;
+    if (bundle_offset % 64 != 0 || bundle_offset < before || bundle_offset > segment_size ||
+        bundle_size > segment_size - bundle_offset) {
+      return absl::DataLossError(absl::StrFormat(
+          "segment '%s': bundle at offset %d (%d bytes) is not a 64-byte-aligned range between "
+          "the end of the ring and maps (%d) and the segment's end (%d)",
+          name, bundle_offset, bundle_size, before, segment_size));
+    }
+  }
+  return Geometry{ring_offset, ring_capacity, maps_offset, maps_size, bundle_offset, bundle_size};
 }
 
 }  // namespace
@@ -255,7 +276,8 @@ std::string Session::ShmPath(std::string_view name) { return absl::StrCat("/dev/
 
 Session::Session(std::string name, std::unique_ptr<bip::mapped_region> region,
                  SegmentHeader* header, RecordRing ring, MapsRegion maps, uint64_t segment_size,
-                 uint64_t ring_offset, uint64_t ring_capacity, bool writable)
+                 uint64_t ring_offset, uint64_t ring_capacity, uint64_t bundle_offset,
+                 uint64_t bundle_size, bool writable)
     : name_(std::move(name)),
       region_(std::move(region)),
       header_(header),
@@ -264,6 +286,8 @@ Session::Session(std::string name, std::unique_ptr<bip::mapped_region> region,
       segment_size_(segment_size),
       ring_offset_(ring_offset),
       ring_capacity_(ring_capacity),
+      bundle_offset_(bundle_offset),
+      bundle_size_(bundle_size),
       writable_(writable) {}
 
 Session::Session(Session&& other) noexcept
@@ -275,6 +299,8 @@ Session::Session(Session&& other) noexcept
       segment_size_(std::exchange(other.segment_size_, 0)),
       ring_offset_(std::exchange(other.ring_offset_, 0)),
       ring_capacity_(std::exchange(other.ring_capacity_, 0)),
+      bundle_offset_(std::exchange(other.bundle_offset_, 0)),
+      bundle_size_(std::exchange(other.bundle_size_, 0)),
       writable_(std::exchange(other.writable_, false)),
       removed_(std::exchange(other.removed_, true)) {}
 
@@ -288,6 +314,8 @@ Session& Session::operator=(Session&& other) noexcept {
     segment_size_ = std::exchange(other.segment_size_, 0);
     ring_offset_ = std::exchange(other.ring_offset_, 0);
     ring_capacity_ = std::exchange(other.ring_capacity_, 0);
+    bundle_offset_ = std::exchange(other.bundle_offset_, 0);
+    bundle_size_ = std::exchange(other.bundle_size_, 0);
     writable_ = std::exchange(other.writable_, false);
     removed_ = std::exchange(other.removed_, true);
   }
@@ -310,8 +338,11 @@ absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
     CUPROBE_ASSIGN_OR_RETURN(maps_size, MapsRegion::RegionBytes(options.maps));
     maps_offset = RoundUp(ring_offset + kRingControlSize + capacity, kMapsRegionAlignment);
   }
-  const uint64_t segment_size =
+  const uint64_t before_bundle =
       maps_size != 0 ? maps_offset + maps_size : ring_offset + kRingControlSize + capacity;
+  const uint64_t bundle_size = options.bundle.size();
+  const uint64_t bundle_offset = bundle_size != 0 ? RoundUp(before_bundle, 64) : 0;
+  const uint64_t segment_size = bundle_size != 0 ? bundle_offset + bundle_size : before_bundle;
   CUPROBE_ASSIGN_OR_RETURN(uint64_t random, RandomU64());
   std::string name =
       absl::StrFormat("cuprobe-%d-%d-%016x", ::geteuid(), ::getpid(), random);
@@ -367,6 +398,9 @@ absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
     header->ring_capacity = capacity;
     header->maps_offset = maps_offset;
     header->maps_size = maps_size;
+    header->bundle_offset = bundle_offset;
+    header->bundle_size = bundle_size;
+    if (bundle_size != 0) std::memcpy(base + bundle_offset, options.bundle.data(), bundle_size);
     // The data area is fresh (zero) memory: the two-argument Format, which
     // does not touch all of it.
     RecordRing::Format(base + ring_offset, capacity);
@@ -383,7 +417,8 @@ absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
                                 std::memory_order_release);
     cleanup.Dismiss();
     return Session(std::move(name), std::move(region), header, std::move(ring), std::move(maps),
-                   segment_size, ring_offset, capacity, /*writable=*/true);
+                   segment_size, ring_offset, capacity, bundle_offset, bundle_size,
+                   /*writable=*/true);
   } catch (const bip::interprocess_exception& e) {
     return FromInterprocess(e, "creating", name);
   } catch (const std::bad_alloc&) {
@@ -452,7 +487,8 @@ absl::StatusOr<Session> Session::Open(std::string_view name_view, bool writable)
     }
     auto* header = reinterpret_cast<SegmentHeader*>(base);
     return Session(std::move(name), std::move(region), header, *std::move(ring), std::move(maps),
-                   real_size, g.ring_offset, g.ring_capacity, writable);
+                   real_size, g.ring_offset, g.ring_capacity, g.bundle_offset, g.bundle_size,
+                   writable);
   } catch (const bip::interprocess_exception& e) {
     return FromInterprocess(e, "opening", name);
   } catch (const std::bad_alloc&) {
@@ -462,6 +498,12 @@ absl::StatusOr<Session> Session::Open(std::string_view name_view, bool writable)
     return absl::InternalError(
         absl::StrFormat("opening session segment '%s' failed: %s", name, e.what()));
   }
+}
+
+absl::Span<const uint8_t> Session::bundle_bytes() const {
+  if (header_ == nullptr || bundle_size_ == 0) return {};
+  return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(header_) + bundle_offset_,
+                             bundle_size_);
 }
 
 uint32_t Session::session_state() const {

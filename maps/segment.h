@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "maps/maps_region.h"
 #include "maps/record_ring.h"
 #include "maps/segment_layout.h"
@@ -69,6 +70,8 @@ struct SessionOptions {
   // The probes' maps (the bundle's MapSpecs): a maps region is formatted for
   // them after the ring (maps/maps_region.h). Empty: no region.
   std::vector<MapSpec> maps;
+  // The serialized probe bundle (WriteBundle) for the hook; empty: none.
+  std::vector<uint8_t> bundle;
 };
 
 class Session {
@@ -108,6 +111,10 @@ class Session {
   [[nodiscard]] MapsRegion& maps() { return maps_; }
   [[nodiscard]] const MapsRegion& maps() const { return maps_; }
 
+  // The bundle bytes the CLI stored (empty when none). They live in shared
+  // memory: copy them (ReadBundle does) before trusting anything in them.
+  [[nodiscard]] absl::Span<const uint8_t> bundle_bytes() const;
+
   // The validated geometry (private copies, not the shared header fields).
   [[nodiscard]] uint64_t segment_size() const { return segment_size_; }
   [[nodiscard]] uint64_t ring_offset() const { return ring_offset_; }
@@ -133,7 +140,8 @@ class Session {
  private:
   Session(std::string name, std::unique_ptr<boost::interprocess::mapped_region> region,
           SegmentHeader* header, RecordRing ring, MapsRegion maps, uint64_t segment_size,
-          uint64_t ring_offset, uint64_t ring_capacity, bool writable);
+          uint64_t ring_offset, uint64_t ring_capacity, uint64_t bundle_offset,
+          uint64_t bundle_size, bool writable);
 
   std::string name_;
   std::unique_ptr<boost::interprocess::mapped_region> region_;
@@ -143,6 +151,8 @@ class Session {
   uint64_t segment_size_ = 0;
   uint64_t ring_offset_ = 0;
   uint64_t ring_capacity_ = 0;
+  uint64_t bundle_offset_ = 0;
+  uint64_t bundle_size_ = 0;
   bool writable_ = false;
   bool removed_ = false;
 };

@@ -41,7 +41,8 @@ namespace cuprobe {
 // "CUPROBES" as bytes in memory on a little-endian machine.
 inline constexpr uint64_t kSegmentMagic = 0x5345424F'52505543ull;
 // 2: the maps region (maps_offset, maps_size; formerly reserved0).
-inline constexpr uint32_t kSegmentLayoutVersion = 2;
+// 3: the probe bundle (bundle_offset, bundle_size; formerly reserved).
+inline constexpr uint32_t kSegmentLayoutVersion = 3;
 
 // "CPRRING1" in memory: marks a formatted RingControl.
 inline constexpr uint64_t kRingMagic = 0x31474E49'52525043ull;
@@ -116,7 +117,14 @@ struct SegmentHeader {
   // (Session::HookReason does).
   char hook_reason[kHookReasonSize];
 
-  uint8_t reserved[544];
+  // Written once by the creator (like the fields at the top): the probe
+  // bundle (ptx_rewriter/bundle.h's byte format) that `cuprobe run` hands to
+  // the hook; 64-aligned, after the ring and the maps region. 0 and 0 when
+  // the session only traces.
+  uint64_t bundle_offset;
+  uint64_t bundle_size;
+
+  uint8_t reserved[528];
 };
 
 inline constexpr size_t kSegmentHeaderSize = 1024;
@@ -142,7 +150,9 @@ static_assert(offsetof(SegmentHeader, records_written) == 96);
 static_assert(offsetof(SegmentHeader, launches_seen) == 136);
 static_assert(offsetof(SegmentHeader, spare_stats) == 144);
 static_assert(offsetof(SegmentHeader, hook_reason) == 224);
-static_assert(offsetof(SegmentHeader, reserved) == 480);
+static_assert(offsetof(SegmentHeader, bundle_offset) == 480);
+static_assert(offsetof(SegmentHeader, bundle_size) == 488);
+static_assert(offsetof(SegmentHeader, reserved) == 496);
 
 // The ring's control block. Producers (hook threads, possibly in several
 // processes) contend on `head`; the single consumer owns `tail`; each sits on

@@ -160,6 +160,35 @@ TEST_F(SegmentTest, CreateThenOpenRoundTrip) {
   EXPECT_EQ(moved.ring().written(), 2u);
 }
 
+TEST_F(SegmentTest, BundleBytesRoundTripAfterRingAndMaps) {
+  std::vector<uint8_t> bundle(1000);
+  for (size_t i = 0; i < bundle.size(); ++i) bundle[i] = static_cast<uint8_t>(i * 7 + 3);
+  MapSpec counts;
+  counts.name = "counts";
+  counts.type = CUPROBE_MAP_ARRAY;
+  counts.key_size = 4;
+  counts.value_size = 8;
+  counts.max_entries = 16;
+  SessionOptions options{.ring_capacity = kSmallRing, .maps = {counts}, .bundle = bundle};
+  absl::StatusOr<Session> created = Session::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  names_.push_back(created->name());
+  const SegmentHeader& h = created->header();
+  EXPECT_EQ(h.bundle_size, bundle.size());
+  EXPECT_EQ(h.bundle_offset % 64, 0u);
+  EXPECT_GE(h.bundle_offset, h.maps_offset + h.maps_size);
+  EXPECT_EQ(h.segment_size, h.bundle_offset + h.bundle_size);
+  absl::StatusOr<Session> opened = Session::Open(created->name(), /*writable=*/false);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  absl::Span<const uint8_t> got = opened->bundle_bytes();
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.end()), bundle);
+  EXPECT_EQ(opened->maps().size(), 1u);
+  // Without a bundle there is none.
+  CUPROBE_ASSERT_CREATE(plain, kSmallRing);
+  EXPECT_TRUE(plain.bundle_bytes().empty());
+  EXPECT_EQ(plain.header().bundle_offset, 0u);
+}
+
 TEST_F(SegmentTest, ReadOnlyOpenReadsButCannotWriteOrDrain) {
   CUPROBE_ASSERT_CREATE(created, kSmallRing);
   uint64_t v = 5;
@@ -313,7 +342,7 @@ INSTANTIATE_TEST_SUITE_P(
                   absl::StatusCode::kUnavailable, "not initialized yet"},
         HeaderLie{"LayoutVersion7", [](Session& s) { s.header().layout_version = 7; },
                   absl::StatusCode::kFailedPrecondition,
-                  "layout version 7, this build understands 2"},
+                  "layout version 7, this build understands 3"},
         HeaderLie{"HeaderSize", [](Session& s) { s.header().header_size = 2048; },
                   absl::StatusCode::kDataLoss, "header_size 2048"},
         HeaderLie{"RecordsVersion", [](Session& s) { s.header().records_version = 9; },

@@ -4,7 +4,7 @@
 # Writes the adversarial session-segment files of this folder and EXPECTED,
 # the table segment_test's corpus test checks them against. Each .seg file
 # is loaded into a POSIX shm object and opened with Session::Open. The layout
-# below mirrors maps/segment_layout.h (layout version 2); the valid files are
+# below mirrors maps/segment_layout.h (layout version 3); the valid files are
 # the proof that it does, since the test requires them to open and drain.
 #
 #   python3 tests/corpus/segment/make_corpus.py   # rewrites the files here
@@ -21,14 +21,15 @@ RING_OFFSET = 1024
 CAPACITY = 256
 
 
-def header(segment_size, layout_version=2, header_size=HEADER_SIZE, records_version=1,
+def header(segment_size, layout_version=3, header_size=HEADER_SIZE, records_version=1,
            ring_offset=RING_OFFSET, ring_capacity=CAPACITY, state=1, magic=SEGMENT_MAGIC,
-           hook_state=0, reason=b"", maps_offset=0, maps_size=0):
+           hook_state=0, reason=b"", maps_offset=0, maps_size=0, bundle_offset=0, bundle_size=0):
     h = bytearray(HEADER_SIZE)
     struct.pack_into("<QIIQIIQQQQ", h, 0, magic, layout_version, header_size, segment_size,
                      4242, records_version, ring_offset, ring_capacity, maps_offset, maps_size)
     struct.pack_into("<III", h, 64, 0, hook_state, state)  # hook_pid, hook_state, session_state
     h[224:224 + len(reason)] = reason
+    struct.pack_into("<QQ", h, 480, bundle_offset, bundle_size)
     return h
 
 
@@ -113,15 +114,28 @@ CASES = [
     ("all_zero.seg", b"\0" * VALID_SIZE, "UNAVAILABLE", "not initialized yet"),
     ("not_ready.seg", segment(hdr_kwargs=dict(state=0)), "UNAVAILABLE", "not ready yet"),
     ("future_layout.seg", segment(hdr_kwargs=dict(layout_version=7)), "FAILED_PRECONDITION",
-     "layout version 7, this build understands 2"),
+     "layout version 7, this build understands 3"),
     ("layout_version_1.seg", segment(hdr_kwargs=dict(layout_version=1)), "FAILED_PRECONDITION",
-     "layout version 1, this build understands 2"),
+     "layout version 1, this build understands 3"),
     ("maps_offset_without_size.seg", segment(hdr_kwargs=dict(maps_offset=4096)), "DATA_LOSS",
      "maps_offset 4096 with an empty maps region"),
     ("maps_region_past_end.seg", segment(hdr_kwargs=dict(maps_offset=4096, maps_size=4096)),
      "DATA_LOSS", "maps region at offset 4096 (4096 bytes) is not a page-aligned range"),
     ("maps_region_misaligned.seg", segment(hdr_kwargs=dict(maps_offset=VALID_SIZE, maps_size=8)),
      "DATA_LOSS", "is not a page-aligned range"),
+    ("valid_with_bundle.seg",
+     segment(hdr_kwargs=dict(bundle_offset=VALID_SIZE, bundle_size=64,
+                             segment_size=VALID_SIZE + 64), ctl_kwargs=GOOD_CTL, data=GOOD)
+     + b"CPB!" + b"\0" * 60, "OK", "-", 2, "OK", "-"),
+    ("bundle_offset_without_size.seg", segment(hdr_kwargs=dict(bundle_offset=VALID_SIZE)),
+     "DATA_LOSS", "bundle_offset %d with an empty bundle" % VALID_SIZE),
+    ("bundle_past_end.seg", segment(hdr_kwargs=dict(bundle_offset=VALID_SIZE, bundle_size=64)),
+     "DATA_LOSS", "bundle at offset %d (64 bytes) is not a 64-byte-aligned range" % VALID_SIZE),
+    ("bundle_in_ring.seg", segment(hdr_kwargs=dict(bundle_offset=RING_OFFSET, bundle_size=64)),
+     "DATA_LOSS", "is not a 64-byte-aligned range between the end of the ring and maps"),
+    ("bundle_size_huge.seg",
+     segment(hdr_kwargs=dict(bundle_offset=VALID_SIZE - 64, bundle_size=0xFFFFFFFFFFFFFFC0)),
+     "DATA_LOSS", "is not a 64-byte-aligned range"),
     ("records_version_2.seg", segment(hdr_kwargs=dict(records_version=2)), "FAILED_PRECONDITION",
      "trace records version 2, this build understands 1"),
     ("header_size_lies.seg", segment(hdr_kwargs=dict(header_size=4096)), "DATA_LOSS",
