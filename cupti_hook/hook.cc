@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <utility>
 
@@ -10,6 +11,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cuprobe/abi.h"
+#include "maps/gpu/helpers_ptx.h"
+#include "ptx_rewriter/compile_cache.h"
 #include "support/log.h"
 
 namespace cuprobe {
@@ -105,6 +110,11 @@ absl::Status Hook::EnableCallbacks() {
     absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_RESOURCE, cbid);
     if (!s.ok()) return s;
   }
+  for (CUpti_CallbackId cbid : ModulePatcher::kCallbacks) {
+    if (patcher_ == nullptr) break;
+    absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    if (!s.ok()) return s;
+  }
   // Best effort: older CUPTI builds may not have the state domain.
   (void)seam_.EnableCallback(true, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
   return absl::OkStatus();
@@ -140,6 +150,7 @@ HookState Hook::Start() {
   subscribed_ = true;
 
   tracer_ = new Tracer(seam_, *output_, config_.pid);
+  if (!output_->BundleBytes().empty()) StartProbes();
   status = EnableCallbacks();
   if (status.ok()) {
     g_activity_tracer.store(tracer_, std::memory_order_release);
@@ -165,9 +176,49 @@ HookState Hook::Start() {
   return lifecycle_.state();
 }
 
+void Hook::StartProbes() {
+  // Copy out of shared memory first: ReadBundle then validates what it owns.
+  absl::Span<const uint8_t> shared = output_->BundleBytes();
+  std::vector<uint8_t> bytes(shared.begin(), shared.end());
+  absl::StatusOr<ProbeBundle> bundle = ReadBundle(bytes);
+  if (!bundle.ok()) {
+    CUPROBE_LOG(kWarning, "the session's probe bundle is not usable (%s); tracing without probes",
+                bundle.status().message());
+    return;
+  }
+  size_t programs = bundle->programs.size();
+  std::vector<MapSpec> specs = bundle->maps;
+  Tracer* tracer = tracer_;
+  instrumenter_ = new BundleInstrumenter(
+      *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(),
+      [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); });
+  CuptiSeam* seam = &seam_;
+  device_maps_ = new DeviceMaps(std::move(specs), output_->Maps(),
+                                [seam, tracer](CUcontext context, CUstream stream) {
+                                  absl::StatusOr<uint32_t> id = seam->StreamId(context, stream);
+                                  if (id.ok()) tracer->IgnoreStream(*id);
+                                });
+  const char* tmp = std::getenv("TMPDIR");
+  patcher_ = new ModulePatcher(seam_, *instrumenter_, *device_maps_,
+                               tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+  uint64_t pid_tgid = (uint64_t{config_.pid} << 32) | config_.pid;
+  std::vector<uint8_t> value(sizeof(pid_tgid));
+  std::memcpy(value.data(), &pid_tgid, sizeof(pid_tgid));
+  patcher_->AddModuleGlobal(CUPROBE_PID_TGID_SYMBOL, std::move(value));
+  CUPROBE_LOG(kInfo, "probes: %d program(s) from the session's bundle, %d map(s)", programs,
+              instrumenter_->bundle().maps.size());
+}
+
 void Hook::Tick() {
   // Runs on the watcher thread, which Stop() joins before releasing anything.
   output_->PublishStats(tracer_->stats(), seam_.Timestamp());
+  if (device_maps_ != nullptr && lifecycle_.IsReady()) {
+    absl::Status s = device_maps_->Publish(absl::GetCurrentTimeNanos());
+    if (!s.ok() && !maps_publish_warned_) {
+      maps_publish_warned_ = true;
+      CUPROBE_LOG(kWarning, "cannot publish the probes' maps: %s", s.message());
+    }
+  }
   if (lifecycle_.IsReady() && activity_enabled_) {
     // Hands completed buffers to BufferCompleted so readers see kernels while
     // the program runs.
@@ -186,6 +237,13 @@ void Hook::Stop() {
   }
   if (output_ != nullptr && tracer_ != nullptr) {
     output_->PublishStats(tracer_->stats(), seam_.Timestamp());
+  }
+  // The maps live in device memory and (rings) in the segment: final
+  // snapshot and free them now, while the context is valid and before the
+  // segment is unmapped below.
+  if (device_maps_ != nullptr) {
+    absl::Status s = device_maps_->Release(absl::GetCurrentTimeNanos());
+    if (!s.ok()) CUPROBE_LOG(kWarning, "releasing the probes' maps: %s", s.message());
   }
   if (activity_enabled_) {
     for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
@@ -249,6 +307,8 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     case CUPTI_CB_DOMAIN_DRIVER_API:
       if (Tracer::IsLaunchCallback(cbid)) {
         tracer_->OnLaunchApi(cbid, static_cast<const CUpti_CallbackData*>(cbdata));
+      } else if (patcher_ != nullptr && ModulePatcher::IsModuleCallback(cbid)) {
+        patcher_->OnModuleApi(cbid, static_cast<const CUpti_CallbackData*>(cbdata));
       }
       break;
     case CUPTI_CB_DOMAIN_RESOURCE:

@@ -31,6 +31,8 @@
 
 #include "absl/status/statusor.h"
 #include "cupti_hook/init_state.h"
+#include "cupti_hook/module_patcher.h"
+#include "cupti_hook/probe_runtime.h"
 #include "cupti_hook/seam.h"
 #include "cupti_hook/trace_output.h"
 #include "cupti_hook/tracer.h"
@@ -88,6 +90,8 @@ class Hook {
   [[nodiscard]] Tracer* tracer() const { return tracer_; }
   [[nodiscard]] const Watcher* watcher() const { return watcher_; }
   [[nodiscard]] int contexts_alive() const { return contexts_alive_.load(); }
+  // Non-null when the session carries probes (`cuprobe run`).
+  [[nodiscard]] const ModulePatcher* patcher() const { return patcher_; }
 
   // The CUPTI callback; userdata is the Hook.
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -105,6 +109,9 @@ class Hook {
   void DisableWith(const std::string& reason);
   absl::Status EnableCallbacks();
   void Tick();
+  // Sets up module replacement from the session's bundle; a bad bundle only
+  // turns probes off (with one message), tracing goes on.
+  void StartProbes();
   // The activity kinds the config asks for (a subset of Tracer::kActivityKinds).
   [[nodiscard]] std::vector<CUpti_ActivityKind> ActivityKinds() const;
 
@@ -118,9 +125,13 @@ class Hook {
   TraceOutput* output_ = nullptr;
   Tracer* tracer_ = nullptr;
   Watcher* watcher_ = nullptr;
+  BundleInstrumenter* instrumenter_ = nullptr;
+  DeviceMaps* device_maps_ = nullptr;
+  ModulePatcher* patcher_ = nullptr;
   std::atomic<uint64_t> callbacks_seen_{0};
   std::atomic<uint64_t> callbacks_fell_through_{0};
   std::atomic<int> contexts_alive_{0};
+  bool maps_publish_warned_ = false;  // watcher thread only
 };
 
 }  // namespace cuprobe

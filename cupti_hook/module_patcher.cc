@@ -187,7 +187,7 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
   pending->source = std::move(source);
   pending->image = std::move(**result);
   if (!pending->image.not_instrumented.empty()) {
-    CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes have no PTX and are traced "
+    CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes are traced "
                 "but not instrumented: %s", pending->source.Describe(),
                 pending->image.not_instrumented.size(),
                 absl::StrJoin(pending->image.not_instrumented, ", "));
@@ -252,6 +252,13 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
                   s.message());
     }
   }
+  for (const auto& [symbol, value] : module_globals_) {
+    absl::StatusOr<DeviceGlobal> g = Global(cbid, handle, symbol.c_str());
+    if (!g.ok() || g->bytes < value.size()) continue;  // the module does not use it
+    absl::Status s = seam_.MemcpyHtoD(g->address, value.data(), value.size());
+    if (!s.ok()) CUPROBE_LOG(kWarning, "%s: cannot set %s: %s", pending->source.Describe(),
+                             symbol, s.message());
+  }
   modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
   kernels_instrumented_.fetch_add(pending->image.kernels.size(), std::memory_order_relaxed);
   CUPROBE_LOG(kInfo, "instrumented %d kernel(s) of %s: %s", pending->image.kernels.size(),
@@ -267,11 +274,7 @@ absl::Status ModulePatcher::FillMapTable(CUpti_CallbackId cbid, void* handle, ui
     return absl::InternalError(absl::StrCat("the module's map table has ", entries,
                                             " entries, the session has ", table->size(), " maps"));
   }
-  absl::StatusOr<DeviceGlobal> global =
-      IsLibraryApi(cbid) ? seam_.LibraryGlobal(static_cast<CUlibrary>(handle),
-                                               CUPROBE_MAP_TABLE_SYMBOL)
-                         : seam_.ModuleGlobal(static_cast<CUmodule>(handle),
-                                              CUPROBE_MAP_TABLE_SYMBOL);
+  absl::StatusOr<DeviceGlobal> global = Global(cbid, handle, CUPROBE_MAP_TABLE_SYMBOL);
   if (!global.ok()) return global.status();
   size_t bytes = table->size() * sizeof(uint64_t);
   if (global->bytes < bytes) {
@@ -279,6 +282,16 @@ absl::Status ModulePatcher::FillMapTable(CUpti_CallbackId cbid, void* handle, ui
                                             " bytes, expected ", bytes));
   }
   return seam_.MemcpyHtoD(global->address, table->data(), bytes);
+}
+
+absl::StatusOr<DeviceGlobal> ModulePatcher::Global(CUpti_CallbackId cbid, void* handle,
+                                                   const char* symbol) {
+  return IsLibraryApi(cbid) ? seam_.LibraryGlobal(static_cast<CUlibrary>(handle), symbol)
+                            : seam_.ModuleGlobal(static_cast<CUmodule>(handle), symbol);
+}
+
+void ModulePatcher::AddModuleGlobal(std::string symbol, std::vector<uint8_t> value) {
+  module_globals_.emplace_back(std::move(symbol), std::move(value));
 }
 
 ModulePatcherStats ModulePatcher::stats() const {

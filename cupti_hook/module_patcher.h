@@ -116,6 +116,11 @@ class ModulePatcher {
 
   void OnModuleApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
 
+  // A module global written into every instrumented module after it loads
+  // (e.g. the helper library's CUPROBE_PID_TGID_SYMBOL), when the module has
+  // it. Call before the first load.
+  void AddModuleGlobal(std::string symbol, std::vector<uint8_t> value);
+
   [[nodiscard]] ModulePatcherStats stats() const;
 
  private:
@@ -123,11 +128,13 @@ class ModulePatcher {
   void OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   absl::Status FillMapTable(CUpti_CallbackId cbid, void* handle, uint32_t entries);
+  absl::StatusOr<DeviceGlobal> Global(CUpti_CallbackId cbid, void* handle, const char* symbol);
 
   CuptiSeam& seam_;
   ImageInstrumenter& instrumenter_;
   MapTableProvider& maps_;
   const std::string file_dir_;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> module_globals_;
 
   absl::Mutex mu_;
   // Loaded instrumented modules (CUlibrary or CUmodule) -> their replacement,

@@ -37,6 +37,8 @@ class SessionOutput final : public TraceOutput {
   absl::Status Finish() override { return absl::OkStatus(); }
   void Release() override;
   std::string Describe() const override;
+  absl::Span<const uint8_t> BundleBytes() const override { return session_.bundle_bytes(); }
+  MapsRegion* Maps() override { return &session_.maps(); }
 
  private:
   explicit SessionOutput(Session session) : session_(std::move(session)) {}

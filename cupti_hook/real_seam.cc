@@ -192,4 +192,11 @@ absl::Status RealSeam::MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes
   return CUPROBE_CU_CALL(d.memcpy_htod(dst, src, bytes));
 }
 
+absl::StatusOr<uint32_t> RealSeam::StreamId(CUcontext context, CUstream stream) {
+  uint32_t id = 0;
+  CUPROBE_RETURN_IF_ERROR(
+      CUPROBE_CUPTI_CALL(cuptiGetStreamIdEx(context, stream, /*perThreadStream=*/0, &id)));
+  return id;
+}
+
 }  // namespace cuprobe

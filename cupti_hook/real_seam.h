@@ -39,6 +39,7 @@ class RealSeam final : public CuptiSeam {
   absl::StatusOr<DeviceGlobal> LibraryGlobal(CUlibrary library, const char* name) override;
   absl::StatusOr<DeviceGlobal> ModuleGlobal(CUmodule module, const char* name) override;
   absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
+  absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) override;
 
  private:
   CUpti_SubscriberHandle subscriber_ = nullptr;

@@ -75,6 +75,8 @@ class CuptiSeam {
                                                                   const char* name) = 0;
   [[nodiscard]] virtual absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src,
                                                 size_t bytes) = 0;
+  // CUPTI's id of a stream (the streamId of its activity records).
+  [[nodiscard]] virtual absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) = 0;
 };
 
 }  // namespace cuprobe

@@ -13,11 +13,14 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "cupti_hook/init_state.h"
 #include "cupti_hook/record_sink.h"
 #include "cupti_hook/tracer.h"
 
 namespace cuprobe {
+
+class MapsRegion;
 
 class TraceOutput : public RecordSink {
  public:
@@ -31,6 +34,11 @@ class TraceOutput : public RecordSink {
   virtual void Release() = 0;
   // For messages: "session cuprobe-...", "file ./cuprobe-123.json".
   [[nodiscard]] virtual std::string Describe() const = 0;
+  // The probe bundle the session carries (`cuprobe run`; empty when it only
+  // traces) and the maps region its maps are published to. Valid until
+  // Release(); the bytes are shared memory: parse a copy.
+  [[nodiscard]] virtual absl::Span<const uint8_t> BundleBytes() const { return {}; }
+  [[nodiscard]] virtual MapsRegion* Maps() { return nullptr; }
 };
 
 }  // namespace cuprobe

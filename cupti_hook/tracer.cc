@@ -239,6 +239,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       if (DiagFlags() & 2) break;
       auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      if (Ignored(k->streamId)) break;
       KernelRecord rec = {};
       rec.correlation_id = k->correlationId;
       rec.name_id = InternName(k->name != nullptr ? k->name : "<unnamed>");
@@ -263,6 +264,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      if (Ignored(m->streamId)) break;
       MemcpyRecord rec = {};
       rec.correlation_id = m->correlationId;
       rec.start_ns = m->start;
@@ -280,6 +282,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      if (Ignored(m->streamId)) break;
       MemsetRecord rec = {};
       rec.correlation_id = m->correlationId;
       rec.start_ns = m->start;
@@ -312,6 +315,28 @@ void Tracer::OnActivityBuffer(CUcontext context, uint32_t stream_id, uint8_t* bu
   if (dropped.ok() && *dropped > 0) {
     activity_dropped_.fetch_add(*dropped, std::memory_order_relaxed);
   }
+}
+
+void Tracer::OnKernelInstrumented(std::string_view name, uint32_t kernel_id) {
+  ProbeKernelRecord rec = {};
+  rec.kernel_id = kernel_id;
+  rec.pid = pid_;
+  rec.name_id = InternName(name);
+  Emit(RecordType::kProbeKernel, &rec, sizeof(rec));
+}
+
+void Tracer::IgnoreStream(uint32_t stream_id) {
+  if (stream_id == 0 || Ignored(stream_id)) return;
+  int slot = ignored_count_.fetch_add(1, std::memory_order_acq_rel);
+  if (slot < kMaxIgnoredStreams) ignored_streams_[slot].store(stream_id, std::memory_order_release);
+}
+
+bool Tracer::Ignored(uint32_t stream_id) const {
+  int n = std::min(ignored_count_.load(std::memory_order_acquire), kMaxIgnoredStreams);
+  for (int i = 0; i < n; ++i) {
+    if (ignored_streams_[i].load(std::memory_order_acquire) == stream_id) return true;
+  }
+  return false;
 }
 
 TracerStats Tracer::stats() const {

@@ -84,6 +84,13 @@ class Tracer {
     return true;
   }
 
+  // A kernel the hook instrumented: publishes its name and probe kernel id.
+  void OnKernelInstrumented(std::string_view name, uint32_t kernel_id);
+  // Activity on this CUPTI stream id is cuprobe's own (the maps' copies):
+  // it is not part of the program's trace. Up to kMaxIgnoredStreams.
+  void IgnoreStream(uint32_t stream_id);
+  static constexpr int kMaxIgnoredStreams = 8;
+
   [[nodiscard]] TracerStats stats() const;
   [[nodiscard]] uint64_t InternName(std::string_view name);
 
@@ -92,6 +99,7 @@ class Tracer {
   bool Emit(RecordType type, const void* body, uint32_t size, const void* extra = nullptr,
             uint32_t extra_size = 0);
   void HandleActivity(const CUpti_Activity* record);
+  [[nodiscard]] bool Ignored(uint32_t stream_id) const;
 
   CuptiSeam& seam_;
   RecordSink& sink_;
@@ -104,6 +112,8 @@ class Tracer {
   absl::flat_hash_map<const void*, uint64_t> ids_by_handle_ ABSL_GUARDED_BY(names_mu_);
   uint64_t next_name_id_ ABSL_GUARDED_BY(names_mu_) = 1;
 
+  std::array<std::atomic<uint32_t>, kMaxIgnoredStreams> ignored_streams_{};  // 0: empty
+  std::atomic<int> ignored_count_{0};
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> dropped_{0};

@@ -92,6 +92,10 @@ class CudaDeviceMemory final : public DeviceMemory {
   absl::StatusOr<uint64_t> MapHost(void* host, uint64_t bytes) override;
   absl::Status UnmapHost(void* host) override;
 
+  // The private stream every copy goes through (the hook keeps its copies
+  // out of the program's trace by this stream's CUPTI id).
+  [[nodiscard]] CUstream stream() const { return stream_; }
+
  private:
   CudaDeviceMemory(const CudaDriver* driver, CUstream stream) : driver_(driver), stream_(stream) {}
   const CudaDriver* driver_;

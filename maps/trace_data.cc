@@ -41,6 +41,8 @@ std::string_view RecordTypeName(uint16_t type) {
       return "MemsetRecord";
     case RecordType::kProcess:
       return "ProcessRecord";
+    case RecordType::kProbeKernel:
+      return "ProbeKernelRecord";
   }
   return "unknown record";
 }
@@ -64,6 +66,9 @@ absl::Status TraceData::Add(uint16_t type, absl::Span<const uint8_t> body) {
       break;
     case RecordType::kProcess:
       need = sizeof(ProcessRecord);
+      break;
+    case RecordType::kProbeKernel:
+      need = sizeof(ProbeKernelRecord);
       break;
     default:
       ++counters_.unknown_type;
@@ -89,10 +94,26 @@ absl::Status TraceData::Add(uint16_t type, absl::Span<const uint8_t> body) {
     case RecordType::kProcess:
       AddProcess(LoadRecord<ProcessRecord>(body));
       break;
+    case RecordType::kProbeKernel:
+      AddProbeKernel(LoadRecord<ProbeKernelRecord>(body));
+      break;
     case RecordType::kName:
       break;  // handled above
   }
   return absl::OkStatus();
+}
+
+void TraceData::AddProbeKernel(const ProbeKernelRecord& record) {
+  ++counters_.accepted;
+  probe_kernels_.push_back(record);
+}
+
+std::string_view TraceData::ProbeKernelName(uint32_t kernel_id) const {
+  // Latest wins: a module loaded again keeps its kernels' ids.
+  for (auto it = probe_kernels_.rbegin(); it != probe_kernels_.rend(); ++it) {
+    if (it->kernel_id == kernel_id) return Name(it->name_id);
+  }
+  return "";
 }
 
 absl::Status TraceData::AddNameRecord(absl::Span<const uint8_t> body) {

@@ -72,6 +72,7 @@ class TraceData {
   void AddKernel(const KernelRecord& record);
   void AddMemcpy(const MemcpyRecord& record);
   void AddMemset(const MemsetRecord& record);
+  void AddProbeKernel(const ProbeKernelRecord& record);
   // Records the producer lost (ring full): reported in the summary.
   void AddDropped(uint64_t count) { counters_.dropped += count; }
 
@@ -85,6 +86,11 @@ class TraceData {
   [[nodiscard]] const std::vector<KernelRecord>& kernels() const { return kernels_; }
   [[nodiscard]] const std::vector<MemcpyRecord>& memcpys() const { return memcpys_; }
   [[nodiscard]] const std::vector<MemsetRecord>& memsets() const { return memsets_; }
+  [[nodiscard]] const std::vector<ProbeKernelRecord>& probe_kernels() const {
+    return probe_kernels_;
+  }
+  // The name of the instrumented kernel with this id ("" when none).
+  [[nodiscard]] std::string_view ProbeKernelName(uint32_t kernel_id) const;
   [[nodiscard]] size_t name_count() const { return names_.size(); }
   [[nodiscard]] const TraceCounters& counters() const { return counters_; }
 
@@ -97,6 +103,7 @@ class TraceData {
   std::vector<KernelRecord> kernels_;
   std::vector<MemcpyRecord> memcpys_;
   std::vector<MemsetRecord> memsets_;
+  std::vector<ProbeKernelRecord> probe_kernels_;
   TraceCounters counters_;
 };
 

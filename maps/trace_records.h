@@ -32,6 +32,10 @@ enum class RecordType : uint16_t {
   kMemcpy = 4,   // MemcpyRecord
   kMemset = 5,   // MemsetRecord
   kProcess = 6,  // ProcessRecord: once per attached process
+  // ProbeKernelRecord: a kernel the hook instrumented and the id its probes
+  // see (ctx->kernel_id). Added without a version bump: readers that predate
+  // it count it as an unknown type and go on.
+  kProbeKernel = 7,
 };
 
 // What API call a LaunchRecord describes.
@@ -52,6 +56,12 @@ struct NameRecord {
   uint64_t name_id;  // > 0, unique within the process
   uint32_t length;   // bytes that follow
   uint32_t reserved;
+};
+
+struct ProbeKernelRecord {
+  uint32_t kernel_id;  // what probes of this kernel see as ctx->kernel_id
+  uint32_t pid;
+  uint64_t name_id;    // the kernel's mangled name (NameRecord)
 };
 
 struct ProcessRecord {
@@ -122,6 +132,7 @@ struct MemsetRecord {
 static_assert(sizeof(RecordHeader) == 8);
 static_assert(sizeof(NameRecord) == 16);
 static_assert(sizeof(ProcessRecord) == 24);
+static_assert(sizeof(ProbeKernelRecord) == 16);
 static_assert(sizeof(LaunchRecord) == 80);
 static_assert(offsetof(LaunchRecord, grid) == 48);
 static_assert(offsetof(LaunchRecord, api) == 76);

@@ -209,4 +209,9 @@ absl::Status FakeSeam::MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint32_t> FakeSeam::StreamId(CUcontext context, CUstream stream) {
+  Record("StreamId");
+  return stream_id;
+}
+
 }  // namespace cuprobe

@@ -43,6 +43,7 @@ class FakeSeam : public CuptiSeam {
   std::map<std::pair<const void*, std::string>, DeviceGlobal> globals;
   std::vector<uint8_t> device_memory = std::vector<uint8_t>(4096);
   absl::Status memcpy_status;
+  uint32_t stream_id = 77;
 
   // Called (when set) inside each seam call, e.g. to re-enter the hook.
   std::function<void(const std::string& call)> on_call;
@@ -87,6 +88,7 @@ class FakeSeam : public CuptiSeam {
   absl::StatusOr<DeviceGlobal> LibraryGlobal(CUlibrary library, const char* name) override;
   absl::StatusOr<DeviceGlobal> ModuleGlobal(CUmodule module, const char* name) override;
   absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
+  absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) override;
 
  private:
   void Record(const std::string& call);

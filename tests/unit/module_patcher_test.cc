@@ -156,6 +156,29 @@ TEST(ModulePatcher, MatchSwapsTheImageAndFillsTheMapTable) {
   EXPECT_EQ(rig.patcher->stats().kernels_instrumented, 2u);
 }
 
+TEST(ModulePatcher, ModuleGlobalsAreWrittenWhenTheModuleHasThem) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  uint64_t pid_tgid = (uint64_t{4242} << 32) | 4242;
+  std::vector<uint8_t> value(8);
+  std::memcpy(value.data(), &pid_tgid, 8);
+  rig.patcher->AddModuleGlobal(CUPROBE_PID_TGID_SYMBOL, value);
+  rig.patcher->AddModuleGlobal("__absent", value);
+  CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  rig.seam.globals[{lib, CUPROBE_PID_TGID_SYMBOL}] = DeviceGlobal{256, 8};
+  int image = 0;
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+  uint64_t got = 0;
+  std::memcpy(&got, rig.seam.device_memory.data() + 256, 8);
+  EXPECT_EQ(got, pid_tgid);
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 1u);
+}
+
 TEST(ModulePatcher, ModuleLoadDataExUsesTheModuleGlobal) {
   Rig rig;
   rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage(1));
@@ -288,7 +311,7 @@ TEST(ModulePatcher, SassOnlyKernelsAreNamedOnce) {
   p.code = &code;
   rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
   std::string text = log.Read();
-  EXPECT_THAT(text, HasSubstr("2 kernel(s) selected by probes have no PTX and are traced but not "
+  EXPECT_THAT(text, HasSubstr("2 kernel(s) selected by probes are traced but not "
                               "instrumented: _Z4gemmv, _Z4convv"));
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
 }

@@ -1,0 +1,253 @@
+#include "cupti_hook/probe_runtime.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "ptx_rewriter/compile.h"
+#include "ptx_rewriter/image.h"
+#include "ptx_rewriter/kernel_glob.h"
+#include "support/log.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+// Images given as files are read whole; nothing the driver loads is larger.
+constexpr uint64_t kMaxImageFileBytes = uint64_t{2} << 30;
+
+absl::StatusOr<std::vector<uint8_t>> ReadImageFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open: ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || st.st_size < 0 ||
+      static_cast<uint64_t>(st.st_size) > kMaxImageFileBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError("not a regular file of a sensible size");
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done != bytes.size()) return absl::DataLossError("short read");
+  return bytes;
+}
+
+// The kernel names of PTX text: the identifier after each `.entry`. A cheap
+// scan that decides whether the module needs parsing at all; the rewriter
+// makes the real decision.
+std::vector<std::string> EntryNames(std::string_view ptx) {
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while ((pos = ptx.find(".entry", pos)) != std::string_view::npos) {
+    pos += 6;
+    if (pos >= ptx.size() || (ptx[pos] != ' ' && ptx[pos] != '\t')) continue;
+    while (pos < ptx.size() && (ptx[pos] == ' ' || ptx[pos] == '\t')) ++pos;
+    size_t end = pos;
+    while (end < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[end])) ||
+                                ptx[end] == '_' || ptx[end] == '$' || ptx[end] == '.')) {
+      ++end;
+    }
+    if (end > pos) names.emplace_back(ptx.substr(pos, end - pos));
+    pos = end;
+  }
+  return names;
+}
+
+// Makes `context` current on this thread for a scope, then restores what was.
+class ScopedContext {
+ public:
+  ScopedContext(const CudaDriver* driver, CUcontext context) : driver_(driver) {
+    if (driver_ == nullptr || context == nullptr) return;
+    if (driver_->CtxGetCurrent(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
+    switched_ = previous_ != context && driver_->CtxSetCurrent(context) == CUDA_SUCCESS;
+  }
+  ~ScopedContext() {
+    if (switched_) (void)driver_->CtxSetCurrent(previous_);
+  }
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  const CudaDriver* driver_;
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
+}  // namespace
+
+BundleInstrumenter::BundleInstrumenter(ProbeBundle bundle, std::string_view helper_ptx,
+                                       CompileCache cache, KernelListener on_kernel)
+    : bundle_(std::move(bundle)),
+      helper_ptx_(helper_ptx),
+      cache_(std::move(cache)),
+      on_kernel_(std::move(on_kernel)) {}
+
+bool BundleInstrumenter::Selected(std::string_view mangled) const {
+  std::string base;
+  for (const ProbeProgram& p : bundle_.programs) {
+    if (base.empty()) base = KernelBaseName(mangled);
+    if (KernelGlobMatches(p.kernel_glob, mangled, base)) return true;
+  }
+  return false;
+}
+
+uint32_t BundleInstrumenter::KernelId(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = ids_.try_emplace(name, next_id_);
+  if (inserted) ++next_id_;
+  return it->second;
+}
+
+absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
+    const ImageSource& source, uint32_t sm) {
+  std::vector<uint8_t> file_bytes;  // keeps a file's image alive while we read it
+  absl::StatusOr<Image> image;
+  if (!source.path.empty()) {
+    absl::StatusOr<std::vector<uint8_t>> bytes = ReadImageFile(source.path);
+    if (!bytes.ok()) return bytes.status();
+    file_bytes = *std::move(bytes);
+    image = ReadImage(file_bytes);
+  } else {
+    image = ReadImageAt(source.live);
+  }
+  if (!image.ok()) {
+    return absl::Status(image.status().code(),
+                        absl::StrCat("cannot read the image: ", image.status().message()));
+  }
+
+  const ImageEntry* ptx = PickPtxFor(*image, sm);
+  if (ptx == nullptr) {
+    // SASS only: name the selected kernels so the user learns why their
+    // probe saw nothing; load the module untouched.
+    InstrumentedImage out;
+    absl::flat_hash_set<std::string> seen;
+    for (const ImageEntry& entry : image->entries) {
+      absl::StatusOr<std::vector<std::string>> names = KernelNames(entry);
+      if (!names.ok()) continue;  // not a cubin
+      for (std::string& n : *names) {
+        if (Selected(n) && seen.insert(n).second) {
+          out.not_instrumented.push_back(absl::StrCat(n, " (no PTX for sm_", sm, ")"));
+        }
+      }
+    }
+    if (out.not_instrumented.empty()) return std::optional<InstrumentedImage>();
+    return std::optional<InstrumentedImage>(std::move(out));
+  }
+
+  absl::StatusOr<std::string> text = ExtractPtx(*ptx);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("cannot extract its PTX: ", text.status().message()));
+  }
+  InstrumentOptions options;
+  options.helper_ptx = helper_ptx_;
+  options.sm = sm;
+  options.module_name = source.Describe();
+  bool any = false;
+  for (const std::string& name : EntryNames(*text)) {
+    if (!Selected(name)) continue;
+    options.kernel_ids[name] = KernelId(name);
+    any = true;
+  }
+  if (!any) return std::optional<InstrumentedImage>();
+  {
+    absl::MutexLock lock(&mu_);
+    options.first_kernel_id = next_id_ + 0x10000;  // kernels the scan missed
+  }
+
+  absl::StatusOr<InstrumentedModule> module =
+      InstrumentAndCompile(*text, bundle_, options, cache_);
+  if (!module.ok()) return module.status();
+  InstrumentedImage out;
+  out.cubin = std::move(module->cubin);
+  out.map_table_entries = static_cast<uint32_t>(bundle_.maps.size());
+  for (const InstrumentedKernel& k : module->instrumented) {
+    out.kernels.emplace_back(k.name, k.kernel_id);
+  }
+  for (const SkippedKernel& k : module->skipped) {
+    out.not_instrumented.push_back(absl::StrCat(k.name, " (", k.reason, ")"));
+  }
+  for (const std::string& w : module->warnings) {
+    CUPROBE_LOG(kDebug, "%s: %s", source.Describe(), w);
+  }
+  if (out.kernels.empty()) out.cubin.clear();
+  if (on_kernel_) {
+    for (const auto& [name, id] : out.kernels) on_kernel_(name, id);
+  }
+  CUPROBE_LOG(kDebug, "%s: %d kernel(s) rewritten for sm_%d (%s)", source.Describe(),
+              out.kernels.size(), sm, module->cache_hit ? "cache hit" : "compiled");
+  return std::optional<InstrumentedImage>(std::move(out));
+}
+
+DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, MapsRegion* region,
+                       std::function<void(CUcontext, CUstream)> on_stream)
+    : specs_(std::move(specs)), region_(region), on_stream_(std::move(on_stream)) {}
+
+DeviceMaps::~DeviceMaps() = default;
+
+absl::Status DeviceMaps::CreateLocked() {
+  CUPROBE_ASSIGN_OR_RETURN(driver_, CudaDriver::Load());
+  CUcontext context = nullptr;
+  CUPROBE_RETURN_IF_ERROR(driver_->Check(driver_->CtxGetCurrent(&context), "cuCtxGetCurrent"));
+  if (context == nullptr) {
+    return absl::FailedPreconditionError("no CUDA context is current while loading the module");
+  }
+  CUPROBE_ASSIGN_OR_RETURN(memory_, CudaDeviceMemory::Create(driver_));
+  MapsRegion* region = region_ != nullptr && region_->size() > 0 ? region_ : nullptr;
+  absl::StatusOr<MapSet> maps = MapSet::Create(specs_, memory_.get(), region);
+  if (!maps.ok()) {
+    memory_.reset();
+    return maps.status();
+  }
+  maps_ = *std::move(maps);
+  context_ = context;
+  if (on_stream_) on_stream_(context, memory_->stream());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
+  absl::MutexLock lock(&mu_);
+  if (maps_.has_value()) return maps_->table();
+  if (released_) return absl::FailedPreconditionError("the maps were released (exiting)");
+  if (!failed_.ok()) return failed_;
+  absl::Status s = CreateLocked();
+  if (!s.ok()) {
+    failed_ = absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
+    return failed_;
+  }
+  CUPROBE_LOG(kInfo, "allocated %d map(s) in device memory", maps_->size());
+  return maps_->table();
+}
+
+absl::Status DeviceMaps::Publish(uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  if (!maps_.has_value()) return absl::OkStatus();
+  ScopedContext scope(driver_, context_);
+  return maps_->Publish(now_ns);
+}
+
+absl::Status DeviceMaps::Release(uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  released_ = true;
+  if (!maps_.has_value()) return absl::OkStatus();
+  ScopedContext scope(driver_, context_);
+  absl::Status status = maps_->Publish(now_ns);
+  status.Update(maps_->Release());
+  maps_.reset();
+  memory_.reset();  // destroys the copy stream, in its context
+  return status;
+}
+
+}  // namespace cuprobe

@@ -1,0 +1,104 @@
+// File: cupti_hook/probe_runtime.h
+//
+// What the hook runs when its session carries a probe bundle (`cuprobe run`):
+//  - BundleInstrumenter: the ImageInstrumenter of module_patcher.h over the
+//    rewriter. It reads the image the driver was handed, picks the PTX for
+//    the device, rewrites the kernels the bundle's globs select, links the
+//    probes and the GPU helper library, and compiles a cubin with nvJitLink
+//    (through the on-disk cache). Kernels keep their id across reloads.
+//  - DeviceMaps: the MapTableProvider over maps/map_set.h. The maps are
+//    allocated in device memory on the first instrumented module load (a
+//    context exists by then), the watcher publishes snapshots into the
+//    session's maps region, and teardown frees them while the context lives.
+//
+//   BundleInstrumenter instrumenter(bundle, HelpersPtx(), CompileCache::FromEnvironment(),
+//                                   [&](std::string_view name, uint32_t id) {...});
+//   DeviceMaps maps(bundle.maps, &session.maps());
+//   ModulePatcher patcher(seam, instrumenter, maps, dir);
+//   ...  // watcher:   maps.Publish(now);
+//   ...  // teardown:  maps.Release();
+#ifndef CUPROBE_CUPTI_HOOK_PROBE_RUNTIME_H_
+#define CUPROBE_CUPTI_HOOK_PROBE_RUNTIME_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cupti_hook/module_patcher.h"
+#include "maps/cuda_device_memory.h"
+#include "maps/map_set.h"
+#include "maps/maps_region.h"
+#include "ptx_rewriter/bundle.h"
+#include "ptx_rewriter/compile_cache.h"
+
+namespace cuprobe {
+
+class BundleInstrumenter final : public ImageInstrumenter {
+ public:
+  // Called once per kernel the first time it is instrumented.
+  using KernelListener = std::function<void(std::string_view mangled_name, uint32_t kernel_id)>;
+
+  BundleInstrumenter(ProbeBundle bundle, std::string_view helper_ptx, CompileCache cache,
+                     KernelListener on_kernel);
+
+  absl::StatusOr<std::optional<InstrumentedImage>> Instrument(const ImageSource& source,
+                                                              uint32_t sm) override;
+
+  [[nodiscard]] const ProbeBundle& bundle() const { return bundle_; }
+
+ private:
+  [[nodiscard]] bool Selected(std::string_view mangled) const;
+  // The id of `name`, assigning the next one the first time.
+  uint32_t KernelId(const std::string& name);
+
+  const ProbeBundle bundle_;
+  const std::string_view helper_ptx_;
+  const CompileCache cache_;
+  const KernelListener on_kernel_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class DeviceMaps final : public MapTableProvider {
+ public:
+  // `region`: the session's maps region (may be empty when the bundle has no
+  // maps). `on_stream`: told the private copy stream, once, so the tracer
+  // can keep those copies out of the program's trace.
+  DeviceMaps(std::vector<MapSpec> specs, MapsRegion* region,
+             std::function<void(CUcontext, CUstream)> on_stream);
+  ~DeviceMaps() override;
+
+  absl::StatusOr<std::vector<uint64_t>> MapTable() override;
+  // Snapshots into the region (watcher thread). No-op before the first load.
+  absl::Status Publish(uint64_t now_ns);
+  // Final snapshot, then frees the device memory. Idempotent.
+  absl::Status Release(uint64_t now_ns);
+
+ private:
+  absl::Status CreateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::vector<MapSpec> specs_;
+  MapsRegion* const region_;
+  const std::function<void(CUcontext, CUstream)> on_stream_;
+  absl::Mutex mu_;
+  const CudaDriver* driver_ ABSL_GUARDED_BY(mu_) = nullptr;
+  CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<CudaDeviceMemory> memory_ ABSL_GUARDED_BY(mu_);
+  std::optional<MapSet> maps_ ABSL_GUARDED_BY(mu_);
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // a failed creation is not retried
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_PROBE_RUNTIME_H_
