@@ -1,5 +1,7 @@
 #include "loader/args.h"
 
+#include <functional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,7 @@ USAGE
 
 COMMANDS
   trace     run a program and trace every kernel launch, kernel, memcpy and memset
+  run       run a program with eBPF probes in its kernels; print maps and events live
   inspect   list the CUDA code in an executable, library, fatbin, cubin or PTX file
   compile   verify a C/eBPF probe and compile it to a probe bundle (.cpb) of PTX
   instrument  rewrite the kernels of a file with probes, offline, into a cubin or PTX
@@ -28,6 +31,7 @@ COMMANDS
 EXAMPLES
   cuprobe trace -- ./vec_add
   cuprobe trace -o run1 --format table,csv,chrome -- python3 train.py
+  cuprobe run -p samples/probes/threadhist.bpf.c -- build/samples/vec_add
   cuprobe inspect build/samples/vec_add
   cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
   cuprobe instrument --probe builtin:count --entry build/samples/vec_add -o vec_add.cubin
@@ -72,6 +76,44 @@ EXAMPLES
   cuprobe trace -o matmul --format table,json -- python3 matmul.py
   cuprobe trace --format chrome -o timeline -- ./app && echo open timeline.trace.json
   cuprobe trace --trace launches -- ./launch_heavy_app    # counts only, lowest overhead
+)";
+
+constexpr char kRunUsage[] = R"(cuprobe run: attach eBPF probes to a program's kernels and read them live
+
+USAGE
+  cuprobe run -p PROBE [-p PROBE...] [options] -- program [args...]
+
+  PROBE is a C probe (.c, compiled with clang-19 -target bpf), an eBPF object
+  (.o) or a compiled bundle (.cpb, from `cuprobe compile`). The probe is
+  verified and lowered to PTX; when the program loads a module whose kernels
+  the probe's sections select (cuprobe/entry/GLOB, cuprobe/exit/GLOB,
+  cuprobe/mem/GLOB, or bpftime's kprobe/NAME and kretprobe/NAME), those
+  kernels are rewritten and compiled for the GPU, and the module loads with
+  the probes in it. Kernels without PTX (cuBLAS, cuDNN, most of PyTorch) are
+  named once and run unchanged. While the program runs, the maps are printed
+  every --interval and ring-buffer events are streamed, on stderr (the
+  program's stdout is left alone). Everything `cuprobe trace` does is done
+  too: the kernel summary and the timeline are written at the end.
+
+OPTIONS
+  -p, --probe PROBE       a probe (.c, .o, .cpb)
+  -k, --kernels GLOB      attach to these kernels instead of the ones the
+                          probe's sections name ('*' and '?' wildcards)
+      --interval MS       print maps every MS milliseconds (default: 1000)
+  -e, --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
+      --quiet             no live output; final maps and the report only
+  -o, --output PREFIX     report prefix (default: cuprobe-run); also writes
+                          PREFIX.maps.txt and PREFIX.events (lines or JSON)
+  -f, --format LIST       trace report formats, as for `cuprobe trace`
+  -t, --trace LIST        what to trace, as for `cuprobe trace`
+      --buffer-mb N       trace record ring size (default: 64)
+      --keep              keep the session segment (read it with `cuprobe maps`)
+  -h, --help              this text
+
+EXAMPLES
+  cuprobe run -p samples/probes/threadhist.bpf.c -- build/samples/vec_add
+  cuprobe run -p probe.bpf.c -k 'matmul*' --events json -- ./app > app.out
+  cuprobe compile probe.bpf.c -o p.cpb && cuprobe run -p p.cpb -- python3 train.py
 )";
 
 constexpr char kInspectUsage[] = R"(cuprobe inspect: list the CUDA code in a file
@@ -256,9 +298,14 @@ absl::StatusOr<T> ParseNumber(std::string_view option, std::string_view text, T 
   return static_cast<T>(v);
 }
 
-absl::StatusOr<CliArgs> ParseTrace(const std::vector<std::string>& argv, size_t i, CliArgs args) {
-  args.command = Command::kTrace;
-  TraceOptions& t = args.trace;
+// Options of a traced run, shared by `trace` and `run`. `extra` is tried
+// first for the command's own options: it returns true when it took argv[i]
+// (advancing i past a value), or an error.
+using ExtraOption =
+    std::function<absl::StatusOr<bool>(const std::vector<std::string>& argv, size_t& i)>;
+
+absl::Status ParseTracedRun(const std::vector<std::string>& argv, size_t i, std::string_view topic,
+                            TraceOptions& t, const ExtraOption& extra, bool* help) {
   for (; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
     if (arg == "--") {
@@ -266,20 +313,23 @@ absl::StatusOr<CliArgs> ParseTrace(const std::vector<std::string>& argv, size_t 
       break;
     }
     if (arg == "-h" || arg == "--help") {
-      args.command = Command::kHelp;
-      args.help_topic = "trace";
-      return args;
+      *help = true;
+      return absl::OkStatus();
     }
     if (arg == "--keep") {
       t.keep_session = true;
       continue;
+    }
+    if (extra) {
+      CUPROBE_ASSIGN_OR_RETURN(bool taken, extra(argv, i));
+      if (taken) continue;
     }
     std::string value;
     absl::Status error;
     OptionReader r(argv, i);
     if (r.Match("-o", "--output", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
-      if (value.empty()) return Invalid("--output needs a non-empty prefix", "trace");
+      if (value.empty()) return Invalid("--output needs a non-empty prefix", topic);
       t.output = value;
     } else if (r.Match("-f", "--format", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
@@ -290,14 +340,14 @@ absl::StatusOr<CliArgs> ParseTrace(const std::vector<std::string>& argv, size_t 
     } else if (r.Match("", "--buffer-mb", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(uint64_t mb,
-                               ParseNumber<uint64_t>("--buffer-mb", value, 1, 4096, "trace"));
+                               ParseNumber<uint64_t>("--buffer-mb", value, 1, 4096, topic));
       t.ring_bytes = mb << 20;
     } else if (r.Match("", "--interval", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(t.interval_ms,
-                               ParseNumber<uint32_t>("--interval", value, 1, 60000, "trace"));
+                               ParseNumber<uint32_t>("--interval", value, 1, 60000, topic));
     } else if (!arg.empty() && arg[0] == '-') {
-      return Invalid(absl::StrCat("unknown option '", arg, "'"), "trace");
+      return Invalid(absl::StrCat("unknown option '", arg, "'"), topic);
     } else {
       // The program may follow directly, without "--".
       t.command.assign(argv.begin() + static_cast<long>(i), argv.end());
@@ -305,8 +355,72 @@ absl::StatusOr<CliArgs> ParseTrace(const std::vector<std::string>& argv, size_t 
     }
   }
   if (t.command.empty()) {
-    return Invalid("trace needs a program to run: cuprobe trace [options] -- program [args]",
-                   "trace");
+    return Invalid(absl::StrCat(topic, " needs a program to run: cuprobe ", topic,
+                                " [options] -- program [args]"),
+                   topic);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CliArgs> ParseTrace(const std::vector<std::string>& argv, size_t i, CliArgs args) {
+  args.command = Command::kTrace;
+  bool help = false;
+  CUPROBE_RETURN_IF_ERROR(ParseTracedRun(argv, i, "trace", args.trace, nullptr, &help));
+  if (help) {
+    args.command = Command::kHelp;
+    args.help_topic = "trace";
+  }
+  return args;
+}
+
+absl::StatusOr<CliArgs> ParseRun(const std::vector<std::string>& argv, size_t i, CliArgs args) {
+  args.command = Command::kRun;
+  RunOptions& o = args.run;
+  o.trace.output = "cuprobe-run";
+  o.trace.interval_ms = 1000;
+  ExtraOption extra = [&o](const std::vector<std::string>& argv,
+                           size_t& i) -> absl::StatusOr<bool> {
+    std::string value;
+    absl::Status error;
+    OptionReader r(argv, i);
+    if (r.Match("-p", "--probe", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--probe needs a file", "run");
+      o.probes.push_back(value);
+      return true;
+    }
+    if (r.Match("-k", "--kernels", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--kernels needs a glob", "run");
+      o.kernels = value;
+      return true;
+    }
+    if (r.Match("-e", "--events", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value == "lines") {
+        o.events_json = false;
+      } else if (value == "json") {
+        o.events_json = true;
+      } else {
+        return Invalid(absl::StrCat("--events expects lines or json, got '", value, "'"), "run");
+      }
+      return true;
+    }
+    if (argv[i] == "--quiet") {
+      o.quiet = true;
+      return true;
+    }
+    return false;
+  };
+  bool help = false;
+  CUPROBE_RETURN_IF_ERROR(ParseTracedRun(argv, i, "run", o.trace, extra, &help));
+  if (help) {
+    args.command = Command::kHelp;
+    args.help_topic = "run";
+    return args;
+  }
+  if (o.probes.empty()) {
+    return Invalid("run needs a probe: cuprobe run -p probe.bpf.c -- program [args]", "run");
   }
   return args;
 }
@@ -477,7 +591,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     if (argv.size() > 2) args.help_topic = argv[2];
     if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect" &&
         args.help_topic != "compile" && args.help_topic != "instrument" &&
-        args.help_topic != "maps") {
+        args.help_topic != "maps" && args.help_topic != "run") {
       return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
     }
     return args;
@@ -487,6 +601,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     return args;
   }
   if (cmd == "trace") return ParseTrace(argv, 2, std::move(args));
+  if (cmd == "run") return ParseRun(argv, 2, std::move(args));
   if (cmd == "inspect") return ParseInspect(argv, 2, std::move(args));
   if (cmd == "compile") return ParseCompile(argv, 2, std::move(args));
   if (cmd == "instrument") return ParseInstrument(argv, 2, std::move(args));
@@ -501,6 +616,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
 
 std::string UsageText(std::string_view topic) {
   if (topic == "trace") return kTraceUsage;
+  if (topic == "run") return kRunUsage;
   if (topic == "inspect") return kInspectUsage;
   if (topic == "compile") return kCompileUsage;
   if (topic == "instrument") return kInstrumentUsage;

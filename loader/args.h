@@ -19,7 +19,7 @@
 
 namespace cuprobe {
 
-enum class Command { kHelp, kVersion, kTrace, kInspect, kCompile, kInstrument, kMaps };
+enum class Command { kHelp, kVersion, kTrace, kRun, kInspect, kCompile, kInstrument, kMaps };
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome };
 
@@ -32,6 +32,15 @@ struct TraceOptions {
   // What the hook traces (CUPROBE_TRACE): "launches,kernels,memory".
   std::string trace_selection = "launches,kernels,memory";
   std::vector<std::string> command;  // the program and its arguments
+};
+
+// `cuprobe run` (loader/run_command.h): a traced run with probes.
+struct RunOptions {
+  TraceOptions trace;                // report, formats, program; interval: map prints
+  std::vector<std::string> probes;   // .c, .o or .cpb
+  std::string kernels;               // overrides every program's kernel glob
+  bool events_json = false;          // ring-buffer events as JSON lines
+  bool quiet = false;                // no live output
 };
 
 struct InspectOptions {
@@ -69,6 +78,7 @@ struct CliArgs {
   Command command = Command::kHelp;
   std::string help_topic;  // "" (general), "trace", "inspect", "compile", "instrument", "maps"
   TraceOptions trace;
+  RunOptions run;
   InspectOptions inspect;
   CompileArgs compile;
   InstrumentCommandOptions instrument;

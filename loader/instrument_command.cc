@@ -156,13 +156,30 @@ absl::StatusOr<ProbeBundle> LoadProbeBundle(const InstrumentCommandOptions& o) {
     return BuiltinBundle(o.probe, b);
   }
   CUPROBE_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(o.probe, "probe bundle"));
-  // Wiring the bundle reader (ptx_rewriter/bundle.cc) is this one line:
-  //   return ReadBundle(absl::Span<const uint8_t>(
-  //       reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-  // plus keeping the programs whose attach point --entry/--exit/--mem asks for.
-  return absl::UnimplementedError(absl::StrCat(
-      "--probe ", o.probe, ": reading .cpb bundles is not supported by this build yet (", bytes.size(),
-      " bytes read)\n  hint: use --probe builtin:count"));
+  absl::StatusOr<ProbeBundle> bundle = ReadBundle(
+      absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  if (!bundle.ok()) {
+    return absl::Status(bundle.status().code(),
+                        absl::StrCat("--probe ", o.probe, ": ", bundle.status().message()));
+  }
+  // Keep the programs whose attach point --entry/--exit/--mem asks for; a
+  // --kernels other than '*' overrides the programs' own globs.
+  std::vector<ProbeProgram> kept;
+  for (ProbeProgram& p : bundle->programs) {
+    bool wanted = (p.attach == AttachKind::kEntry && o.entry) ||
+                  (p.attach == AttachKind::kExit && o.exit) ||
+                  (p.attach == AttachKind::kMemory && o.mem);
+    if (!wanted) continue;
+    if (o.kernels != "*") p.kernel_glob = o.kernels;
+    kept.push_back(std::move(p));
+  }
+  if (kept.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--probe ", o.probe, ": none of its ", bundle->programs.size(),
+        " program(s) attaches where --entry/--exit/--mem ask"));
+  }
+  bundle->programs = std::move(kept);
+  return bundle;
 }
 
 absl::StatusOr<std::string> InstrumentFile(const InstrumentCommandOptions& o) {

@@ -10,6 +10,7 @@
 #include "loader/inspect_command.h"
 #include "loader/instrument_command.h"
 #include "loader/maps_command.h"
+#include "loader/run_command.h"
 #include "loader/trace_command.h"
 #include "support/log.h"
 
@@ -68,6 +69,14 @@ int main(int argc, char** argv) {
         return 1;
       }
       return 0;
+    }
+    case Command::kRun: {
+      absl::StatusOr<int> code = RunRun(parsed->run);
+      if (!code.ok()) {
+        std::fprintf(stderr, "cuprobe: %s\n", std::string(code.status().message()).c_str());
+        return 2;
+      }
+      return *code;
     }
     case Command::kTrace: {
       absl::StatusOr<int> code = RunTrace(parsed->trace);

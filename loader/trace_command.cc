@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -135,13 +136,17 @@ absl::StatusOr<std::string> FindHookLibrary() {
 }
 
 absl::StatusOr<int> RunTrace(const TraceOptions& options) {
+  return RunTracedProgram(options, SessionOptions(), LiveView());
+}
+
+absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions session_options,
+                                     const LiveView& live) {
   CUPROBE_ASSIGN_OR_RETURN(std::string hook, FindHookLibrary());
   for (ReportFormat f : options.formats) {
     if (f == ReportFormat::kTable) continue;  // printed, and written next to the others
     CUPROBE_RETURN_IF_ERROR(CheckWritable(ReportPath(options, f)));
   }
 
-  SessionOptions session_options;
   session_options.ring_capacity = options.ring_bytes;
   CUPROBE_ASSIGN_OR_RETURN(Session session, Session::Create(session_options));
 
@@ -158,10 +163,35 @@ absl::StatusOr<int> RunTrace(const TraceOptions& options) {
     if (!options.keep_session) (void)session.Remove();
     return child.status();
   }
+  // The live view runs beside the drainer until the program exits.
+  std::mutex live_mu;
+  std::condition_variable live_cv;
+  bool live_stop = false;
+  std::thread live_thread;
+  if (live.interval_ms > 0 && live.on_interval) {
+    live_thread = std::thread([&] {
+      std::unique_lock<std::mutex> lock(live_mu);
+      while (!live_cv.wait_for(lock, std::chrono::milliseconds(live.interval_ms),
+                               [&] { return live_stop; })) {
+        lock.unlock();
+        live.on_interval(session);
+        lock.lock();
+      }
+    });
+  }
   ChildExit exit = child->Wait();
+  if (live_thread.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(live_mu);
+      live_stop = true;
+    }
+    live_cv.notify_all();
+    live_thread.join();
+  }
   // The hook's teardown (atexit, before the process ended) flushed its last
   // records into the ring: drain them all.
   drainer.Stop();
+  if (live.on_exit) live.on_exit(session, data);
 
   const SegmentHeader& h = session.header();
   auto state = static_cast<SessionState>(session.session_state());

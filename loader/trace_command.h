@@ -8,10 +8,14 @@
 #ifndef CUPROBE_LOADER_TRACE_COMMAND_H_
 #define CUPROBE_LOADER_TRACE_COMMAND_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "loader/args.h"
+#include "maps/segment.h"
+#include "maps/trace_data.h"
 
 namespace cuprobe {
 
@@ -20,6 +24,23 @@ namespace cuprobe {
 // (no hook library, unwritable output, no such program) are returned as a
 // status; nothing is run then.
 [[nodiscard]] absl::StatusOr<int> RunTrace(const TraceOptions& options);
+
+// What `cuprobe run` adds to a traced run: a live view while the program
+// runs, and a last word after it exited (its records all drained).
+struct LiveView {
+  uint32_t interval_ms = 0;  // 0: no live view
+  // On a thread of the CLI, every interval_ms while the program runs, and
+  // never after on_exit started.
+  std::function<void(Session&)> on_interval;
+  // After the program exited, before the report is written.
+  std::function<void(Session&, const TraceData&)> on_exit;
+};
+
+// RunTrace with a session built from `session_options` (ring capacity is
+// taken from `options`) and a live view.
+[[nodiscard]] absl::StatusOr<int> RunTracedProgram(const TraceOptions& options,
+                                                   SessionOptions session_options,
+                                                   const LiveView& live);
 
 // The hook library next to this executable: $CUPROBE_HOOK, else
 // <dir of cuprobe>/../lib/libcuprobe_hook.so, else <dir>/libcuprobe_hook.so.

@@ -266,7 +266,11 @@ absl::Status ProbeLinker::Link(uint32_t map_count) {
         continue;
       }
       Function& f = m->functions[item.function_index];
-      if (!f.has_body && (added_defs.contains(f.name) || !declared.insert(f.name).second)) {
+      // A prototype without linkage (nvcc writes one before a forward call)
+      // must stay where it is, ahead of its callers; an .extern declaration
+      // of a function some added module defines goes, as do repeats.
+      if (!f.has_body && ((f.linkage == Linkage::kExtern && added_defs.contains(f.name)) ||
+                          !declared.insert(f.name).second)) {
         continue;
       }
       // .loc lines name files of the added module's .file table, which is

@@ -1,0 +1,355 @@
+#include "loader/run_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cuprobe/abi.h"
+#include "loader/compiler/compiler.h"
+#include "loader/maps_command.h"
+#include "loader/trace_command.h"
+#include "maps/map_print.h"
+#include "maps/map_reader.h"
+#include "maps/trace_report.h"
+#include "support/log.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+// A record of `map` as JSON: fields by the map's value type when it has one.
+std::string EventJson(const MapSpec& map, absl::Span<const uint8_t> body) {
+  std::string out = "{\"map\":";
+  AppendJsonString(&out, map.name);
+  absl::StrAppend(&out, ",\"bytes\":", body.size(), ",\"fields\":{");
+  bool first = true;
+  for (const TypeField& f : map.value_type.fields) {
+    if (uint64_t{f.offset} + f.size > body.size()) continue;
+    if (!first) out += ",";
+    first = false;
+    AppendJsonString(&out, f.name);
+    out += ":";
+    if (f.size == 1 || f.size == 2 || f.size == 4 || f.size == 8) {
+      uint64_t v = 0;
+      std::memcpy(&v, body.data() + f.offset, f.size);
+      absl::StrAppend(&out, v);
+    } else {
+      std::string hex;
+      for (uint32_t i = 0; i < f.size; ++i) absl::StrAppendFormat(&hex, "%02x", body[f.offset + i]);
+      AppendJsonString(&out, hex);
+    }
+  }
+  out += "}";
+  if (map.value_type.fields.empty()) {
+    std::string hex;
+    for (uint8_t b : body) absl::StrAppendFormat(&hex, "%02x", b);
+    out += ",\"hex\":";
+    AppendJsonString(&out, hex);
+  }
+  out += "}";
+  return out;
+}
+
+// Everything the live view and the end of the run share.
+class LivePrinter {
+ public:
+  LivePrinter(const RunOptions& options, const ProbeBundle& bundle)
+      : options_(options), bundle_(bundle) {}
+
+  // Live: maps (unless quiet) and events.
+  void Interval(Session& session) {
+    if (!Attach(session)) return;
+    DrainEvents(/*print=*/!options_.quiet);
+    if (options_.quiet || !HasPlainMaps()) return;
+    absl::StatusOr<std::string> text = FormatSessionMaps(*reader_, PlainMaps());
+    if (!text.ok()) return;
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fprintf(stderr, "--- maps at %.1f s ---\n%s", t, text->c_str());
+  }
+
+  // After the program exited: the last events and the final maps, on stderr
+  // and into PREFIX.maps.txt / PREFIX.events.
+  void Final(Session& session, const TraceData& data) {
+    // The hook never attached (no CUDA, or it was disabled): RunTracedProgram
+    // says why; there are no maps to show.
+    const uint32_t state = session.session_state();
+    if (state == static_cast<uint32_t>(SessionState::kCreated)) return;
+    if (!Attach(session)) {
+      CUPROBE_LOG(kWarning, "cannot read the session's maps: %s", attach_error_);
+      return;
+    }
+    DrainEvents(/*print=*/!options_.quiet);
+    std::string text;
+    if (!data.probe_kernels().empty()) {
+      text += "instrumented kernels (ctx->kernel_id):\n";
+      std::vector<std::pair<uint32_t, std::string>> kernels;
+      for (const ProbeKernelRecord& k : data.probe_kernels()) {
+        kernels.emplace_back(k.kernel_id, DemangleKernelName(data.Name(k.name_id)));
+      }
+      std::sort(kernels.begin(), kernels.end());
+      kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
+      for (const auto& [id, name] : kernels) absl::StrAppendFormat(&text, "  [%d] %s\n", id, name);
+      text += "\n";
+    } else {
+      CUPROBE_LOG(kWarning, "no kernel was instrumented: no module the program loaded had a "
+                  "kernel with PTX that the probes select (check the section globs, or -k)");
+    }
+    if (HasPlainMaps()) {
+      absl::StatusOr<std::string> maps = FormatSessionMaps(*reader_, PlainMaps());
+      if (maps.ok()) {
+        text += *maps;
+      } else {
+        CUPROBE_LOG(kWarning, "cannot read the final maps: %s", maps.status().message());
+      }
+    }
+    for (const MapInfo& info : reader_->maps()) {
+      if (info.spec.type != CUPROBE_MAP_RINGBUF) continue;
+      absl::StatusOr<MapRingStats> stats = reader_->RingStats(info.spec.name);
+      if (stats.ok()) text += FormatRingStats(info.spec.name, *stats) + "\n";
+    }
+    std::fprintf(stderr, "--- final maps ---\n%s", text.c_str());
+    WriteText(options_.trace.output + ".maps.txt", text);
+    if (events_written_ > 0 || !events_.empty()) {
+      WriteText(options_.trace.output + ".events", events_);
+    }
+  }
+
+ private:
+  bool Attach(Session& session) {
+    if (reader_.has_value()) return true;
+    // Rings are consumed here: open writable (one consumer per ring).
+    absl::StatusOr<MapReader> reader = MapReader::Open(session.name(), /*writable=*/true);
+    if (!reader.ok()) {
+      attach_error_ = std::string(reader.status().message());
+      return false;
+    }
+    reader_ = *std::move(reader);
+    return true;
+  }
+
+  bool HasPlainMaps() const {
+    for (const MapInfo& info : reader_->maps()) {
+      if (info.spec.type != CUPROBE_MAP_RINGBUF && !absl::StartsWith(info.spec.name, ".")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Maps worth printing: not rings (their events stream), not global data.
+  MapsOptions PlainMaps() const {
+    MapsOptions o;
+    for (const MapInfo& info : reader_->maps()) {
+      if (info.spec.type == CUPROBE_MAP_RINGBUF || absl::StartsWith(info.spec.name, ".")) continue;
+      o.only.push_back(info.spec.name);
+    }
+    return o;
+  }
+
+  void DrainEvents(bool print) {
+    for (const MapInfo& info : reader_->maps()) {
+      if (info.spec.type != CUPROBE_MAP_RINGBUF) continue;
+      const MapSpec& spec = info.spec;
+      const bool printk = spec.name == CUPROBE_PRINTK_MAP_NAME;
+      absl::StatusOr<size_t> n = reader_->ReadRing(spec.name, [&](absl::Span<const uint8_t> body) {
+        std::string line;
+        if (printk) {
+          std::string text = FormatPrintk(bundle_, body);
+          if (options_.events_json) {
+            line = "{\"printk\":";
+            AppendJsonString(&line, text);
+            line += "}";
+          } else {
+            line = text;
+          }
+        } else if (options_.events_json) {
+          line = EventJson(spec, body);
+        } else {
+          line = absl::StrCat("@", spec.name, ": ", FormatBytes(body, spec.value_type));
+        }
+        if (print) std::fprintf(stderr, "%s\n", line.c_str());
+        absl::StrAppend(&events_, line, "\n");
+        ++events_written_;
+      });
+      if (!n.ok() && !ring_error_reported_) {
+        ring_error_reported_ = true;
+        CUPROBE_LOG(kWarning, "cannot read ring buffer @%s: %s", spec.name, n.status().message());
+      }
+    }
+  }
+
+  static void WriteText(const std::string& path, const std::string& text) {
+    absl::Status s = WriteFile(path, text);
+    if (s.ok()) {
+      CUPROBE_LOG(kInfo, "wrote %s", path);
+    } else {
+      CUPROBE_LOG(kError, "%s", s.message());
+    }
+  }
+
+  const RunOptions& options_;
+  const ProbeBundle& bundle_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::optional<MapReader> reader_;
+  std::string attach_error_;
+  std::string events_;
+  uint64_t events_written_ = 0;
+  bool ring_error_reported_ = false;
+};
+
+}  // namespace
+
+std::string FormatPrintf(std::string_view format, absl::Span<const uint64_t> args) {
+  std::string out;
+  size_t next_arg = 0;
+  for (size_t i = 0; i < format.size(); ++i) {
+    char c = format[i];
+    if (c != '%') {
+      out += c;
+      continue;
+    }
+    size_t start = i++;
+    if (i < format.size() && format[i] == '%') {
+      out += '%';
+      continue;
+    }
+    while (i < format.size() && std::strchr("-+ #0", format[i]) != nullptr) ++i;
+    while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) ++i;
+    if (i < format.size() && format[i] == '.') {
+      ++i;
+      while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) ++i;
+    }
+    size_t length_start = i;
+    while (i < format.size() && std::strchr("hlzjt", format[i]) != nullptr) ++i;
+    if (i >= format.size()) {
+      out.append(format.substr(start));
+      break;
+    }
+    const char conv = format[i];
+    if (std::strchr("diuxXocp", conv) == nullptr || next_arg >= args.size()) {
+      out.append(format.substr(start, i - start + 1));  // verbatim
+      continue;
+    }
+    // Rebuild the spec with a 64-bit length so every argument reads as one.
+    std::string spec(format.substr(start, length_start - start));
+    const uint64_t v = args[next_arg++];
+    char buf[128];
+    if (conv == 'p') {
+      spec += "llx";
+      std::snprintf(buf, sizeof(buf), ("0x" + spec).c_str(), static_cast<unsigned long long>(v));
+    } else if (conv == 'c') {
+      spec += 'c';
+      std::snprintf(buf, sizeof(buf), spec.c_str(), static_cast<int>(v & 0xff));
+    } else if (conv == 'd' || conv == 'i') {
+      // The argument's width decides the sign: %d of a 32-bit value is an int.
+      const bool wide = format.substr(length_start, i - length_start).find('l') !=
+                            std::string_view::npos ||
+                        format.substr(length_start, i - length_start).find('z') !=
+                            std::string_view::npos;
+      spec += "lld";
+      long long sv = wide ? static_cast<long long>(v)
+                          : static_cast<long long>(static_cast<int32_t>(v & 0xffffffffu));
+      std::snprintf(buf, sizeof(buf), spec.c_str(), sv);
+    } else {
+      const bool wide = format.substr(length_start, i - length_start).find('l') !=
+                            std::string_view::npos ||
+                        format.substr(length_start, i - length_start).find('z') !=
+                            std::string_view::npos;
+      spec += "ll";
+      spec += conv;
+      std::snprintf(buf, sizeof(buf), spec.c_str(),
+                    static_cast<unsigned long long>(wide ? v : (v & 0xffffffffu)));
+    }
+    out += buf;
+  }
+  return out;
+}
+
+std::string FormatPrintk(const ProbeBundle& bundle, absl::Span<const uint8_t> record) {
+  if (record.size() < 32) return absl::StrCat("<short printk record: ", record.size(), " bytes>");
+  uint32_t format_id = 0, nargs = 0;
+  uint64_t args[3];
+  std::memcpy(&format_id, record.data(), 4);
+  std::memcpy(&nargs, record.data() + 4, 4);
+  std::memcpy(args, record.data() + 8, sizeof(args));
+  if (format_id >= bundle.printk_formats.size()) {
+    return absl::StrCat("<printk with unknown format ", format_id, ">");
+  }
+  std::string text =
+      FormatPrintf(bundle.printk_formats[format_id], absl::MakeConstSpan(args, std::min(nargs, 3u)));
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+absl::StatusOr<ProbeBundle> LoadProbe(const std::string& path) {
+  if (absl::EndsWith(path, ".cpb")) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read probe bundle '", path, "'"));
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+    absl::StatusOr<ProbeBundle> bundle = ReadBundle(bytes);
+    if (!bundle.ok()) {
+      return absl::Status(bundle.status().code(),
+                          absl::StrCat(path, ": ", bundle.status().message()));
+    }
+    return bundle;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  CUPROBE_LOG(kInfo, "compiling %s", path);
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFile(path, ProbeCompileOptions()));
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+  CUPROBE_LOG(kInfo, "compiled %s in %.0f ms: %d program(s), %d map(s)", path, ms,
+              r.bundle.programs.size(), r.bundle.maps.size());
+  return std::move(r.bundle);
+}
+
+absl::StatusOr<int> RunRun(const RunOptions& options) {
+  if (options.probes.size() > 1) {
+    return absl::UnimplementedError(
+        "one -p per run for now: put the programs in one probe file (it may hold any number of "
+        "programs and maps)");
+  }
+  CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadProbe(options.probes[0]));
+  if (bundle.programs.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.probes[0], " has no probe programs (sections cuprobe/entry/..., "
+                     "cuprobe/exit/..., cuprobe/mem/..., kprobe/..., kretprobe/...)"));
+  }
+  if (!options.kernels.empty()) {
+    for (ProbeProgram& p : bundle.programs) p.kernel_glob = options.kernels;
+  }
+  for (const ProbeProgram& p : bundle.programs) {
+    CUPROBE_LOG(kInfo, "probe %s: %s of kernels '%s'", p.name,
+                p.attach == AttachKind::kEntry  ? "entry"
+                : p.attach == AttachKind::kExit ? "exit"
+                                                : "memory accesses",
+                p.kernel_glob);
+  }
+
+  SessionOptions session_options;
+  session_options.maps = bundle.maps;
+  session_options.bundle = WriteBundle(bundle);
+
+  // The hook publishes maps at its heartbeat; the live view prints at the
+  // user's interval.
+  TraceOptions trace = options.trace;
+  trace.interval_ms = std::min<uint32_t>(options.trace.interval_ms, 100);
+  LivePrinter printer(options, bundle);
+  LiveView live;
+  live.interval_ms = options.trace.interval_ms;
+  live.on_interval = [&printer](Session& s) { printer.Interval(s); };
+  live.on_exit = [&printer](Session& s, const TraceData& data) { printer.Final(s, data); };
+  return RunTracedProgram(trace, std::move(session_options), live);
+}
+
+}  // namespace cuprobe

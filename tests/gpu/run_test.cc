@@ -1,0 +1,205 @@
+// GPU tier: `cuprobe run` end to end. The reference probes of
+// samples/probes on vec_add and the tiled matmul, with exact expected
+// values computed from the workloads; the programs' own output (which checks
+// every result) must equal the native run's. Skips without a GPU.
+#include <unistd.h>
+
+#include <cstdint>
+#include <map>
+#include <regex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
+std::string Probe(const std::string& name) { return SourceDir() + "/samples/probes/" + name; }
+
+class Run : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+    char tmpl[] = "/tmp/cuprobe-run-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  // Runs `cuprobe run -p probe [extra] -- app`, checks the app's stdout
+  // against its native run, and returns the final maps text.
+  std::string RunProbe(const std::string& probe, const std::vector<std::string>& app,
+                       const std::vector<std::string>& extra = {}) {
+    ProcessResult native = RunProcess(app);
+    EXPECT_EQ(native.exit_code, 0) << native.err;
+    prefix_ = dir_ + "/run" + std::to_string(runs_++);
+    std::vector<std::string> argv = {Cuprobe(), "run", "-p", probe, "-o", prefix_, "--format",
+                                     "json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), app.begin(), app.end());
+    last_ = RunProcess(argv, {{"CUPROBE_LOG", "info"}}, 300);
+    EXPECT_EQ(last_.exit_code, 0) << last_.err;
+    EXPECT_EQ(last_.out, native.out) << "the program's results must not change";
+    EXPECT_THAT(last_.err, HasSubstr("instrumented")) << last_.err;
+    return ReadWholeFile(prefix_ + ".maps.txt");
+  }
+  std::string dir_, prefix_;
+  ProcessResult last_;
+  int runs_ = 0;
+};
+
+// "[id] name" lines of the final maps: kernel name (demangled) -> id.
+std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
+  std::map<std::string, uint32_t> ids;
+  std::regex line(R"(^  \[(\d+)\] ([^(\n]+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
+  }
+  return ids;
+}
+
+TEST_F(Run, ThreadhistCountsEveryThreadExitExactly) {
+  const int n = 1 << 20, iterations = 10;
+  std::string maps = RunProbe(Probe("threadhist.bpf.c"),
+                              {SamplePath("vec_add"), std::to_string(n),
+                               std::to_string(iterations)});
+  // Every one of the n threads leaves vec_add once per launch.
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@thread_exits[0]: sum ",
+                                           int64_t{n} * iterations, " over ", n,
+                                           " threads (min ", iterations, ", max ", iterations,
+                                           ")")))
+      << maps;
+}
+
+// (kernel id, kind) -> count, from "@name[{kernel_id: K, kind: D}]: V" lines.
+std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
+                                                               const std::string& map) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> out;
+  std::regex line("@" + map + R"(\[\{kernel_id: (\d+), kind: (\d+)\}\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    out[{static_cast<uint32_t>(std::stoul((*it)[1].str())),
+         static_cast<uint32_t>(std::stoul((*it)[2].str()))}] = std::stoull((*it)[3].str());
+  }
+  return out;
+}
+
+constexpr uint32_t kLoad = 1, kStore = 2;
+
+TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
+  {
+    const uint64_t n = 1 << 20, iterations = 5;
+    std::string maps = RunProbe(Probe("mem_trace.bpf.c"),
+                                {SamplePath("vec_add"), std::to_string(n),
+                                 std::to_string(iterations)});
+    std::map<std::string, uint32_t> ids = KernelIds(maps);
+    ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps;
+    auto count = AccessCounts(maps, "accesses");
+    auto bytes = AccessCounts(maps, "bytes");
+    // vec_add: c[i] = a[i] + b[i]; scale: c[i] *= f.
+    EXPECT_EQ((count[{ids["vec_add"], kLoad}]), 2 * n * iterations) << maps;
+    EXPECT_EQ((count[{ids["vec_add"], kStore}]), n * iterations) << maps;
+    EXPECT_EQ((count[{ids["scale"], kLoad}]), n) << maps;
+    EXPECT_EQ((count[{ids["scale"], kStore}]), n) << maps;
+    EXPECT_EQ((bytes[{ids["vec_add"], kLoad}]), 4 * 2 * n * iterations) << maps;
+    EXPECT_EQ(count.size(), 4u) << "no other kind of access: " << maps;
+  }
+  {
+    const uint64_t n = 512, iterations = 3, tile = 16;
+    std::string maps = RunProbe(Probe("mem_trace.bpf.c"),
+                                {SamplePath("matmul"), std::to_string(n),
+                                 std::to_string(iterations)});
+    std::map<std::string, uint32_t> ids = KernelIds(maps);
+    ASSERT_TRUE(ids.count("matmul_tiled")) << maps;
+    auto count = AccessCounts(maps, "accesses");
+    // Global only (the probe skips shared memory): 2 loads per tile and
+    // thread, one store per thread.
+    EXPECT_EQ((count[{ids["matmul_tiled"], kLoad}]), 2 * n * n * (n / tile) * iterations) << maps;
+    EXPECT_EQ((count[{ids["matmul_tiled"], kStore}]), n * n * iterations) << maps;
+  }
+}
+
+TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
+  const int n = 1 << 20, iterations = 4, blocks = n / 256;
+  std::string maps = RunProbe(Probe("kernel_trace.bpf.c"),
+                              {SamplePath("vec_add"), std::to_string(n),
+                               std::to_string(iterations)},
+                              {"--events", "json", "--quiet"});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps;
+  // Count events per (kernel id, block) with python (JSON lines).
+  ProcessResult r = RunProcess(
+      {"python3", "-c",
+       "import json,sys,collections\n"
+       "c=collections.Counter()\n"
+       "sms=set()\n"
+       "for l in open(sys.argv[1]):\n"
+       "  e=json.loads(l)\n"
+       "  if e.get('map')!='block_events': continue\n"
+       "  f=e['fields']\n"
+       "  c[(f['kernel_id'],f['block_x'])]+=1\n"
+       "  sms.add(f['sm_id'])\n"
+       "per=collections.Counter()\n"
+       "for (k,b),v in c.items(): per[(k,v)]+=1\n"
+       "for (k,v),blocks in sorted(per.items()): print(k,v,blocks)\n"
+       "print('sms',len(sms))\n",
+       prefix_ + ".events"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // vec_add: every block seen exactly `iterations` times; scale: once.
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["vec_add"], " ", iterations, " ", blocks, "\n")))
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["scale"], " 1 ", blocks, "\n"))) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
+  EXPECT_THAT(maps, HasSubstr("0 dropped")) << maps;
+}
+
+TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {
+  std::string maps = RunProbe(SourceDir() + "/tests/gpu/probes/vec_add_args.bpf.c",
+                              {SamplePath("vec_add"), "65536", "7"});
+  EXPECT_THAT(maps, HasSubstr("@n_seen[65536]: 7")) << maps;
+  std::string events = ReadWholeFile(prefix_ + ".events");
+  int lines = 0;
+  for (absl::string_view l : absl::StrSplit(events, '\n', absl::SkipEmpty())) {
+    EXPECT_EQ(l, "vec_add launched with n=65536");
+    ++lines;
+  }
+  EXPECT_EQ(lines, 7) << events;
+}
+
+TEST_F(Run, TracesLikeTraceDoes) {
+  std::string maps = RunProbe(Probe("threadhist.bpf.c"), {SamplePath("vec_add"), "4096", "3"});
+  ProcessResult r = RunProcess({"python3", SourceDir() + "/tests/gpu/summary_lines.py",
+                                prefix_ + ".json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("K\t3\tvec_add(float const*, float const*, float*, int)"));
+  EXPECT_THAT(r.out, HasSubstr("K\t1\tscale(float*, float, int)"));
+}
+
+TEST_F(Run, BadProbeStopsBeforeTheProgramRuns) {
+  std::string bad = dir_ + "/bad.bpf.c";
+  ASSERT_EQ(RunProcess({"sh", "-c",
+                        "printf '#include \"cuprobe/probe.h\"\\nSEC(\"cuprobe/entry/*\") int p(struct "
+                        "cuprobe_ctx *ctx) { ctx->kind = 1; return 0; }\\n' > " +
+                            bad})
+                .exit_code,
+            0);
+  std::string marker = dir_ + "/ran";
+  ProcessResult r = RunProcess({Cuprobe(), "run", "-p", bad, "--", "touch", marker});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("bad.bpf.c"));
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "nothing runs with a probe that fails to verify";
+}
+
+}  // namespace
+}  // namespace cuprobe::testing
