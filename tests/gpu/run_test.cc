@@ -25,7 +25,9 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
-std::string Probe(const std::string& name) { return SourceDir() + "/samples/probes/" + name; }
+// Probes run from the bundles the build compiled (build/probes/*.cpb): the
+// GPU machine has no clang-19 to compile C probes.
+std::string Probe(const std::string& name) { return BuildDir() + "/probes/" + name + ".cpb"; }
 
 class Run : public ::testing::Test {
  protected:
@@ -71,7 +73,7 @@ std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
 
 TEST_F(Run, ThreadhistCountsEveryThreadExitExactly) {
   const int n = 1 << 20, iterations = 10;
-  std::string maps = RunProbe(Probe("threadhist.bpf.c"),
+  std::string maps = RunProbe(Probe("threadhist"),
                               {SamplePath("vec_add"), std::to_string(n),
                                std::to_string(iterations)});
   // Every one of the n threads leaves vec_add once per launch.
@@ -100,7 +102,7 @@ constexpr uint32_t kLoad = 1, kStore = 2;
 TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
   {
     const uint64_t n = 1 << 20, iterations = 5;
-    std::string maps = RunProbe(Probe("mem_trace.bpf.c"),
+    std::string maps = RunProbe(Probe("mem_trace"),
                                 {SamplePath("vec_add"), std::to_string(n),
                                  std::to_string(iterations)});
     std::map<std::string, uint32_t> ids = KernelIds(maps);
@@ -117,7 +119,7 @@ TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
   }
   {
     const uint64_t n = 512, iterations = 3, tile = 16;
-    std::string maps = RunProbe(Probe("mem_trace.bpf.c"),
+    std::string maps = RunProbe(Probe("mem_trace"),
                                 {SamplePath("matmul"), std::to_string(n),
                                  std::to_string(iterations)});
     std::map<std::string, uint32_t> ids = KernelIds(maps);
@@ -132,7 +134,7 @@ TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
 
 TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
   const int n = 1 << 20, iterations = 4, blocks = n / 256;
-  std::string maps = RunProbe(Probe("kernel_trace.bpf.c"),
+  std::string maps = RunProbe(Probe("kernel_trace"),
                               {SamplePath("vec_add"), std::to_string(n),
                                std::to_string(iterations)},
                               {"--events", "json", "--quiet"});
@@ -165,7 +167,7 @@ TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
 }
 
 TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {
-  std::string maps = RunProbe(SourceDir() + "/tests/gpu/probes/vec_add_args.bpf.c",
+  std::string maps = RunProbe(Probe("vec_add_args"),
                               {SamplePath("vec_add"), "65536", "7"});
   EXPECT_THAT(maps, HasSubstr("@n_seen[65536]: 7")) << maps;
   std::string events = ReadWholeFile(prefix_ + ".events");
@@ -178,7 +180,7 @@ TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {
 }
 
 TEST_F(Run, TracesLikeTraceDoes) {
-  std::string maps = RunProbe(Probe("threadhist.bpf.c"), {SamplePath("vec_add"), "4096", "3"});
+  std::string maps = RunProbe(Probe("threadhist"), {SamplePath("vec_add"), "4096", "3"});
   ProcessResult r = RunProcess({"python3", SourceDir() + "/tests/gpu/summary_lines.py",
                                 prefix_ + ".json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -186,7 +188,11 @@ TEST_F(Run, TracesLikeTraceDoes) {
   EXPECT_THAT(r.out, HasSubstr("K\t1\tscale(float*, float, int)"));
 }
 
-TEST_F(Run, BadProbeStopsBeforeTheProgramRuns) {
+// No GPU needed: the probe is rejected before anything runs.
+TEST(RunCli, BadProbeStopsBeforeTheProgramRuns) {
+  char tmpl[] = "/tmp/cuprobe-run-cli-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir_ = tmpl;
   std::string bad = dir_ + "/bad.bpf.c";
   ASSERT_EQ(RunProcess({"sh", "-c",
                         "printf '#include \"cuprobe/probe.h\"\\nSEC(\"cuprobe/entry/*\") int p(struct "

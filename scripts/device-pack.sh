@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine runs (scripts/device-test.sh) from a build
+# folder into a lean copy: stripped binaries, the hook, the samples, the GPU
+# test binaries and the PTX files they read, keeping the build's layout so
+# CUPROBE_BUILD_DIR can point at it. The device tool carries at most 64 MiB.
+#
+#   scripts/device-pack.sh [BUILD_DIR] [OUT_DIR]    (defaults: build, .device/build)
+#   run(command="CUPROBE_BUILD_DIR=$PWD/.device/build scripts/device-test.sh", carry=[".device"])
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$root/build}"
+out="${2:-$root/.device/build}"
+rm -rf "$out"
+mkdir -p "$out"
+copy() {  # relative path in the build folder; strips ELF executables
+  local rel=$1
+  [[ -e "$build/$rel" ]] || { echo "device-pack: missing $build/$rel" >&2; return 1; }
+  mkdir -p "$out/$(dirname "$rel")"
+  cp "$build/$rel" "$out/$rel"
+  if file -b "$out/$rel" | grep -q '^ELF'; then strip --strip-unneeded "$out/$rel" 2>/dev/null || true; fi
+}
+copy bin/cuprobe
+copy lib/libcuprobe_hook.so
+for f in "$build"/samples/*; do [[ -f "$f" && -x "$f" ]] && copy "samples/$(basename "$f")"; done
+for t in injection_test trace_test resilience_test run_test maps_gpu_test real_seam_test \
+         hook_library_test ptx_rewriter_gpu_test; do
+  [[ -x "$build/tests/$t" ]] && copy "tests/$t"
+done
+for b in launch_loop maps_bench rewrite_bench; do [[ -x "$build/bench/$b" ]] && copy "bench/$b"; done
+copy generated/cuprobe_helpers.ptx
+copy tests/maps/gpu/map_kernels.ptx
+for p in "$build"/probes/*.cpb; do copy "probes/$(basename "$p")"; done
+du -sh "$out" | sed 's/^/device-pack: /'
