@@ -183,7 +183,8 @@ OPTIONS
       --mem               probe at every global / generic load, store, atomic
   -o, --output OUT        OUT.cubin or OUT.ptx
       --sm N              device SM, e.g. 90 for sm_90 (default: 90)
-      --helpers PTX       the GPU helper library PTX (default: $CUPROBE_HELPER_PTX)
+      --helpers PTX       the GPU helper library PTX (default: $CUPROBE_HELPER_PTX,
+                          else the one built into cuprobe)
       --kernel-id N       id of the first instrumented kernel (default: 0)
       --stats             per kernel: probe sites, and registers before and
                           after (compiles both with nvJitLink -verbose)
@@ -194,7 +195,7 @@ EXAMPLES
   cuprobe instrument -p builtin:count --mem -k 'vec_add*' --stats kernels.ptx -o out.ptx
 
 ENVIRONMENT
-  CUPROBE_HELPER_PTX   the GPU helper library PTX when --helpers is not given
+  CUPROBE_HELPER_PTX   a GPU helper library PTX to use instead of the built-in one
   CUPROBE_CACHE_DIR    compile cache directory ("off" disables it)
 )";
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "maps/gpu/helpers_ptx.h"
 #include "maps/trace_report.h"
 #include "ptx_rewriter/builtin_probes.h"
 #include "ptx_rewriter/compile.h"
@@ -126,16 +127,9 @@ absl::StatusOr<std::string> HelperPtx(const InstrumentCommandOptions& o, const P
   if (path.empty()) {
     if (const char* env = std::getenv("CUPROBE_HELPER_PTX"); env != nullptr) path = env;
   }
-#ifdef CUPROBE_DEFAULT_HELPER_PTX
-  if (path.empty()) path = CUPROBE_DEFAULT_HELPER_PTX;
-#endif
-  if (path.empty()) {
-    if (bundle.helpers.empty()) return std::string();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the probe calls ", absl::StrJoin(bundle.helpers, ", "),
-        " of the GPU helper library, and none was given\n  hint: pass --helpers FILE.ptx or set "
-        "CUPROBE_HELPER_PTX"));
-  }
+  // Default: the helper library built into this binary (the hook links the
+  // same one).
+  if (path.empty()) return std::string(HelpersPtx());
   return ReadWholeFile(path, "GPU helper library");
 }
 

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The main job: builds cuprobe (installing what it needs), then traces the
-# bundled sample. On a machine with a GPU it runs `cuprobe trace` on
-# samples/vec_add and writes a kernel summary and a Perfetto timeline. Without
-# a GPU it says so and runs the offline pipeline on the same sample:
-# `cuprobe inspect` (fatbin entries, PTX choice, kernel names) and extracts
-# the PTX that instrumentation would rewrite.
+# The main job: builds cuprobe (installing what it needs), then traces and
+# probes the bundled sample samples/vec_add.
+#  - With a GPU: `cuprobe trace` (kernel summary, Perfetto timeline), then
+#    `cuprobe run` with the threadhist probe (per-thread exit counts of
+#    vec_add, read live from the GPU).
+#  - Without a GPU it says so and runs the offline pipeline on the same
+#    sample and probe: `cuprobe inspect` (fatbin entries, PTX, kernels),
+#    `cuprobe compile` (verify, lower to PTX, bundle) and `cuprobe instrument`
+#    (rewrite vec_add with the probe, link the helper library, compile a
+#    cubin for sm_90 with nvJitLink, and report the extra registers).
 #
 #   scripts/demo.sh            # results in ./demo-output/
 set -euo pipefail
@@ -12,7 +16,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CUPROBE_BUILD_DIR:-$root/build}"
 out="${CUPROBE_DEMO_DIR:-$PWD/demo-output}"
 
-if [[ ! -x "$build/bin/cuprobe" || ! -x "$build/samples/vec_add" ]]; then
+if [[ ! -x "$build/bin/cuprobe" || ! -x "$build/samples/vec_add" ||
+      ! -f "$build/lib/libcuprobe_hook.so" ]]; then
   "$root/scripts/install-deps.sh"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build" -j "$(nproc)" --target cuprobe cuprobe_hook vec_add
@@ -20,17 +25,24 @@ fi
 mkdir -p "$out"
 cuprobe="$build/bin/cuprobe"
 sample="$build/samples/vec_add"
+probe="$root/samples/probes/threadhist.bpf.c"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "demo: GPU found: $(nvidia-smi -L | head -1)"
   echo "demo: cuprobe trace -o $out/vec_add --format table,json,csv,chrome -- vec_add 1048576 100"
   "$cuprobe" trace -o "$out/vec_add" --format table,json,csv,chrome -- "$sample" 1048576 100
   echo "demo: open $out/vec_add.trace.json in https://ui.perfetto.dev"
+  echo "demo: cuprobe run -p threadhist.bpf.c -- vec_add 1048576 10"
+  "$cuprobe" run -p "$probe" -o "$out/threadhist" -- "$sample" 1048576 10
 else
   echo "demo: no GPU on this machine (nvidia-smi finds none): running the offline pipeline"
   echo "demo: cuprobe inspect $sample"
   "$cuprobe" inspect "$sample"
-  "$cuprobe" inspect --extract-ptx "$out/vec_add.sm_90.ptx" "$sample" | tail -1
-  echo "demo: the PTX above is what instrumentation rewrites; head of it:"
-  sed -n '1,12p' "$out/vec_add.sm_90.ptx"
+  echo "demo: cuprobe compile $probe"
+  "$cuprobe" compile --emit-ptx "$probe" -o "$out/threadhist.cpb"
+  echo "demo: cuprobe instrument --probe threadhist.cpb --exit vec_add --stats"
+  CUPROBE_HELPER_PTX="${CUPROBE_HELPER_PTX:-$build/generated/cuprobe_helpers.ptx}" \
+    "$cuprobe" instrument --probe "$out/threadhist.cpb" --exit --stats "$sample" \
+    -o "$out/vec_add.threadhist.cubin"
+  echo "demo: $out/vec_add.threadhist.cubin is what the hook would load on an sm_90 GPU"
 fi
