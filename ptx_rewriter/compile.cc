@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "ptx_rewriter/content_hash.h"
@@ -142,12 +143,36 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   std::sort(ids.begin(), ids.end());
   for (const auto& [name, id] : ids) key.Add("id", absl::StrCat(name, "=", id));
   key.Add("first_id", uint64_t{options.first_kernel_id});
+  key.Add("indirect", uint64_t{options.indirect_calls ? 1u : 0u});
   std::vector<std::string> skip = options.skip_kernels;
   std::sort(skip.begin(), skip.end());
   for (const std::string& s : skip) key.Add("skip", s);
   key.Add("compile.sm", uint64_t{compile.sm});
   for (const std::string& e : compile.extra) key.Add("compile.extra", e);
   return key.Hex();
+}
+
+absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
+    std::string_view module_ptx, const ProbeBundle& bundle, InstrumentOptions options,
+    const CompileOptions& compile) {
+  CompiledInstrumentation out;
+  CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
+  if (out.result.instrumented.empty()) return out;
+  absl::StatusOr<CompiledCubin> c = CompilePtx(out.result.ptx, compile);
+  if (!c.ok() && !options.indirect_calls &&
+      absl::StrContains(c.status().message(), "Register allocation failed")) {
+    options.indirect_calls = true;
+    CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
+    c = CompilePtx(out.result.ptx, compile);
+    if (c.ok()) {
+      out.result.warnings.push_back(
+          "ptxas could not allocate registers around direct probe calls (C7600); the probes "
+          "are called through function pointers, which costs more registers");
+    }
+  }
+  if (!c.ok()) return c.status();
+  out.compiled = *std::move(c);
+  return out;
 }
 
 absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_ptx,
@@ -168,15 +193,15 @@ absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_
       }
     }
   }
-  CUPROBE_ASSIGN_OR_RETURN(InstrumentResult r, InstrumentPtx(module_ptx, bundle, options));
+  CUPROBE_ASSIGN_OR_RETURN(CompiledInstrumentation c,
+                           InstrumentAndCompileUncached(module_ptx, bundle, options, compile));
   InstrumentedModule m;
-  m.instrumented = std::move(r.instrumented);
-  m.skipped = std::move(r.skipped);
-  m.warnings = std::move(r.warnings);
+  m.instrumented = std::move(c.result.instrumented);
+  m.skipped = std::move(c.result.skipped);
+  m.warnings = std::move(c.result.warnings);
   m.cache_key = key;
   if (m.instrumented.empty()) return m;
-  CUPROBE_ASSIGN_OR_RETURN(CompiledCubin c, CompilePtx(r.ptx, compile));
-  m.cubin = std::move(c.cubin);
+  m.cubin = std::move(c.compiled.cubin);
   if (!key.empty()) (void)cache.Store(key, EncodeInstrumentedModule(m));
   return m;
 }

@@ -42,6 +42,19 @@ struct InstrumentedModule {
   std::string cache_key;
 };
 
+// InstrumentPtx + CompilePtx, without the cache. When ptxas fails register
+// allocation around direct probe calls (C7600; see ProbeCall::indirect), the
+// module is instrumented again with indirect calls and compiled again, and
+// the result carries a warning saying so. `cubin` is empty when no kernel
+// was instrumented.
+struct CompiledInstrumentation {
+  InstrumentResult result;
+  CompiledCubin compiled;
+};
+[[nodiscard]] absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
+    std::string_view module_ptx, const ProbeBundle& bundle, InstrumentOptions options,
+    const CompileOptions& compile);
+
 // The cache key of an InstrumentAndCompile call (32 hex digits).
 [[nodiscard]] absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
                                                              const ProbeBundle& bundle,
