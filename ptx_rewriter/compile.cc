@@ -37,9 +37,15 @@ class Reader {
     return true;
   }
   bool Str(std::string* s) {
+    std::string_view v;
+    if (!View(&v)) return false;
+    s->assign(v);
+    return true;
+  }
+  bool View(std::string_view* v) {
     uint32_t n = 0;
     if (!U32(&n) || in_.size() - pos_ < n) return false;
-    s->assign(in_.substr(pos_, n));
+    *v = in_.substr(pos_, n);
     pos_ += n;
     return true;
   }
@@ -113,8 +119,8 @@ absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view byt
   for (std::string& s : m.warnings) {
     if (!r.Str(&s)) return bad();
   }
-  std::string cubin;
-  if (!r.Str(&cubin) || !r.AtEnd()) return bad();
+  std::string_view cubin;
+  if (!r.View(&cubin) || !r.AtEnd()) return bad();
   m.cubin.assign(cubin.begin(), cubin.end());
   return m;
 }
@@ -122,13 +128,13 @@ absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view byt
 absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
                                                const ProbeBundle& bundle,
                                                const InstrumentOptions& options,
-                                               const CompileOptions& compile) {
+                                               const CompileOptions& compile, bool is_identity) {
   CUPROBE_ASSIGN_OR_RETURN(std::string nvjitlink, NvJitLinkFingerprint());
   CacheKeyBuilder key;
   key.Add("rewriter", kRewriterVersion);
   key.Add("abi", uint64_t{CUPROBE_ABI_VERSION});
   key.Add("nvjitlink", nvjitlink);
-  key.Add("module", module_ptx);
+  key.Add(is_identity ? "module-identity" : "module", module_ptx);
   key.Add("bundle.ptx", bundle.ptx);
   key.Add("bundle.maps", uint64_t{bundle.maps.size()});
   for (const ProbeProgram& p : bundle.programs) {
@@ -175,24 +181,14 @@ absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
   return out;
 }
 
-absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_ptx,
-                                                        const ProbeBundle& bundle,
-                                                        const InstrumentOptions& options,
-                                                        const CompileCache& cache,
-                                                        CompileOptions compile) {
-  compile.sm = options.sm;
-  std::string key;
-  if (cache.enabled()) {
-    CUPROBE_ASSIGN_OR_RETURN(key, InstrumentCacheKey(module_ptx, bundle, options, compile));
-    if (std::optional<std::string> hit = cache.Lookup(key)) {
-      absl::StatusOr<InstrumentedModule> m = DecodeInstrumentedModule(*hit);
-      if (m.ok()) {
-        m->cache_hit = true;
-        m->cache_key = key;
-        return m;
-      }
-    }
-  }
+namespace {
+
+absl::StatusOr<InstrumentedModule> CompileAndStore(std::string_view module_ptx,
+                                                   const ProbeBundle& bundle,
+                                                   const InstrumentOptions& options,
+                                                   const CompileCache& cache,
+                                                   const CompileOptions& compile,
+                                                   const std::string& key) {
   CUPROBE_ASSIGN_OR_RETURN(CompiledInstrumentation c,
                            InstrumentAndCompileUncached(module_ptx, bundle, options, compile));
   InstrumentedModule m;
@@ -204,6 +200,47 @@ absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_
   m.cubin = std::move(c.compiled.cubin);
   if (!key.empty()) (void)cache.Store(key, EncodeInstrumentedModule(m));
   return m;
+}
+
+std::optional<InstrumentedModule> FromCache(const CompileCache& cache, const std::string& key) {
+  std::optional<std::string> hit = cache.Lookup(key);
+  if (!hit) return std::nullopt;
+  absl::StatusOr<InstrumentedModule> m = DecodeInstrumentedModule(*hit);
+  if (!m.ok()) return std::nullopt;
+  m->cache_hit = true;
+  m->cache_key = key;
+  return *std::move(m);
+}
+
+}  // namespace
+
+absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_ptx,
+                                                        const ProbeBundle& bundle,
+                                                        const InstrumentOptions& options,
+                                                        const CompileCache& cache,
+                                                        CompileOptions compile) {
+  compile.sm = options.sm;
+  std::string key;
+  if (cache.enabled()) {
+    CUPROBE_ASSIGN_OR_RETURN(key, InstrumentCacheKey(module_ptx, bundle, options, compile));
+    if (std::optional<InstrumentedModule> m = FromCache(cache, key)) return *std::move(m);
+  }
+  return CompileAndStore(module_ptx, bundle, options, cache, compile, key);
+}
+
+absl::StatusOr<InstrumentedModule> InstrumentAndCompileLazy(
+    std::string_view module_identity,
+    const std::function<absl::StatusOr<std::string>()>& extract_ptx, const ProbeBundle& bundle,
+    const InstrumentOptions& options, const CompileCache& cache, CompileOptions compile) {
+  compile.sm = options.sm;
+  std::string key;
+  if (cache.enabled()) {
+    CUPROBE_ASSIGN_OR_RETURN(
+        key, InstrumentCacheKey(module_identity, bundle, options, compile, /*is_identity=*/true));
+    if (std::optional<InstrumentedModule> m = FromCache(cache, key)) return *std::move(m);
+  }
+  CUPROBE_ASSIGN_OR_RETURN(std::string ptx, extract_ptx());
+  return CompileAndStore(ptx, bundle, options, cache, compile, key);
 }
 
 }  // namespace cuprobe

@@ -63,6 +63,17 @@ TEST(ContentHashTest, StableDistinctAndFramed) {
   EXPECT_EQ(a.Hex().size(), 32u);
 }
 
+TEST(NvJitLinkTest, FingerprintIsTheSameBeforeAndAfterLoading) {
+  // ctest runs each test in its own process: nvJitLink is not loaded yet
+  // here (unless --gtest_filter ran another test first in this process).
+  absl::StatusOr<std::string> before = NvJitLinkFingerprint();
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(LoadNvJitLink().ok());
+  absl::StatusOr<std::string> after = NvJitLinkFingerprint();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(*before, *after) << "cache keys would change once nvJitLink is loaded";
+}
+
 TEST(NvJitLinkTest, IsLoadedAtRunTimeNotLinked) {
   std::string out;
   ASSERT_EQ(testing::RunCommand("readelf -d /proc/" + std::to_string(getpid()) + "/exe", &out), 0);
@@ -277,6 +288,45 @@ TEST(InstrumentAndCompileTest, MissThenHitWithTheSameResult) {
   EXPECT_NE(*k1, *k2);
   EXPECT_NE(*k1, *k3);
   EXPECT_NE(*k1, *k4);
+}
+
+TEST(InstrumentAndCompileTest, LazyExtractsThePtxOnlyOnAMiss) {
+  TempDir tmp;
+  CompileCache cache(tmp.path());
+  const std::string ptx = testing::ReadFixtureText("kernels_sm90.ptx");
+  const std::string helpers = testing::ReadFixtureText("test_helpers.ptx");
+  BuiltinBundleOptions bo;
+  bo.entry = true;
+  absl::StatusOr<ProbeBundle> bundle = BuiltinBundle("builtin:count", bo);
+  ASSERT_TRUE(bundle.ok());
+  InstrumentOptions options;
+  options.helper_ptx = helpers;
+  int extracted = 0;
+  auto extract = [&]() -> absl::StatusOr<std::string> {
+    ++extracted;
+    return ptx;
+  };
+  const std::string id = "fatbin-entry:" + HashHex(HashBytes(ptx));
+  absl::StatusOr<InstrumentedModule> cold =
+      InstrumentAndCompileLazy(id, extract, *bundle, options, cache);
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  EXPECT_FALSE(cold->cache_hit);
+  EXPECT_EQ(extracted, 1);
+  absl::StatusOr<InstrumentedModule> hit =
+      InstrumentAndCompileLazy(id, extract, *bundle, options, cache);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_TRUE(hit->cache_hit);
+  EXPECT_EQ(extracted, 1);
+  EXPECT_TRUE(hit->cubin == cold->cubin);
+  // An identity is not a PTX text: the two kinds of key never meet.
+  absl::StatusOr<InstrumentedModule> by_text = InstrumentAndCompile(id, *bundle, options, cache);
+  EXPECT_FALSE(by_text.ok());  // `id` is not PTX: a miss, then a parse error
+  // Extraction errors come back as they are.
+  absl::StatusOr<InstrumentedModule> bad = InstrumentAndCompileLazy(
+      "other", [] { return absl::StatusOr<std::string>(absl::DataLossError("zstd: corrupt")); },
+      *bundle, options, cache);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "zstd: corrupt");
 }
 
 TEST(InstrumentAndCompileTest, CacheEntryEncoding) {
