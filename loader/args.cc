@@ -181,6 +181,8 @@ OPTIONS
       --entry             probe at kernel entry
       --exit              probe before every ret / exit
       --mem               probe at every global / generic load, store, atomic
+      --mem-spaces LIST   spaces --mem instruments: global, generic, shared,
+                          local, const, or all (default: global,generic)
   -o, --output OUT        OUT.cubin or OUT.ptx
       --sm N              device SM, e.g. 90 for sm_90 (default: 90)
       --helpers PTX       the GPU helper library PTX (default: $CUPROBE_HELPER_PTX,
@@ -548,6 +550,22 @@ absl::StatusOr<CliArgs> ParseInstrument(const std::vector<std::string>& argv, si
     } else if (r.Match("", "--sm", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(o.sm, ParseNumber<uint32_t>("--sm", value, 10, 200, "instrument"));
+    } else if (r.Match("", "--mem-spaces", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      o.mem_spaces = 0;
+      for (std::string_view sp : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        // Bits are 1 << CUPROBE_SPACE_* (include/cuprobe/abi.h).
+        if (sp == "global") o.mem_spaces |= 1u << 1;
+        else if (sp == "shared") o.mem_spaces |= 1u << 2;
+        else if (sp == "local") o.mem_spaces |= 1u << 3;
+        else if (sp == "generic") o.mem_spaces |= 1u << 4;
+        else if (sp == "const") o.mem_spaces |= 1u << 5;
+        else if (sp == "all") o.mem_spaces |= 0x3e;
+        else return Invalid(absl::StrCat("--mem-spaces: unknown space '", sp,
+                                         "' (global, generic, shared, local, const, all)"),
+                            "instrument");
+      }
+      if (o.mem_spaces == 0) return Invalid("--mem-spaces needs at least one space", "instrument");
     } else if (r.Match("", "--helpers", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       o.helpers = value;

@@ -66,6 +66,8 @@ struct InstrumentCommandOptions {
   bool entry = false;
   bool exit = false;
   bool mem = false;
+  // --mem-spaces: CUPROBE_SPACE_* bits (default global and generic).
+  uint32_t mem_spaces = (1u << 1) | (1u << 4);
   std::string input;          // executable, .so, fatbin, cubin or PTX
   std::string output;         // .cubin or .ptx
   std::string helpers;        // GPU helper library PTX ("": $CUPROBE_HELPER_PTX)

@@ -147,6 +147,7 @@ absl::StatusOr<ProbeBundle> LoadProbeBundle(const InstrumentCommandOptions& o) {
     b.entry = o.entry;
     b.exit = o.exit;
     b.memory = o.mem;
+    b.mem_spaces = o.mem_spaces;
     return BuiltinBundle(o.probe, b);
   }
   CUPROBE_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(o.probe, "probe bundle"));
@@ -194,16 +195,9 @@ absl::StatusOr<std::string> InstrumentFile(const InstrumentCommandOptions& o) {
   std::vector<std::string> warnings;
   std::string output;
   std::string how;
-  std::string ptx;  // the instrumented PTX (when made here)
   const auto t0 = std::chrono::steady_clock::now();
-  if (!want_cubin || o.stats) {
-    CUPROBE_ASSIGN_OR_RETURN(InstrumentResult r, InstrumentPtx(input.ptx, bundle, options));
-    instrumented = std::move(r.instrumented);
-    skipped = std::move(r.skipped);
-    warnings = std::move(r.warnings);
-    ptx = std::move(r.ptx);
-    output = ptx;
-  } else {
+  absl::flat_hash_map<std::string, FunctionResources> before, after;
+  if (want_cubin && !o.stats) {
     CUPROBE_ASSIGN_OR_RETURN(
         InstrumentedModule m,
         InstrumentAndCompile(input.ptx, bundle, options, CompileCache::FromEnvironment()));
@@ -212,35 +206,39 @@ absl::StatusOr<std::string> InstrumentFile(const InstrumentCommandOptions& o) {
     warnings = std::move(m.warnings);
     output.assign(m.cubin.begin(), m.cubin.end());
     how = m.cache_hit ? "from the compile cache" : "compiled with nvJitLink";
+  } else if (o.stats) {
+    // Both modules compiled with -verbose: registers before and after.
+    CompileOptions verbose;
+    verbose.sm = o.sm;
+    verbose.verbose = true;
+    verbose.input_name = "original.ptx";
+    CUPROBE_ASSIGN_OR_RETURN(CompiledCubin orig, CompilePtx(input.ptx, verbose));
+    for (FunctionResources& f : ParseResourceUsage(orig.info_log)) before[f.name] = f;
+    verbose.input_name = "instrumented.ptx";
+    CUPROBE_ASSIGN_OR_RETURN(CompiledInstrumentation c,
+                             InstrumentAndCompileUncached(input.ptx, bundle, options, verbose));
+    for (FunctionResources& f : ParseResourceUsage(c.compiled.info_log)) after[f.name] = f;
+    instrumented = std::move(c.result.instrumented);
+    skipped = std::move(c.result.skipped);
+    warnings = std::move(c.result.warnings);
+    if (want_cubin) {
+      output.assign(c.compiled.cubin.begin(), c.compiled.cubin.end());
+      how = "compiled with nvJitLink";
+    } else {
+      output = std::move(c.result.ptx);
+    }
+  } else {
+    CUPROBE_ASSIGN_OR_RETURN(InstrumentResult r, InstrumentPtx(input.ptx, bundle, options));
+    instrumented = std::move(r.instrumented);
+    skipped = std::move(r.skipped);
+    warnings = std::move(r.warnings);
+    output = std::move(r.ptx);
   }
   if (instrumented.empty()) {
     std::string why;
     for (const SkippedKernel& k : skipped) absl::StrAppend(&why, "\n  ", k.name, ": ", k.reason);
     return absl::FailedPreconditionError(
         absl::StrCat(input.where, ": no kernel was instrumented", why));
-  }
-
-  // --stats: registers before and after, from nvJitLink -verbose.
-  absl::flat_hash_map<std::string, FunctionResources> before, after;
-  if (o.stats || want_cubin) {
-    if (o.stats) {
-      CompileOptions verbose;
-      verbose.sm = o.sm;
-      verbose.verbose = true;
-      verbose.input_name = "original.ptx";
-      CUPROBE_ASSIGN_OR_RETURN(CompiledCubin orig, CompilePtx(input.ptx, verbose));
-      for (FunctionResources& f : ParseResourceUsage(orig.info_log)) before[f.name] = f;
-      verbose.input_name = "instrumented.ptx";
-      if (want_cubin) {
-        CUPROBE_ASSIGN_OR_RETURN(CompiledCubin inst, CompilePtx(ptx, verbose));
-        for (FunctionResources& f : ParseResourceUsage(inst.info_log)) after[f.name] = f;
-        output.assign(inst.cubin.begin(), inst.cubin.end());
-        how = "compiled with nvJitLink";
-      } else {
-        CUPROBE_ASSIGN_OR_RETURN(CompiledCubin inst, CompilePtx(ptx, verbose));
-        for (FunctionResources& f : ParseResourceUsage(inst.info_log)) after[f.name] = f;
-      }
-    }
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "ptx_rewriter/content_hash.h"
@@ -36,9 +37,15 @@ class Reader {
     return true;
   }
   bool Str(std::string* s) {
+    std::string_view v;
+    if (!View(&v)) return false;
+    s->assign(v);
+    return true;
+  }
+  bool View(std::string_view* v) {
     uint32_t n = 0;
     if (!U32(&n) || in_.size() - pos_ < n) return false;
-    s->assign(in_.substr(pos_, n));
+    *v = in_.substr(pos_, n);
     pos_ += n;
     return true;
   }
@@ -112,8 +119,8 @@ absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view byt
   for (std::string& s : m.warnings) {
     if (!r.Str(&s)) return bad();
   }
-  std::string cubin;
-  if (!r.Str(&cubin) || !r.AtEnd()) return bad();
+  std::string_view cubin;
+  if (!r.View(&cubin) || !r.AtEnd()) return bad();
   m.cubin.assign(cubin.begin(), cubin.end());
   return m;
 }
@@ -121,13 +128,13 @@ absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view byt
 absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
                                                const ProbeBundle& bundle,
                                                const InstrumentOptions& options,
-                                               const CompileOptions& compile) {
+                                               const CompileOptions& compile, bool is_identity) {
   CUPROBE_ASSIGN_OR_RETURN(std::string nvjitlink, NvJitLinkFingerprint());
   CacheKeyBuilder key;
   key.Add("rewriter", kRewriterVersion);
   key.Add("abi", uint64_t{CUPROBE_ABI_VERSION});
   key.Add("nvjitlink", nvjitlink);
-  key.Add("module", module_ptx);
+  key.Add(is_identity ? "module-identity" : "module", module_ptx);
   key.Add("bundle.ptx", bundle.ptx);
   key.Add("bundle.maps", uint64_t{bundle.maps.size()});
   for (const ProbeProgram& p : bundle.programs) {
@@ -142,6 +149,7 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   std::sort(ids.begin(), ids.end());
   for (const auto& [name, id] : ids) key.Add("id", absl::StrCat(name, "=", id));
   key.Add("first_id", uint64_t{options.first_kernel_id});
+  key.Add("indirect", uint64_t{options.indirect_calls ? 1u : 0u});
   std::vector<std::string> skip = options.skip_kernels;
   std::sort(skip.begin(), skip.end());
   for (const std::string& s : skip) key.Add("skip", s);
@@ -149,6 +157,62 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   for (const std::string& e : compile.extra) key.Add("compile.extra", e);
   return key.Hex();
 }
+
+absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
+    std::string_view module_ptx, const ProbeBundle& bundle, InstrumentOptions options,
+    const CompileOptions& compile) {
+  CompiledInstrumentation out;
+  CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
+  if (out.result.instrumented.empty()) return out;
+  absl::StatusOr<CompiledCubin> c = CompilePtx(out.result.ptx, compile);
+  if (!c.ok() && !options.indirect_calls &&
+      absl::StrContains(c.status().message(), "Register allocation failed")) {
+    options.indirect_calls = true;
+    CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
+    c = CompilePtx(out.result.ptx, compile);
+    if (c.ok()) {
+      out.result.warnings.push_back(
+          "ptxas could not allocate registers around direct probe calls (C7600); the probes "
+          "are called through function pointers, which costs more registers");
+    }
+  }
+  if (!c.ok()) return c.status();
+  out.compiled = *std::move(c);
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<InstrumentedModule> CompileAndStore(std::string_view module_ptx,
+                                                   const ProbeBundle& bundle,
+                                                   const InstrumentOptions& options,
+                                                   const CompileCache& cache,
+                                                   const CompileOptions& compile,
+                                                   const std::string& key) {
+  CUPROBE_ASSIGN_OR_RETURN(CompiledInstrumentation c,
+                           InstrumentAndCompileUncached(module_ptx, bundle, options, compile));
+  InstrumentedModule m;
+  m.instrumented = std::move(c.result.instrumented);
+  m.skipped = std::move(c.result.skipped);
+  m.warnings = std::move(c.result.warnings);
+  m.cache_key = key;
+  if (m.instrumented.empty()) return m;
+  m.cubin = std::move(c.compiled.cubin);
+  if (!key.empty()) (void)cache.Store(key, EncodeInstrumentedModule(m));
+  return m;
+}
+
+std::optional<InstrumentedModule> FromCache(const CompileCache& cache, const std::string& key) {
+  std::optional<std::string> hit = cache.Lookup(key);
+  if (!hit) return std::nullopt;
+  absl::StatusOr<InstrumentedModule> m = DecodeInstrumentedModule(*hit);
+  if (!m.ok()) return std::nullopt;
+  m->cache_hit = true;
+  m->cache_key = key;
+  return *std::move(m);
+}
+
+}  // namespace
 
 absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_ptx,
                                                         const ProbeBundle& bundle,
@@ -159,26 +223,24 @@ absl::StatusOr<InstrumentedModule> InstrumentAndCompile(std::string_view module_
   std::string key;
   if (cache.enabled()) {
     CUPROBE_ASSIGN_OR_RETURN(key, InstrumentCacheKey(module_ptx, bundle, options, compile));
-    if (std::optional<std::string> hit = cache.Lookup(key)) {
-      absl::StatusOr<InstrumentedModule> m = DecodeInstrumentedModule(*hit);
-      if (m.ok()) {
-        m->cache_hit = true;
-        m->cache_key = key;
-        return m;
-      }
-    }
+    if (std::optional<InstrumentedModule> m = FromCache(cache, key)) return *std::move(m);
   }
-  CUPROBE_ASSIGN_OR_RETURN(InstrumentResult r, InstrumentPtx(module_ptx, bundle, options));
-  InstrumentedModule m;
-  m.instrumented = std::move(r.instrumented);
-  m.skipped = std::move(r.skipped);
-  m.warnings = std::move(r.warnings);
-  m.cache_key = key;
-  if (m.instrumented.empty()) return m;
-  CUPROBE_ASSIGN_OR_RETURN(CompiledCubin c, CompilePtx(r.ptx, compile));
-  m.cubin = std::move(c.cubin);
-  if (!key.empty()) (void)cache.Store(key, EncodeInstrumentedModule(m));
-  return m;
+  return CompileAndStore(module_ptx, bundle, options, cache, compile, key);
+}
+
+absl::StatusOr<InstrumentedModule> InstrumentAndCompileLazy(
+    std::string_view module_identity,
+    const std::function<absl::StatusOr<std::string>()>& extract_ptx, const ProbeBundle& bundle,
+    const InstrumentOptions& options, const CompileCache& cache, CompileOptions compile) {
+  compile.sm = options.sm;
+  std::string key;
+  if (cache.enabled()) {
+    CUPROBE_ASSIGN_OR_RETURN(
+        key, InstrumentCacheKey(module_identity, bundle, options, compile, /*is_identity=*/true));
+    if (std::optional<InstrumentedModule> m = FromCache(cache, key)) return *std::move(m);
+  }
+  CUPROBE_ASSIGN_OR_RETURN(std::string ptx, extract_ptx());
+  return CompileAndStore(ptx, bundle, options, cache, compile, key);
 }
 
 }  // namespace cuprobe

@@ -17,6 +17,7 @@
 #define CUPROBE_PTX_REWRITER_COMPILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,15 +43,41 @@ struct InstrumentedModule {
   std::string cache_key;
 };
 
-// The cache key of an InstrumentAndCompile call (32 hex digits).
+// InstrumentPtx + CompilePtx, without the cache. When ptxas fails register
+// allocation around direct probe calls (C7600; see ProbeCall::indirect), the
+// module is instrumented again with indirect calls and compiled again, and
+// the result carries a warning saying so. `cubin` is empty when no kernel
+// was instrumented.
+struct CompiledInstrumentation {
+  InstrumentResult result;
+  CompiledCubin compiled;
+};
+[[nodiscard]] absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
+    std::string_view module_ptx, const ProbeBundle& bundle, InstrumentOptions options,
+    const CompileOptions& compile);
+
+// The cache key of an InstrumentAndCompile call (32 hex digits): of the
+// module's PTX, or of its identity when `is_identity` (the Lazy variant).
 [[nodiscard]] absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
                                                              const ProbeBundle& bundle,
                                                              const InstrumentOptions& options,
-                                                             const CompileOptions& compile);
+                                                             const CompileOptions& compile,
+                                                             bool is_identity = false);
 
 [[nodiscard]] absl::StatusOr<InstrumentedModule> InstrumentAndCompile(
     std::string_view module_ptx, const ProbeBundle& bundle, const InstrumentOptions& options,
     const CompileCache& cache, CompileOptions compile = {});
+
+// The same for the hook, which should not pay for extracting (zstd) and
+// hashing megabytes of PTX on a cache hit: `module_identity` stands for the
+// module's content -- e.g. "fatbin-entry:" + HashHex(HashBytes(stored
+// payload)), the compressed bytes as the image holds them -- and
+// `extract_ptx` is called only on a miss. Two different modules must never
+// share an identity.
+[[nodiscard]] absl::StatusOr<InstrumentedModule> InstrumentAndCompileLazy(
+    std::string_view module_identity,
+    const std::function<absl::StatusOr<std::string>()>& extract_ptx, const ProbeBundle& bundle,
+    const InstrumentOptions& options, const CompileCache& cache, CompileOptions compile = {});
 
 // The cache entry format of an InstrumentedModule (exposed for tests).
 [[nodiscard]] std::string EncodeInstrumentedModule(const InstrumentedModule& m);

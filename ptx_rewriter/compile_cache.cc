@@ -135,9 +135,9 @@ std::optional<std::string> CompileCache::Lookup(std::string_view key) const {
   std::memcpy(&sum.lo, data.data() + header - 16, 8);
   std::memcpy(&sum.hi, data.data() + header - 8, 8);
   if (size != data.size() - header) return corrupt();
-  std::string value = data.substr(header);
-  if (!(HashBytes(value) == sum)) return corrupt();
-  return value;
+  if (!(HashBytes(std::string_view(data).substr(header)) == sum)) return corrupt();
+  data.erase(0, header);
+  return data;
 }
 
 bool CompileCache::Store(std::string_view key, std::string_view value) const {

@@ -15,6 +15,7 @@ absl::Status RunEntryPass(KernelEditor& editor, const KernelProbes& probes,
     ProbeCall call;
     call.function = p.function;
     call.kernel_id = probes.kernel_id;
+    call.indirect = probes.indirect_calls;
     call.site_index = 0;
     call.args = p.reads_args ? args : "0";
     ptx += ProbeCallText(call);

@@ -22,6 +22,7 @@ absl::Status RunExitPass(KernelEditor& editor, const KernelProbes& probes, std::
       ProbeCall call;
       call.function = p.function;
       call.kernel_id = probes.kernel_id;
+      call.indirect = probes.indirect_calls;
       call.site_index = site;
       call.args = p.reads_args ? args : "0";
       call.guard = s.guard;

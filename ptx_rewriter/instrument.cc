@@ -115,6 +115,7 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
   for (const Plan& plan : plans) {
     Function& kernel = main.functions[plan.function_index];
     KernelProbes kp;
+    kp.indirect_calls = options.indirect_calls;
     if (auto it = options.kernel_ids.find(kernel.name); it != options.kernel_ids.end()) {
       kp.kernel_id = it->second;
     } else {

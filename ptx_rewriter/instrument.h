@@ -49,6 +49,10 @@ struct InstrumentOptions {
   std::vector<std::string> skip_kernels;
   // Names the module in diagnostics ("libfoo.so fatbin @0x1234 entry 3").
   std::string module_name = "<module>";
+  // Call probes through a function pointer (ProbeCall::indirect in
+  // kernel_editor.h). InstrumentAndCompile sets it when ptxas fails register
+  // allocation around direct calls.
+  bool indirect_calls = false;
 };
 
 struct InstrumentedKernel {

@@ -24,7 +24,7 @@ bool KernelProbes::NeedsArgs() const {
 std::string ProbeCallText(const ProbeCall& c) {
   std::string guard;
   if (!c.guard.empty()) guard = absl::StrCat("@", c.guard_negated ? "!" : "", c.guard, " ");
-  return absl::StrCat(
+  std::string out = absl::StrCat(
       "{\n"
       ".param .b64 __cp_a0;\n"
       ".param .b32 __cp_a1;\n"
@@ -36,9 +36,18 @@ std::string ProbeCallText(const ProbeCall& c) {
       "st.param.b32 [__cp_a1], ", c.mem_info, ";\n",
       "st.param.b32 [__cp_a2], ", c.kernel_id, ";\n",
       "st.param.b32 [__cp_a3], ", c.site_index, ";\n",
-      "st.param.b64 [__cp_a4], ", c.args, ";\n",
-      guard, "call (__cp_ret), ", c.function, ", (__cp_a0, __cp_a1, __cp_a2, __cp_a3, __cp_a4);\n",
-      "}\n");
+      "st.param.b64 [__cp_a4], ", c.args, ";\n");
+  if (c.indirect) {
+    absl::StrAppend(&out, ".reg .b64 %__cp_fn;\n", "mov.u64 %__cp_fn, ", c.function, ";\n",
+                    "__cp_proto : .callprototype (.param .b32 _) _ (.param .b64 _, .param .b32 _, "
+                    ".param .b32 _, .param .b32 _, .param .b64 _);\n",
+                    guard, "call (__cp_ret), %__cp_fn, (__cp_a0, __cp_a1, __cp_a2, __cp_a3, __cp_a4), "
+                    "__cp_proto;\n}\n");
+  } else {
+    absl::StrAppend(&out, guard, "call (__cp_ret), ", c.function,
+                    ", (__cp_a0, __cp_a1, __cp_a2, __cp_a3, __cp_a4);\n}\n");
+  }
+  return out;
 }
 
 namespace {

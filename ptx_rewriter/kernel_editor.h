@@ -30,6 +30,12 @@
 //   @%p1 call (__cp_ret), probe_fn, (__cp_a0, __cp_a1, __cp_a2, __cp_a3, __cp_a4);
 //   }
 //
+// or, with ProbeCall::indirect, the same call through a pointer:
+//   .reg .b64 %__cp_fn;
+//   mov.u64 %__cp_fn, probe_fn;
+//   __cp_proto : .callprototype (.param .b32 _) _ (.param .b64 _, ...);
+//   @%p1 call (__cp_ret), %__cp_fn, (__cp_a0, ...), __cp_proto;
+//
 // `call`, never `call.uni`: probes run at sites that may be divergent, and a
 // guarded site (`@%p1 ret;`) calls the probe under the same guard.
 #ifndef CUPROBE_PTX_REWRITER_KERNEL_EDITOR_H_
@@ -57,6 +63,7 @@ struct ProbeRef {
 // Everything the passes insert into one kernel.
 struct KernelProbes {
   uint32_t kernel_id = 0;
+  bool indirect_calls = false;  // see ProbeCall::indirect
   std::vector<ProbeRef> entry;
   std::vector<ProbeRef> exit;
   std::vector<ProbeRef> memory;
@@ -82,6 +89,13 @@ struct ProbeCall {
   std::string_view args = "0";      // a .b64 register or "0"
   std::string_view guard;           // predicate of the site, or empty
   bool guard_negated = false;
+  // Call through a function pointer and a .callprototype instead of by
+  // name. ptxas 13 sometimes fails register allocation around a direct call
+  // in kernels that keep many uniform predicates live ("C7600: Register
+  // allocation failed with register count of '7'", seen in CUB's onesweep
+  // radix sort); an indirect call makes it use the standard ABI and
+  // succeed, at the price of more registers. Compile() falls back to it.
+  bool indirect = false;
 };
 
 // The PTX block that calls a probe (see the file comment).

@@ -195,10 +195,77 @@ absl::Status ProbeLinker::Prepare() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Adds every identifier of `text` to `out`.
+void CollectIdentifiers(std::string_view text, absl::flat_hash_set<std::string>* out) {
+  PtxLexer lex(text);
+  for (Token t = lex.Next(); t.kind != TokenKind::kEnd && t.kind != TokenKind::kError;
+       t = lex.Next()) {
+    if (t.kind == TokenKind::kIdentifier && t.text[0] != '%') out->emplace(t.text);
+  }
+}
+
+void CollectIdentifiers(const Function& f, absl::flat_hash_set<std::string>* out) {
+  CollectIdentifiers(f.header, out);
+  for (const Statement& s : f.body) {
+    if (s.IsInstruction()) CollectIdentifiers(s.operands, out);
+  }
+}
+
+// The symbols of the library modules (all but the last added module) that
+// the last module reaches, directly or through other library symbols.
+absl::flat_hash_set<std::string> Reachable(const std::vector<Module*>& added) {
+  absl::flat_hash_set<std::string> needed;
+  const Module& root = *added.back();
+  for (const Function& f : root.functions) CollectIdentifiers(f, &needed);
+  for (const ModuleItem& item : root.items) {
+    if (!item.is_function) CollectIdentifiers(item.statement.text, &needed);
+  }
+  // Library definitions by name.
+  absl::flat_hash_map<std::string_view, const Function*> functions;
+  absl::flat_hash_map<std::string_view, const Statement*> variables;
+  for (size_t i = 0; i + 1 < added.size(); ++i) {
+    for (const Function& f : added[i]->functions) {
+      if (f.has_body) functions.emplace(f.name, &f);
+    }
+    for (const ModuleItem& item : added[i]->items) {
+      if (!item.is_function && item.statement.kind == StatementKind::kDeclaration) {
+        variables.emplace(item.statement.operands, &item.statement);
+      }
+    }
+  }
+  std::vector<std::string> work(needed.begin(), needed.end());
+  absl::flat_hash_set<std::string_view> expanded;
+  while (!work.empty()) {
+    const std::string name = std::move(work.back());
+    work.pop_back();
+    absl::flat_hash_set<std::string> more;
+    if (auto f = functions.find(name); f != functions.end() && expanded.insert(f->first).second) {
+      CollectIdentifiers(*f->second, &more);
+    } else if (auto v = variables.find(name);
+               v != variables.end() && expanded.insert(v->first).second) {
+      CollectIdentifiers(v->second->text, &more);
+    }
+    for (const std::string& m : more) {
+      if (needed.insert(m).second) work.push_back(m);
+    }
+  }
+  return needed;
+}
+
+}  // namespace
+
 absl::Status ProbeLinker::Link(uint32_t map_count) {
   if (linked_) return absl::FailedPreconditionError("ProbeLinker::Link called twice");
   linked_ = true;
   Module& main = *main_;
+  if (added_.empty()) return absl::InvalidArgumentError("nothing to link");
+  // Library symbols no probe reaches stay out (ptxas would compile them).
+  const absl::flat_hash_set<std::string> reachable = Reachable(added_);
+  auto unused = [&](const Module* m, std::string_view name) {
+    return m != added_.back() && !reachable.contains(name);
+  };
 
   // What the added modules define, after renaming.
   absl::flat_hash_set<std::string_view> added_defs;
@@ -251,11 +318,11 @@ absl::Status ProbeLinker::Link(uint32_t map_count) {
   // Declarations kept so far (by name), to drop duplicates.
   absl::flat_hash_set<std::string_view> declared;
   for (Module* m : added_) {
-    std::vector<size_t> index_map(m->functions.size(), SIZE_MAX);
     for (const ModuleItem& item : m->items) {
       if (!item.is_function) {
         const Statement& s = item.statement;
         if (DropsFromAddedModule(s)) continue;
+        if (s.kind == StatementKind::kDeclaration && unused(m, s.operands)) continue;
         if (s.kind == StatementKind::kDeclaration && IsExternVariable(s)) {
           if (s.operands == CUPROBE_MAP_TABLE_SYMBOL || added_defs.contains(s.operands) ||
               !declared.insert(s.operands).second) {
@@ -266,6 +333,7 @@ absl::Status ProbeLinker::Link(uint32_t map_count) {
         continue;
       }
       Function& f = m->functions[item.function_index];
+      if (unused(m, f.name)) continue;
       // A prototype without linkage (nvcc writes one before a forward call)
       // must stay where it is, ahead of its callers; an .extern declaration
       // of a function some added module defines goes, as do repeats.

@@ -13,6 +13,8 @@
 //     ahead of the application's code (PTX wants a callee declared before
 //     its first call), minus their .version/.target/.address_size, .file,
 //     .loc and debug sections (their file numbers mean nothing here).
+//   - Leaves out the helper library's functions and variables that no probe
+//     reaches (directly or through other helpers): ptxas would compile them.
 //   - Drops `.extern` declarations that another added module defines
 //     (`__cuprobe_map_add` of the bundle, defined by the helper library) and
 //     duplicate declarations (both the bundle and the application declare
@@ -56,7 +58,8 @@ namespace cuprobe {
 class ProbeLinker {
  public:
   // Checks the modules and renames clashing symbols of `added` (in order:
-  // helper library first, then the bundle). The modules must outlive the
+  // helper library first, then the bundle; everything of the last module is
+  // kept, of the others only what it reaches). The modules must outlive the
   // linker and `main` must outlive the added modules' text (Link moves their
   // functions into `main`, which keeps viewing their text).
   [[nodiscard]] static absl::StatusOr<ProbeLinker> Create(Module& main,

@@ -163,6 +163,7 @@ absl::Status RunMemoryPass(KernelEditor& editor, const KernelProbes& probes,
       call.mem_addr = addr;
       call.mem_info = info;
       call.kernel_id = probes.kernel_id;
+      call.indirect = probes.indirect_calls;
       call.site_index = this_site;
       call.args = p.reads_args ? args : "0";
       call.guard = s.guard;

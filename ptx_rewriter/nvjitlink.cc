@@ -128,6 +128,25 @@ absl::StatusOr<NvJitLinkLibrary> LoadNvJitLink() {
   return api->library;
 }
 
+namespace {
+
+// "realpath:size:mtime" of a library file; empty when it cannot be read.
+// realpath, so that the name the loader reports after loading
+// (/usr/local/cuda/lib64/...) and the one found by searching before loading
+// (/usr/local/cuda-13.0/targets/...) give the same fingerprint.
+std::string FileFingerprint(const std::string& path) {
+  char* resolved = realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) return "";
+  const std::string real(resolved);
+  std::free(resolved);
+  struct stat st {};
+  if (stat(real.c_str(), &st) != 0) return "";
+  return absl::StrCat(real, ":", static_cast<uint64_t>(st.st_size), ":",
+                      static_cast<int64_t>(st.st_mtime));
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> NvJitLinkFingerprint() {
   static constexpr char kSoname[] = "libnvJitLink.so.13";
   // Already loaded (by us or by the application): ask the loader where from.
@@ -139,11 +158,7 @@ absl::StatusOr<std::string> NvJitLinkFingerprint() {
       path = info.dli_fname;
     }
     dlclose(h);
-    struct stat st {};
-    if (!path.empty() && stat(path.c_str(), &st) == 0) {
-      return absl::StrCat(path, ":", static_cast<uint64_t>(st.st_size), ":",
-                          static_cast<int64_t>(st.st_mtime));
-    }
+    if (std::string fp = FileFingerprint(path); !fp.empty()) return fp;
   }
   std::vector<std::string> dirs;
   if (const char* lp = std::getenv("LD_LIBRARY_PATH"); lp != nullptr) {
@@ -154,15 +169,11 @@ absl::StatusOr<std::string> NvJitLinkFingerprint() {
   }
   dirs.push_back("/usr/local/cuda/lib64");
   for (const std::string& d : dirs) {
-    const std::string path = absl::StrCat(d, "/", kSoname);
-    struct stat st {};
-    if (stat(path.c_str(), &st) == 0) {
-      return absl::StrCat(path, ":", static_cast<uint64_t>(st.st_size), ":",
-                          static_cast<int64_t>(st.st_mtime));
-    }
+    if (std::string fp = FileFingerprint(absl::StrCat(d, "/", kSoname)); !fp.empty()) return fp;
   }
   CUPROBE_ASSIGN_OR_RETURN(NvJitLinkLibrary lib, LoadNvJitLink());
-  return absl::StrCat(lib.path, ":", lib.fingerprint, ":", lib.major, ".", lib.minor);
+  if (std::string fp = FileFingerprint(lib.path); !fp.empty()) return fp;
+  return absl::StrCat(lib.path, ":", lib.major, ".", lib.minor);
 }
 
 absl::StatusOr<CompiledCubin> CompilePtx(std::string_view ptx, const CompileOptions& options) {

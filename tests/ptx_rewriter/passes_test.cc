@@ -238,6 +238,58 @@ TEST(LinkPassTest, ErrorsNameTheProblem) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("<helper library>:3:"));
 }
 
+TEST(LinkPassTest, LeavesOutHelpersNoProbeReaches) {
+  // The helper library: map_add calls an inner helper that uses a global;
+  // map_lookup and its global are used by no probe.
+  const std::string helper = absl::StrCat(R"(.version 8.0
+.target sm_90
+.address_size 64
+.global .align 8 .u64 inner_calls;
+.global .align 8 .u64 lookups;
+.func (.param .b64 r) inner(.param .b64 a)
+{
+	.reg .b64 %rd<3>;
+	mov.u64 %rd1, inner_calls;
+	atom.global.add.u64 %rd2, [%rd1], 1;
+	st.param.b64 [r], %rd2;
+	ret;
+}
+.visible .func (.param .b64 r) __cuprobe_map_lookup(.param .b64 a, .param .b64 b)
+{
+	.reg .b64 %rd<3>;
+	mov.u64 %rd1, lookups;
+	st.param.b64 [r], %rd1;
+	ret;
+}
+.visible .func (.param .b64 r) __cuprobe_map_add(.param .b64 a, .param .b64 b, .param .b64 c)
+{
+	.reg .b64 %rd<2>;
+	{
+	.param .b64 p0;
+	.param .b64 r0;
+	st.param.b64 [p0], 0;
+	call (r0), inner, (p0);
+	ld.param.b64 %rd1, [r0];
+	}
+	st.param.b64 [r], %rd1;
+	ret;
+}
+)");
+  const std::string module = Golden("passes_input.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  absl::StatusOr<InstrumentResult> r =
+      InstrumentPtx(module, TestBundle({Program("e", AttachKind::kEntry, "on_entry")}), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->ptx, HasSubstr("__cuprobe_map_add("));
+  EXPECT_THAT(r->ptx, HasSubstr(") inner("));
+  EXPECT_THAT(r->ptx, HasSubstr(".u64 inner_calls;"));
+  EXPECT_THAT(r->ptx, Not(HasSubstr("__cuprobe_map_lookup")));
+  EXPECT_THAT(r->ptx, Not(HasSubstr("lookups")));
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(r->ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status();
+}
+
 TEST(InstrumentTest, SelectionSkipsAndIds) {
   const std::string module = Golden("passes_input.ptx");
   const std::string helper = Golden("test_helper.ptx");

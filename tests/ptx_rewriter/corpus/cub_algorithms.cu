@@ -1,5 +1,6 @@
 // Corpus for the PTX rewriter (tests/ptx_rewriter/corpus_test.cc): CCCL's CUB
-// device algorithms instantiated for several key/value types. Only the PTX
+// device algorithms instantiated for several key/value types (few enough
+// that the corpus test stays within its time budget on two cores). Only the PTX
 // nvcc emits for these kernels matters; the host code is never run.
 #include <cub/device/device_histogram.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -39,21 +40,15 @@ void Scan(T* in, T* out, int n) {
 }  // namespace
 
 void Instantiate(void** p, int n) {
-  SortPairs(static_cast<uint32_t*>(p[0]), static_cast<uint32_t*>(p[1]),
-            static_cast<uint32_t*>(p[2]), static_cast<uint32_t*>(p[3]), n);
   SortPairs(static_cast<float*>(p[0]), static_cast<float*>(p[1]), static_cast<int*>(p[2]),
             static_cast<int*>(p[3]), n);
-  SortPairs(static_cast<uint64_t*>(p[0]), static_cast<uint64_t*>(p[1]),
-            static_cast<double*>(p[2]), static_cast<double*>(p[3]), n);
   size_t bytes = 0;
-  cub::DeviceRadixSort::SortKeys(nullptr, bytes, static_cast<uint8_t*>(p[0]),
-                                 static_cast<uint8_t*>(p[1]), n);
+  cub::DeviceRadixSort::SortKeys(nullptr, bytes, static_cast<uint64_t*>(p[0]),
+                                 static_cast<uint64_t*>(p[1]), n);
 
   Reduce(static_cast<int*>(p[0]), static_cast<int*>(p[1]), n);
-  Reduce(static_cast<float*>(p[0]), static_cast<float*>(p[1]), n);
   Reduce(static_cast<double*>(p[0]), static_cast<double*>(p[1]), n);
 
-  Scan(static_cast<int*>(p[0]), static_cast<int*>(p[1]), n);
   Scan(static_cast<float*>(p[0]), static_cast<float*>(p[1]), n);
   Scan(static_cast<int64_t*>(p[0]), static_cast<int64_t*>(p[1]), n);
 

@@ -1,0 +1,355 @@
+// File: tests/ptx_rewriter/compile_test.cc
+//
+// Compilation through nvJitLink (loaded with dlopen: the binary must not
+// depend on it), the content hash and the on-disk compile cache (hits,
+// misses, permissions, corrupt entries, concurrent writers, degradation),
+// and InstrumentAndCompile on top of them.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ptx_rewriter/builtin_probes.h"
+#include "ptx_rewriter/compile.h"
+#include "ptx_rewriter/compile_cache.h"
+#include "ptx_rewriter/content_hash.h"
+#include "ptx_rewriter/nvjitlink.h"
+#include "tests/ptx_rewriter/fixtures.h"
+#include "tests/ptx_rewriter/ptx_test_util.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() : path_(testing::MakeTempDir()) {}
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(ContentHashTest, StableDistinctAndFramed) {
+  EXPECT_EQ(HashBytes("abc"), HashBytes("abc"));
+  EXPECT_FALSE(HashBytes("abc") == HashBytes("abd"));
+  EXPECT_FALSE(HashBytes("abc") == HashBytes("abc", 1));
+  EXPECT_FALSE(HashBytes("") == HashBytes(std::string(1, '\0')));
+  // Every length through the tail loops and the 32-byte lanes differs.
+  std::string s;
+  std::vector<Hash128> seen;
+  for (int i = 0; i < 100; ++i) {
+    seen.push_back(HashBytes(s));
+    s.push_back('x');
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    for (size_t j = i + 1; j < seen.size(); ++j) EXPECT_FALSE(seen[i] == seen[j]) << i << " " << j;
+  }
+  CacheKeyBuilder a, b;
+  a.Add("x", "ab");
+  a.Add("y", "c");
+  b.Add("x", "a");
+  b.Add("y", "bc");
+  EXPECT_NE(a.Hex(), b.Hex());
+  EXPECT_EQ(a.Hex().size(), 32u);
+}
+
+TEST(NvJitLinkTest, FingerprintIsTheSameBeforeAndAfterLoading) {
+  // ctest runs each test in its own process: nvJitLink is not loaded yet
+  // here (unless --gtest_filter ran another test first in this process).
+  absl::StatusOr<std::string> before = NvJitLinkFingerprint();
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(LoadNvJitLink().ok());
+  absl::StatusOr<std::string> after = NvJitLinkFingerprint();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(*before, *after) << "cache keys would change once nvJitLink is loaded";
+}
+
+TEST(NvJitLinkTest, IsLoadedAtRunTimeNotLinked) {
+  std::string out;
+  ASSERT_EQ(testing::RunCommand("readelf -d /proc/" + std::to_string(getpid()) + "/exe", &out), 0);
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("nvJitLink"))) << out;
+  absl::StatusOr<NvJitLinkLibrary> lib = LoadNvJitLink();
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  EXPECT_EQ(lib->major, 13u);
+  EXPECT_THAT(lib->path, HasSubstr("libnvJitLink.so.13"));
+  absl::StatusOr<std::string> fp = NvJitLinkFingerprint();
+  ASSERT_TRUE(fp.ok()) << fp.status();
+  EXPECT_THAT(*fp, HasSubstr("libnvJitLink.so.13:"));
+}
+
+TEST(NvJitLinkTest, CompilesAndReportsResources) {
+  CompileOptions o;
+  o.sm = 90;
+  o.verbose = true;
+  absl::StatusOr<CompiledCubin> c = CompilePtx(testing::ReadFixtureText("kernels_sm90.ptx"), o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_GT(c->cubin.size(), 64u);
+  EXPECT_EQ(std::string(c->cubin.begin(), c->cubin.begin() + 4), "\x7f" "ELF");
+  std::vector<FunctionResources> r = ParseResourceUsage(c->info_log);
+  ASSERT_EQ(r.size(), 4u) << c->info_log;
+  for (const FunctionResources& f : r) {
+    EXPECT_GT(f.registers, 0u) << f.name;
+    EXPECT_EQ(f.stack_bytes, 0u) << f.name;
+  }
+}
+
+TEST(NvJitLinkTest, ErrorsCarryPtxasMessages) {
+  CompileOptions o;
+  o.input_name = "broken.ptx";
+  absl::StatusOr<CompiledCubin> c = CompilePtx(
+      ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tadd.s32 %r1, %r2, "
+      "1;\n\tret;\n}\n",
+      o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("nvJitLinkAddData(broken.ptx)"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("line 6; error"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("Unknown symbol '%r1'"));
+}
+
+TEST(ResourceUsageTest, ParsesNvJitLinkInfoLines) {
+  std::vector<FunctionResources> r = ParseResourceUsage(
+      "info    : 0 bytes gmem\n"
+      "info    : Function properties for 'k1':\n"
+      "info    : used 35 registers, used 1 barriers, 8 stack, 1024 bytes smem, 540 bytes "
+      "cmem[0], 16 bytes lmem\n"
+      "info    : Function properties for 'k2':\n"
+      "info    : used 8 registers, used 0 barriers, 0 stack, 0 bytes smem, 536 bytes cmem[0], 0 "
+      "bytes lmem\n");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].name, "k1");
+  EXPECT_EQ(r[0].registers, 35u);
+  EXPECT_EQ(r[0].barriers, 1u);
+  EXPECT_EQ(r[0].stack_bytes, 8u);
+  EXPECT_EQ(r[0].shared_bytes, 1024u);
+  EXPECT_EQ(r[0].local_bytes, 16u);
+  EXPECT_EQ(r[1].registers, 8u);
+}
+
+constexpr char kKey[] = "0123456789abcdef0123456789abcdef";
+
+TEST(CompileCacheTest, StoresAndFindsWithPrivatePermissions) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/a/cache";
+  CompileCache cache(dir);
+  EXPECT_FALSE(cache.Lookup(kKey).has_value());
+  ASSERT_TRUE(cache.Store(kKey, "value bytes"));
+  EXPECT_EQ(cache.Lookup(kKey), "value bytes");
+  struct stat st {};
+  ASSERT_EQ(stat(cache.PathFor(kKey).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat((dir + "/01").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // No temporary files are left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/01")) {
+    ++files;
+    EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
+  }
+  EXPECT_EQ(files, 1);
+  // Keys that are not hex digits are never looked up on disk.
+  EXPECT_FALSE(cache.Store("../../etc/passwd", "x"));
+}
+
+TEST(CompileCacheTest, CorruptEntriesAreMissesAndRemoved) {
+  TempDir tmp;
+  CompileCache cache(tmp.path());
+  ASSERT_TRUE(cache.Store(kKey, std::string(1000, 'v')));
+  const std::string path = cache.PathFor(kKey);
+  // Truncated.
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);
+  EXPECT_FALSE(cache.Lookup(kKey).has_value());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // One flipped byte of the value.
+  ASSERT_TRUE(cache.Store(kKey, std::string(1000, 'v')));
+  std::string bytes = testing::ReadTextFile(path);
+  bytes[bytes.size() - 5] = 'w';
+  testing::WriteTextFile(path, bytes);
+  EXPECT_FALSE(cache.Lookup(kKey).has_value());
+  // An entry stored under another key (a renamed file).
+  const std::string other = "fedcba9876543210fedcba9876543210";
+  ASSERT_TRUE(cache.Store(other, "x"));
+  std::filesystem::create_directories(std::filesystem::path(cache.PathFor(kKey)).parent_path());
+  std::filesystem::rename(cache.PathFor(other), path);
+  EXPECT_FALSE(cache.Lookup(kKey).has_value());
+}
+
+TEST(CompileCacheTest, UnwritableCacheDegradesToNoCache) {
+  TempDir tmp;
+  // A regular file where a directory should be: mkdir fails (as root too).
+  testing::WriteTextFile(tmp.path() + "/file", "x");
+  CompileCache cache(tmp.path() + "/file/cache");
+  EXPECT_TRUE(cache.enabled());
+  EXPECT_FALSE(cache.Store(kKey, "v"));
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_FALSE(cache.Store(kKey, "v"));
+  EXPECT_FALSE(cache.Lookup(kKey).has_value());
+  EXPECT_FALSE(CompileCache::Disabled().enabled());
+}
+
+TEST(CompileCacheTest, ConcurrentWritersNeverTearAnEntry) {
+  TempDir tmp;
+  CompileCache cache(tmp.path());
+  const std::string a(200000, 'a'), b(300000, 'b');
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        EXPECT_TRUE(cache.Store(kKey, (t + i) % 2 ? a : b));
+        std::optional<std::string> v = cache.Lookup(kKey);
+        // Each thread stored before looking, so an entry exists; rename()
+        // replaces it whole, so it is one of the two values, never a mix.
+        if (!v.has_value() || (*v != a && *v != b)) ++bad;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::recursive_directory_iterator(tmp.path())) {
+    ++files;
+  }
+  EXPECT_EQ(files, 2);  // the 01/ directory and one entry
+}
+
+TEST(CompileCacheTest, EnvironmentChoosesTheDirectory) {
+  setenv("CUPROBE_CACHE_DIR", "off", 1);
+  EXPECT_FALSE(CompileCache::FromEnvironment().enabled());
+  setenv("CUPROBE_CACHE_DIR", "/tmp/somewhere/", 1);
+  EXPECT_EQ(CompileCache::FromEnvironment().dir(), "/tmp/somewhere");
+  unsetenv("CUPROBE_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  EXPECT_EQ(CompileCache::FromEnvironment().dir(), "/tmp/xdg/cuprobe");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/tmp/home", 1);
+  EXPECT_EQ(CompileCache::FromEnvironment().dir(), "/tmp/home/.cache/cuprobe");
+}
+
+TEST(InstrumentAndCompileTest, MissThenHitWithTheSameResult) {
+  TempDir tmp;
+  CompileCache cache(tmp.path());
+  const std::string ptx = testing::ReadFixtureText("kernels_sm90.ptx");
+  const std::string helpers = testing::ReadFixtureText("test_helpers.ptx");
+  BuiltinBundleOptions bo;
+  bo.entry = bo.exit = bo.memory = true;
+  absl::StatusOr<ProbeBundle> bundle = BuiltinBundle("builtin:count", bo);
+  ASSERT_TRUE(bundle.ok());
+  InstrumentOptions options;
+  options.helper_ptx = helpers;
+  options.first_kernel_id = 5;
+  absl::StatusOr<InstrumentedModule> cold = InstrumentAndCompile(ptx, *bundle, options, cache);
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  EXPECT_FALSE(cold->cache_hit);
+  ASSERT_EQ(cold->instrumented.size(), 4u);
+  EXPECT_EQ(cold->instrumented[0].kernel_id, 5u);
+  EXPECT_GT(cold->cubin.size(), 0u);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<InstrumentedModule> hit = InstrumentAndCompile(ptx, *bundle, options, cache);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_TRUE(hit->cache_hit);
+  EXPECT_EQ(hit->cubin, cold->cubin);
+  EXPECT_EQ(hit->cache_key, cold->cache_key);
+  ASSERT_EQ(hit->instrumented.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(hit->instrumented[i].name, cold->instrumented[i].name);
+    EXPECT_EQ(hit->instrumented[i].kernel_id, cold->instrumented[i].kernel_id);
+    EXPECT_EQ(hit->instrumented[i].stats.memory_sites, cold->instrumented[i].stats.memory_sites);
+  }
+  // The target is 2 ms; the bound here leaves room for a loaded CI machine
+  // (bench/rewrite_bench measures the real figure).
+  EXPECT_LT(ms, 50.0);
+  std::printf("cache hit: %.3f ms\n", ms);
+
+  // Any input change is a different key.
+  InstrumentOptions other = options;
+  other.first_kernel_id = 6;
+  absl::StatusOr<std::string> k1 = InstrumentCacheKey(ptx, *bundle, options, {});
+  absl::StatusOr<std::string> k2 = InstrumentCacheKey(ptx, *bundle, other, {});
+  absl::StatusOr<std::string> k3 = InstrumentCacheKey(ptx + " ", *bundle, options, {});
+  ProbeBundle b2 = *bundle;
+  b2.programs[0].kernel_glob = "add*";
+  absl::StatusOr<std::string> k4 = InstrumentCacheKey(ptx, b2, options, {});
+  ASSERT_TRUE(k1.ok() && k2.ok() && k3.ok() && k4.ok());
+  EXPECT_NE(*k1, *k2);
+  EXPECT_NE(*k1, *k3);
+  EXPECT_NE(*k1, *k4);
+}
+
+TEST(InstrumentAndCompileTest, LazyExtractsThePtxOnlyOnAMiss) {
+  TempDir tmp;
+  CompileCache cache(tmp.path());
+  const std::string ptx = testing::ReadFixtureText("kernels_sm90.ptx");
+  const std::string helpers = testing::ReadFixtureText("test_helpers.ptx");
+  BuiltinBundleOptions bo;
+  bo.entry = true;
+  absl::StatusOr<ProbeBundle> bundle = BuiltinBundle("builtin:count", bo);
+  ASSERT_TRUE(bundle.ok());
+  InstrumentOptions options;
+  options.helper_ptx = helpers;
+  int extracted = 0;
+  auto extract = [&]() -> absl::StatusOr<std::string> {
+    ++extracted;
+    return ptx;
+  };
+  const std::string id = "fatbin-entry:" + HashHex(HashBytes(ptx));
+  absl::StatusOr<InstrumentedModule> cold =
+      InstrumentAndCompileLazy(id, extract, *bundle, options, cache);
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  EXPECT_FALSE(cold->cache_hit);
+  EXPECT_EQ(extracted, 1);
+  absl::StatusOr<InstrumentedModule> hit =
+      InstrumentAndCompileLazy(id, extract, *bundle, options, cache);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_TRUE(hit->cache_hit);
+  EXPECT_EQ(extracted, 1);
+  EXPECT_TRUE(hit->cubin == cold->cubin);
+  // An identity is not a PTX text: the two kinds of key never meet.
+  absl::StatusOr<InstrumentedModule> by_text = InstrumentAndCompile(id, *bundle, options, cache);
+  EXPECT_FALSE(by_text.ok());  // `id` is not PTX: a miss, then a parse error
+  // Extraction errors come back as they are.
+  absl::StatusOr<InstrumentedModule> bad = InstrumentAndCompileLazy(
+      "other", [] { return absl::StatusOr<std::string>(absl::DataLossError("zstd: corrupt")); },
+      *bundle, options, cache);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "zstd: corrupt");
+}
+
+TEST(InstrumentAndCompileTest, CacheEntryEncoding) {
+  InstrumentedModule m;
+  m.cubin = {1, 2, 3};
+  m.instrumented.push_back({"k", 9, {"count_entry"}, {1, 2, 3, 4, true}});
+  m.skipped.push_back({"s", "why"});
+  m.warnings.push_back("w");
+  const std::string bytes = EncodeInstrumentedModule(m);
+  absl::StatusOr<InstrumentedModule> d = DecodeInstrumentedModule(bytes);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->cubin, m.cubin);
+  EXPECT_EQ(d->instrumented[0].name, "k");
+  EXPECT_EQ(d->instrumented[0].kernel_id, 9u);
+  EXPECT_EQ(d->instrumented[0].stats.memory_sites, 3u);
+  EXPECT_TRUE(d->instrumented[0].stats.args_copied);
+  EXPECT_EQ(d->skipped[0].reason, "why");
+  EXPECT_EQ(d->warnings[0], "w");
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeInstrumentedModule(bytes.substr(0, n)).ok()) << n;
+  }
+  EXPECT_FALSE(DecodeInstrumentedModule(bytes + "x").ok());
+}
+
+}  // namespace
+}  // namespace cuprobe

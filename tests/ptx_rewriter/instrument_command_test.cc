@@ -1,0 +1,210 @@
+// File: tests/ptx_rewriter/instrument_command_test.cc
+//
+// `cuprobe instrument` and `cuprobe inspect` on nvcc-built fixtures:
+// argument parsing, the whole offline pipeline (image -> PTX -> rewrite ->
+// link -> PTX or cubin), --stats, and the errors a user meets.
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loader/args.h"
+#include "loader/inspect_command.h"
+#include "loader/instrument_command.h"
+#include "ptx_rewriter/ptx_parser.h"
+#include "tests/ptx_rewriter/fixtures.h"
+#include "tests/ptx_rewriter/ptx_test_util.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kFixtures = CUPROBE_IMAGE_FIXTURE_DIR;
+
+absl::StatusOr<CliArgs> Parse(std::vector<std::string> argv) {
+  argv.insert(argv.begin(), "cuprobe");
+  return ParseArgs(argv);
+}
+
+TEST(InstrumentArgsTest, ParsesEveryOption) {
+  absl::StatusOr<CliArgs> a =
+      Parse({"instrument", "--probe", "builtin:count", "-k", "add*", "--entry", "--exit", "--mem",
+             "--mem-spaces", "global,shared", "--sm", "80", "--helpers", "h.ptx", "--kernel-id",
+             "7", "--stats", "app", "-o", "out.cubin"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, Command::kInstrument);
+  const InstrumentCommandOptions& o = a->instrument;
+  EXPECT_EQ(o.probe, "builtin:count");
+  EXPECT_EQ(o.kernels, "add*");
+  EXPECT_TRUE(o.entry && o.exit && o.mem && o.stats);
+  EXPECT_EQ(o.mem_spaces, (1u << 1) | (1u << 2));
+  EXPECT_EQ(o.sm, 80u);
+  EXPECT_EQ(o.helpers, "h.ptx");
+  EXPECT_EQ(o.first_kernel_id, 7u);
+  EXPECT_EQ(o.input, "app");
+  EXPECT_EQ(o.output, "out.cubin");
+  EXPECT_EQ(Parse({"instrument", "-h"})->help_topic, "instrument");
+  EXPECT_EQ(Parse({"help", "instrument"})->help_topic, "instrument");
+  EXPECT_THAT(UsageText("instrument"), HasSubstr("builtin:count"));
+}
+
+TEST(InstrumentArgsTest, RejectsIncompleteCommands) {
+  auto message = [](std::vector<std::string> argv) {
+    absl::StatusOr<CliArgs> a = Parse(std::move(argv));
+    return a.ok() ? std::string("ok") : std::string(a.status().message());
+  };
+  EXPECT_THAT(message({"instrument", "--entry", "app", "-o", "x.ptx"}), HasSubstr("needs --probe"));
+  EXPECT_THAT(message({"instrument", "-p", "builtin:count", "app", "-o", "x.ptx"}),
+              HasSubstr("at least one attach point"));
+  EXPECT_THAT(message({"instrument", "-p", "builtin:count", "--entry", "app"}), HasSubstr("-o"));
+  EXPECT_THAT(message({"instrument", "-p", "builtin:count", "--entry", "app", "-o", "x.bin"}),
+              HasSubstr("must end in .cubin or .ptx"));
+  EXPECT_THAT(message({"instrument", "-p", "b", "--entry", "a", "b", "-o", "x.ptx"}),
+              HasSubstr("one input file"));
+  EXPECT_THAT(message({"instrument", "-p", "b", "--mem", "--mem-spaces", "texture", "a", "-o",
+                       "x.ptx"}),
+              HasSubstr("unknown space 'texture'"));
+  EXPECT_THAT(message({"instrument", "--bogus"}), HasSubstr("unknown option '--bogus'"));
+}
+
+class InstrumentCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir();
+    setenv("CUPROBE_CACHE_DIR", (dir_ + "/cache").c_str(), 1);
+    o_.probe = "builtin:count";
+    o_.entry = true;
+    o_.exit = true;
+    o_.mem = true;
+    o_.helpers = kFixtures + "/test_helpers.ptx";
+  }
+  void TearDown() override {
+    unsetenv("CUPROBE_CACHE_DIR");
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+  InstrumentCommandOptions o_;
+};
+
+TEST_F(InstrumentCommandTest, HostExecutableToPtx) {
+  o_.input = kFixtures + "/host_app";
+  o_.output = dir_ + "/out.ptx";
+  o_.kernels = "add_one";
+  absl::StatusOr<std::string> report = InstrumentFile(o_);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(*report, HasSubstr("(PTX sm_90): 4 kernel(s) with PTX"));
+  EXPECT_THAT(*report, HasSubstr("instrumented 1 kernel(s) with builtin:count"));
+  EXPECT_THAT(*report, HasSubstr("id 0    add_one(float*, int)  [_Z7add_onePfi]"));
+  EXPECT_THAT(*report, HasSubstr("entry 1, exit sites 1, memory sites 2"));
+  const std::string ptx = testing::ReadTextFile(o_.output);
+  absl::StatusOr<Module> m = ParsePtx(ptx);
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status();
+}
+
+TEST_F(InstrumentCommandTest, FatbinToCubinWithStatsAndCache) {
+  o_.input = kFixtures + "/multi_default.fatbin";
+  o_.output = dir_ + "/out.cubin";
+  o_.stats = true;
+  o_.first_kernel_id = 10;
+  absl::StatusOr<std::string> report = InstrumentFile(o_);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(*report, HasSubstr("instrumented 4 kernel(s)"));
+  EXPECT_THAT(*report, HasSubstr("id 10 "));
+  EXPECT_THAT(*report, HasSubstr("registers 8 -> "));
+  EXPECT_THAT(*report, HasSubstr("compiled with nvJitLink"));
+  const std::string cubin = testing::ReadTextFile(o_.output);
+  EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
+  // Without --stats (and -verbose, which changes the cubin's notes) the
+  // first run compiles and fills the cache, the second is a hit with the
+  // same bytes.
+  o_.stats = false;
+  report = InstrumentFile(o_);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(*report, HasSubstr("compiled with nvJitLink"));
+  const std::string compiled = testing::ReadTextFile(o_.output);
+  report = InstrumentFile(o_);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(*report, HasSubstr("from the compile cache"));
+  EXPECT_TRUE(testing::ReadTextFile(o_.output) == compiled) << "the cache hit differs";
+}
+
+TEST_F(InstrumentCommandTest, ErrorsSayWhatToDo) {
+  o_.output = dir_ + "/out.ptx";
+  o_.input = kFixtures + "/kernels_sm90.cubin";
+  absl::StatusOr<std::string> r = InstrumentFile(o_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("no PTX usable on sm_90 (SASS only?)"));
+
+  o_.input = kFixtures + "/kernels_sm90.ptx";
+  o_.kernels = "nothing*";
+  r = InstrumentFile(o_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("no kernel of " + o_.input + " matches --kernels 'nothing*' (4 kernel(s)"));
+
+  o_.kernels = "*";
+  o_.helpers.clear();
+  unsetenv("CUPROBE_HELPER_PTX");
+  r = InstrumentFile(o_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("the probe calls __cuprobe_map_add of the GPU helper library"));
+
+  o_.probe = kFixtures + "/kernels_sm90.ptx";  // any file: bundles are not read yet
+  r = InstrumentFile(o_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("use --probe builtin:count"));
+
+  o_.probe = "builtin:nope";
+  r = InstrumentFile(o_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("built-in probes: builtin:count"));
+}
+
+TEST(InspectCommandTest, MarksInstrumentableKernels) {
+  InspectOptions o;
+  o.path = kFixtures + "/multi_default.fatbin";
+  absl::StatusOr<std::string> text = InspectFile(o);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("kernel add_one(float*, int)  [_Z7add_onePfi]  (instrumentable on sm_90)"));
+  EXPECT_THAT(*text, HasSubstr("1 image(s), 12 kernel(s) in SASS, 4 kernel(s) instrumentable from PTX on sm_90"));
+  o.path = kFixtures + "/kernels_sm90.cubin";
+  text = InspectFile(o);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("(no PTX for sm_90: the kernels cannot be instrumented)"));
+  EXPECT_THAT(*text, HasSubstr("0 kernel(s) instrumentable"));
+}
+
+// The toolkit's own libraries: every fatbin -- in .nv_fatbin and outside it
+// (cuFFT keeps its modules in .ldata) -- reads without error, and every PTX
+// chosen for sm_90 parses. Each library is its own ctest test.
+class ToolkitLibraryTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ToolkitLibraryTest, InspectReadsEveryFatbin) {
+  const std::string path = "/usr/local/cuda/lib64/" + GetParam();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not installed";
+  InspectOptions o;
+  o.path = path;
+  absl::StatusOr<std::string> text = InspectFile(o);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, ::testing::Not(HasSubstr("unreadable")));
+  const std::string last = text->substr(text->rfind('\n', text->size() - 2) + 1);
+  std::printf("%s: %s", GetParam().c_str(), last.c_str());
+  EXPECT_THAT(last, HasSubstr("kernel(s) in SASS"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda13, ToolkitLibraryTest,
+                         ::testing::Values("libcublas.so", "libcufft.so", "libcusparse.so",
+                                           "libcurand.so", "libcusolver.so"),
+                         [](const auto& info) {
+                           std::string n = info.param.substr(3, info.param.find('.') - 3);
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace cuprobe
