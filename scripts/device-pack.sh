@@ -23,11 +23,13 @@ copy bin/cuprobe
 copy lib/libcuprobe_hook.so
 for f in "$build"/samples/*; do [[ -f "$f" && -x "$f" ]] && copy "samples/$(basename "$f")"; done
 for t in injection_test trace_test resilience_test run_test maps_gpu_test real_seam_test \
-         hook_library_test ptx_rewriter_gpu_test; do
+         hook_library_test instrument_gpu_test; do
   [[ -x "$build/tests/$t" ]] && copy "tests/$t"
 done
 for b in launch_loop maps_bench rewrite_bench; do [[ -x "$build/bench/$b" ]] && copy "bench/$b"; done
 copy generated/cuprobe_helpers.ptx
 copy tests/maps/gpu/map_kernels.ptx
+copy tests/gpu/instrument_kernels.ptx
+copy tests/ptx_rewriter/fixtures/test_helpers.ptx
 for p in "$build"/probes/*.cpb; do copy "probes/$(basename "$p")"; done
 du -sh "$out" | sed 's/^/device-pack: /'
