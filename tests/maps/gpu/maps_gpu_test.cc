@@ -112,8 +112,8 @@ class MapsGpu : public ::testing::Test {
       ASSERT_TRUE(session.ok()) << session.status();
       session_.emplace(*std::move(session));
     }
-    absl::StatusOr<MapSet> maps = MapSet::Create(specs, &gpu_->memory(),
-                                                 session_.has_value() ? &session_->maps() : nullptr);
+    absl::StatusOr<MapSet> maps =
+        MapSet::Create(specs, &gpu_->memory(), session_.has_value() ? &session_->maps() : nullptr);
     ASSERT_TRUE(maps.ok()) << maps.status();
     maps_.emplace(*std::move(maps));
     ASSERT_TRUE(gpu_->SetMapTable(module_, maps_->table()).ok());
@@ -174,7 +174,8 @@ TEST_F(MapsGpu, ArrayCountsAreExactAndOutOfRangeKeysAreRefused) {
 }
 
 TEST_F(MapsGpu, HashOneHotKeyAndUniformKeysWithVaryingDeltas) {
-  MakeMaps({Spec("hot", CUPROBE_MAP_HASH, 8, 8, 16), Spec("uniform", CUPROBE_MAP_HASH, 8, 8, 4096)});
+  MakeMaps(
+      {Spec("hot", CUPROBE_MAP_HASH, 8, 8, 16), Spec("uniform", CUPROBE_MAP_HASH, 8, 8, 4096)});
   std::vector<uint64_t> keys(4096);
   for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i * 1000003 + 17;
   const uint64_t keys_dev = Buffer(keys.size());
