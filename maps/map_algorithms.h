@@ -278,8 +278,7 @@ CUPROBE_HD cuprobe_map_control* Control(const cuprobe_map_desc* d) {
 }
 
 CUPROBE_HD bool IsPerId(uint32_t type) {
-  return type == CUPROBE_MAP_PERTHREAD || type == CUPROBE_MAP_PERWARP ||
-         type == CUPROBE_MAP_PERSM;
+  return type == CUPROBE_MAP_PERTHREAD || type == CUPROBE_MAP_PERWARP || type == CUPROBE_MAP_PERSM;
 }
 
 CUPROBE_HD bool IsIndexed(uint32_t type) {  // u32 key = index
@@ -326,8 +325,13 @@ struct HashSlots {
 };
 
 CUPROBE_HD HashSlots Slots(const cuprobe_map_desc* d) {
-  return HashSlots{Ptr<uint32_t>(d->states), Ptr<uint8_t>(d->keys), Ptr<uint8_t>(d->values),
-                   d->slot_mask, d->key_size, d->key_stride, d->value_stride};
+  return HashSlots{Ptr<uint32_t>(d->states),
+                   Ptr<uint8_t>(d->keys),
+                   Ptr<uint8_t>(d->values),
+                   d->slot_mask,
+                   d->key_size,
+                   d->key_stride,
+                   d->value_stride};
 }
 
 CUPROBE_HD bool KeyEquals(const HashSlots& s, uint64_t slot, const uint8_t* key) {
@@ -355,7 +359,7 @@ CUPROBE_HD bool TakeCount(const cuprobe_map_desc* d) {
 // zero when init is null) when absent. Returns the slot, or a negative errno:
 // -ENOENT (absent, !create), -E2BIG (full). *created tells an insert.
 CUPROBE_HD_OUTLINE int64_t HashFind(const cuprobe_map_desc* d, const uint8_t* key, bool create,
-                            const uint8_t* init, bool* created) {
+                                    const uint8_t* init, bool* created) {
   const HashSlots s = Slots(d);
   const uint64_t h = HashKey(key, s.key_size);
   const uint32_t fp = static_cast<uint32_t>(h >> 34);  // 30 bits
@@ -401,7 +405,8 @@ CUPROBE_HD_OUTLINE int64_t HashFind(const cuprobe_map_desc* d, const uint8_t* ke
       if (kind == CUPROBE_HASH_LIVE) return static_cast<int64_t>(slot);
       // DELETED, our key: revive it (or report it absent).
       if (!create) return kENOENT;
-      const uint32_t seen = AtomicCas32(&s.states[slot], state, StateWord(fp, CUPROBE_HASH_PENDING));
+      const uint32_t seen =
+          AtomicCas32(&s.states[slot], state, StateWord(fp, CUPROBE_HASH_PENDING));
       if (seen != state) {
         state = seen;
         continue;

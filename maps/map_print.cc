@@ -17,7 +17,8 @@ namespace {
 constexpr int kBarWidth = 52;  // bpftrace's
 
 std::string Bar(uint64_t count, uint64_t max) {
-  const int n = max == 0 ? 0 : static_cast<int>(static_cast<unsigned __int128>(count) * kBarWidth / max);
+  const int n =
+      max == 0 ? 0 : static_cast<int>(static_cast<unsigned __int128>(count) * kBarWidth / max);
   return absl::StrCat("|", std::string(n, '@'), std::string(kBarWidth - n, ' '), "|");
 }
 
@@ -98,9 +99,12 @@ std::string Scalar(absl::Span<const uint8_t> bytes, std::string_view type) {
 
 std::string PerIdNoun(uint32_t type) {
   switch (type) {
-    case CUPROBE_MAP_PERTHREAD: return "threads";
-    case CUPROBE_MAP_PERWARP: return "warps";
-    default: return "SMs";
+    case CUPROBE_MAP_PERTHREAD:
+      return "threads";
+    case CUPROBE_MAP_PERWARP:
+      return "warps";
+    default:
+      return "SMs";
   }
 }
 
@@ -117,7 +121,8 @@ std::string PowerOfTwoLabel(uint64_t value) {
                                                        {30, 'G'}, {20, 'M'}, {10, 'K'}};
   for (const auto& [shift, suffix] : kSuffixes) {
     const uint64_t unit = uint64_t{1} << shift;
-    if (value >= unit && value % unit == 0) return absl::StrCat(value >> shift, std::string(1, suffix));
+    if (value >= unit && value % unit == 0)
+      return absl::StrCat(value >> shift, std::string(1, suffix));
   }
   return absl::StrCat(value);
 }
@@ -203,9 +208,9 @@ std::string FormatMap(const MapSnapshot& snapshot) {
     }
     case CUPROBE_MAP_RINGBUF: {
       const cuprobe_map_control& c = snapshot.control();
-      out = absl::StrFormat("%s: ring of %d bytes: %d records reserved, %d dropped (%d bytes)\n",
-                            at, spec.max_entries, c.ring_reserved, c.ring_dropped,
-                            c.ring_dropped_bytes);
+      out =
+          absl::StrFormat("%s: ring of %d bytes: %d records reserved, %d dropped (%d bytes)\n", at,
+                          spec.max_entries, c.ring_reserved, c.ring_dropped, c.ring_dropped_bytes);
       break;
     }
     case CUPROBE_MAP_PERTHREAD:

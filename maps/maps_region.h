@@ -165,6 +165,8 @@ class MapsRegion {
   MapsRegion& operator=(MapsRegion&&) = default;
 
   [[nodiscard]] size_t size() const { return maps_.size(); }
+  // The region's bytes (0 for a region without maps).
+  [[nodiscard]] uint64_t bytes() const { return size_; }
   [[nodiscard]] const MapInfo& map(size_t i) const { return maps_[i]; }
   [[nodiscard]] const std::vector<MapInfo>& maps() const { return maps_; }
   [[nodiscard]] std::optional<size_t> Find(std::string_view name) const;

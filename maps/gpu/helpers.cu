@@ -64,17 +64,20 @@ __device__ __forceinline__ uint32_t SmId() {
 
 // The id of the calling thread for a PER* map (numbering: maps/map_desc.h).
 __device__ __forceinline__ uint64_t PerIdOf(uint32_t type) {
-  const uint64_t threads_per_block =
-      static_cast<uint64_t>(blockDim.x) * blockDim.y * blockDim.z;
+  const uint64_t threads_per_block = static_cast<uint64_t>(blockDim.x) * blockDim.y * blockDim.z;
   const uint64_t block =
       (static_cast<uint64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
   const uint64_t thread =
       (static_cast<uint64_t>(threadIdx.z) * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
   switch (type) {
-    case CUPROBE_MAP_PERTHREAD: return block * threads_per_block + thread;
-    case CUPROBE_MAP_PERWARP: return block * ((threads_per_block + 31) / 32) + thread / 32;
-    case CUPROBE_MAP_PERSM: return SmId();
-    default: return 0;
+    case CUPROBE_MAP_PERTHREAD:
+      return block * threads_per_block + thread;
+    case CUPROBE_MAP_PERWARP:
+      return block * ((threads_per_block + 31) / 32) + thread / 32;
+    case CUPROBE_MAP_PERSM:
+      return SmId();
+    default:
+      return 0;
   }
 }
 
@@ -99,8 +102,8 @@ __device__ __forceinline__ uint64_t GroupSum(uint32_t group, uint64_t v) {
 // reach match.any) and add nothing.
 __device__ __forceinline__ void AggregatedAdd(uint64_t* target, uint64_t delta) {
   const uint32_t active = __activemask();
-  const uint32_t group =
-      __match_any_sync(active, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(target)));
+  const uint32_t group = __match_any_sync(
+      active, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(target)));
   const uint64_t sum = GroupSum(group, delta);
   if (target != nullptr && LaneId() == static_cast<uint32_t>(__ffs(group) - 1)) {
     AtomicAdd64(target, sum);
@@ -117,13 +120,12 @@ extern "C" __device__ uint64_t __cuprobe_map_lookup(uint64_t map, uint64_t key) 
 extern "C" __device__ uint64_t __cuprobe_map_update(uint64_t map, uint64_t key, uint64_t value,
                                                     uint64_t flags) {
   const auto* d = Ptr<const cuprobe_map_desc>(map);
-  return static_cast<uint64_t>(MapUpdate(d, Ptr<const void>(key), Ptr<const void>(value), flags,
-                                         IdFor(d)));
+  return static_cast<uint64_t>(
+      MapUpdate(d, Ptr<const void>(key), Ptr<const void>(value), flags, IdFor(d)));
 }
 
 extern "C" __device__ uint64_t __cuprobe_map_delete(uint64_t map, uint64_t key) {
-  return static_cast<uint64_t>(
-      MapDelete(Ptr<const cuprobe_map_desc>(map), Ptr<const void>(key)));
+  return static_cast<uint64_t>(MapDelete(Ptr<const cuprobe_map_desc>(map), Ptr<const void>(key)));
 }
 
 extern "C" __device__ uint64_t __cuprobe_map_add(uint64_t map, uint64_t key, uint64_t delta) {
@@ -172,9 +174,8 @@ __device__ __forceinline__ uint64_t GroupReserve(const cuprobe_map_desc* d, uint
                                                  uint64_t size, bool ok) {
   const uint32_t active = __activemask();
   const uint64_t record = ok ? RingRecordSize(size) : 0;
-  const uint32_t group =
-      __match_any_sync(active, static_cast<unsigned long long>(ok ? map : 0)) &
-      __match_any_sync(active, static_cast<unsigned long long>(record));
+  const uint32_t group = __match_any_sync(active, static_cast<unsigned long long>(ok ? map : 0)) &
+                         __match_any_sync(active, static_cast<unsigned long long>(record));
   if (!ok) return ~uint64_t{0};  // groups never mix ok and refused lanes
   const uint32_t leader = static_cast<uint32_t>(__ffs(group) - 1);
   const uint32_t rank = static_cast<uint32_t>(__popc(group & LanesBelow()));
@@ -189,8 +190,8 @@ __device__ __forceinline__ uint64_t GroupReserve(const cuprobe_map_desc* d, uint
 
 }  // namespace
 
-extern "C" __device__ uint64_t __cuprobe_ringbuf_output(uint64_t map, uint64_t data,
-                                                        uint64_t size, uint64_t flags) {
+extern "C" __device__ uint64_t __cuprobe_ringbuf_output(uint64_t map, uint64_t data, uint64_t size,
+                                                        uint64_t flags) {
   const auto* d = Ptr<const cuprobe_map_desc>(map);
   const bool ok = RingUsable(d) && (flags & ~uint64_t{3}) == 0 && size <= CUPROBE_RING_LEN_MASK &&
                   (size == 0 || data != 0);

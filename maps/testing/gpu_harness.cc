@@ -109,9 +109,9 @@ absl::Status GpuHarness::SetMapTable(GpuModule m, const std::vector<uint64_t>& t
   CUPROBE_RETURN_IF_ERROR(
       CUPROBE_DRIVER_CALL(ModuleGetGlobal(&address, &bytes, m.module, "__cuprobe_map_table")));
   if (bytes < table.size() * 8) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "__cuprobe_map_table has %d bytes, %d maps need %d", bytes, table.size(),
-        table.size() * 8));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("__cuprobe_map_table has %d bytes, %d maps need %d", bytes, table.size(),
+                        table.size() * 8));
   }
   return CUPROBE_DRIVER_CALL(MemcpyHtoD(address, table.data(), table.size() * 8));
 }
@@ -119,8 +119,8 @@ absl::Status GpuHarness::SetMapTable(GpuModule m, const std::vector<uint64_t>& t
 absl::Status GpuHarness::SetPidTgid(GpuModule m, uint64_t value) {
   CUdeviceptr address = 0;
   size_t bytes = 0;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_DRIVER_CALL(
-      ModuleGetGlobal(&address, &bytes, m.module, "__cuprobe_pid_tgid_value")));
+  CUPROBE_RETURN_IF_ERROR(
+      CUPROBE_DRIVER_CALL(ModuleGetGlobal(&address, &bytes, m.module, "__cuprobe_pid_tgid_value")));
   return CUPROBE_DRIVER_CALL(MemcpyHtoD(address, &value, sizeof(value)));
 }
 
@@ -128,11 +128,11 @@ absl::Status GpuHarness::LaunchAsync(GpuModule m, std::string_view kernel, uint3
                                      uint32_t block, void** args) {
   CUfunction f = nullptr;
   const std::string name(kernel);
-  CUPROBE_RETURN_IF_ERROR(
-      driver_->Check(driver_->ModuleGetFunction(&f, m.module, name.c_str()),
-                     absl::StrCat("cuModuleGetFunction(", name, ")")));
-  return driver_->Check(driver_->LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr),
-                        absl::StrCat("cuLaunchKernel(", name, ")"));
+  CUPROBE_RETURN_IF_ERROR(driver_->Check(driver_->ModuleGetFunction(&f, m.module, name.c_str()),
+                                         absl::StrCat("cuModuleGetFunction(", name, ")")));
+  return driver_->Check(
+      driver_->LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, args, nullptr),
+      absl::StrCat("cuLaunchKernel(", name, ")"));
 }
 
 absl::StatusOr<float> GpuHarness::Launch(GpuModule m, std::string_view kernel, uint32_t grid,

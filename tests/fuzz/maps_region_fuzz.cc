@@ -12,7 +12,8 @@
 //       -DCMAKE_C_COMPILER=clang-19 -DCUPROBE_BUILD_FUZZERS=ON
 //       -DCUPROBE_SANITIZE="address;undefined"
 //   ninja -C build-fuzz maps_region_fuzz maps_region_seeds
-//   build-fuzz/bin/maps_region_fuzz -max_total_time=60 /tmp/new build-fuzz/tests/fuzz/maps_region_seeds
+//   build-fuzz/bin/maps_region_fuzz -max_total_time=60 /tmp/new
+//   build-fuzz/tests/fuzz/maps_region_seeds
 //
 // Normal builds link this file with corpus_main.cc (ctest
 // maps_region_fuzz_corpus) and replay the seeds that maps_region_seeds
@@ -70,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // (rounded only for aligned_alloc) private copy, writable like the
   // consumer's mapping.
   const size_t rounded = (size + 4095) / 4096 * 4096;
-  std::unique_ptr<uint8_t, FreeDeleter> copy(static_cast<uint8_t*>(std::aligned_alloc(4096, rounded)));
+  std::unique_ptr<uint8_t, FreeDeleter> copy(
+      static_cast<uint8_t*>(std::aligned_alloc(4096, rounded)));
   std::memcpy(copy.get(), data, size);
   absl::StatusOr<cuprobe::MapsRegion> region =
       cuprobe::MapsRegion::Attach(copy.get(), size, /*writable=*/true);

@@ -38,7 +38,8 @@ MapSpec Spec(std::string name, uint32_t type, uint32_t key, uint32_t value, uint
 void Write(const std::filesystem::path& dir, const std::string& name,
            const std::vector<uint8_t>& bytes) {
   std::ofstream out(dir / name, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 // A region for `specs` filled through a MapSet; returns its bytes.
@@ -110,10 +111,30 @@ int main(int argc, char** argv) {
     Write(dir, "truncated_" + std::to_string(cut) + ".bin",
           std::vector<uint8_t>(full.begin(), full.begin() + static_cast<long>(cut)));
   }
-  const size_t fields[] = {0, 8, 16, 24, 32, 40, 48, 56, 64, 72,  // header
-                           256 + 0, 256 + 8, 256 + 16, 256 + 20, 256 + 32, 256 + 40, 256 + 48,
-                           256 + 64, 256 + 80, 256 + 88, 256 + 96, 256 + 104,  // entry 0
-                           256 + 8 * 256 + 96, 256 + 8 * 256 + 104};           // the ring's
+  const size_t fields[] = {0,
+                           8,
+                           16,
+                           24,
+                           32,
+                           40,
+                           48,
+                           56,
+                           64,
+                           72,  // header
+                           256 + 0,
+                           256 + 8,
+                           256 + 16,
+                           256 + 20,
+                           256 + 32,
+                           256 + 40,
+                           256 + 48,
+                           256 + 64,
+                           256 + 80,
+                           256 + 88,
+                           256 + 96,
+                           256 + 104,  // entry 0
+                           256 + 8 * 256 + 96,
+                           256 + 8 * 256 + 104};  // the ring's
   for (size_t f : fields) {
     std::vector<uint8_t> lie = full;
     lie[f] ^= 0x41;

@@ -176,8 +176,8 @@ std::string LinkWithHelpers(const std::string& module) {
   const char* options[] = {"-arch=sm_90"};
   if (nvJitLinkCreate(&handle, 1, options) != NVJITLINK_SUCCESS) return "nvJitLinkCreate failed";
   const std::string helpers(HelpersPtx());
-  nvJitLinkResult r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, module.data(), module.size(),
-                                       "module.ptx");
+  nvJitLinkResult r =
+      nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, module.data(), module.size(), "module.ptx");
   if (r == NVJITLINK_SUCCESS) {
     r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, helpers.data(), helpers.size(),
                          "cuprobe_helpers.ptx");

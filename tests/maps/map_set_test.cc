@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "maps/map_algorithms.h"
@@ -182,6 +183,35 @@ TEST_F(MapSetTest, DescriptorsDriveTheAlgorithmsAndReadersSeePublishedSnapshots)
   EXPECT_EQ(memory.live_allocations(), 0u);
   EXPECT_EQ(memory.live_host_mappings(), 0u);
   EXPECT_TRUE(maps->Release().ok()) << "idempotent";
+}
+
+TEST_F(MapSetTest, OpenRejectsASessionWhoseMapsRegionIsCorrupt) {
+  Session& session = Create(Specs());
+  ASSERT_GT(session.maps().size(), 0u);
+  auto* base = reinterpret_cast<uint8_t*>(&session.header());
+  const uint64_t maps_offset = session.header().maps_offset;
+  ASSERT_EQ(maps_offset % 4096, 0u);
+  // The region's magic.
+  base[maps_offset] ^= 0xff;
+  absl::StatusOr<Session> bad = Session::Open(session.name(), false);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr(absl::StrCat("segment '", session.name(), "': maps region: bad magic")));
+  base[maps_offset] ^= 0xff;
+  ASSERT_TRUE(Session::Open(session.name(), false).ok());
+  // A map's snapshot area pointing into the header of the segment.
+  uint64_t& snapshot_offset = *reinterpret_cast<uint64_t*>(base + maps_offset + 256 + 80);
+  const uint64_t saved = snapshot_offset;
+  snapshot_offset = 64;
+  bad = Session::Open(session.name(), false);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("overlaps"));
+  snapshot_offset = saved;
+  // The segment header's maps_size lies.
+  session.header().maps_size += 4096;
+  bad = Session::Open(session.name(), false);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("is not a page-aligned range"));
+  session.header().maps_size -= 4096;
+  EXPECT_TRUE(Session::Open(session.name(), false).ok());
 }
 
 TEST_F(MapSetTest, ClearRestoresTheInitialStateAndRefusesRings) {

@@ -4,6 +4,8 @@
 // (maps/map_reader.h), and `cuprobe maps` end to end: a session whose maps a
 // MapSet filled (over host memory) is printed by the real CLI binary, in
 // another process, exactly.
+#include "loader/maps_command.h"
+
 #include <unistd.h>
 
 #include <cstring>
@@ -14,7 +16,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/args.h"
-#include "loader/maps_command.h"
 #include "maps/map_algorithms.h"
 #include "maps/map_print.h"
 #include "maps/map_reader.h"
@@ -30,7 +31,9 @@ using ::cuprobe::testing::Spec;
 using ::testing::HasSubstr;
 namespace algo = ::cuprobe::mapalgo;
 
-std::string Bar(int n) { return absl::StrCat("|", std::string(n, '@'), std::string(52 - n, ' '), "|"); }
+std::string Bar(int n) {
+  return absl::StrCat("|", std::string(n, '@'), std::string(52 - n, ' '), "|");
+}
 
 TEST(MapPrint, Log2HistogramLooksLikeBpftrace) {
   std::vector<uint64_t> buckets(65, 0);
@@ -38,16 +41,11 @@ TEST(MapPrint, Log2HistogramLooksLikeBpftrace) {
   buckets[3] = 52;   // [4, 8)
   buckets[11] = 13;  // [1K, 2K)
   const std::string expected = absl::StrCat(
-      "[1]                    2 ", Bar(2), "\n",
-      "[2, 4)                 0 ", Bar(0), "\n",
-      "[4, 8)                52 ", Bar(52), "\n",
-      "[8, 16)                0 ", Bar(0), "\n",
-      "[16, 32)               0 ", Bar(0), "\n",
-      "[32, 64)               0 ", Bar(0), "\n",
-      "[64, 128)              0 ", Bar(0), "\n",
-      "[128, 256)             0 ", Bar(0), "\n",
-      "[256, 512)             0 ", Bar(0), "\n",
-      "[512, 1K)              0 ", Bar(0), "\n",
+      "[1]                    2 ", Bar(2), "\n", "[2, 4)                 0 ", Bar(0), "\n",
+      "[4, 8)                52 ", Bar(52), "\n", "[8, 16)                0 ", Bar(0), "\n",
+      "[16, 32)               0 ", Bar(0), "\n", "[32, 64)               0 ", Bar(0), "\n",
+      "[64, 128)              0 ", Bar(0), "\n", "[128, 256)             0 ", Bar(0), "\n",
+      "[256, 512)             0 ", Bar(0), "\n", "[512, 1K)              0 ", Bar(0), "\n",
       "[1K, 2K)              13 ", Bar(13), "\n");
   EXPECT_EQ(FormatLog2Histogram(buckets), expected);
   EXPECT_EQ(FormatLog2Histogram(std::vector<uint64_t>(65, 0)), "");
@@ -59,24 +57,26 @@ TEST(MapPrint, Log2HistogramLooksLikeBpftrace) {
   EXPECT_THAT(text, HasSubstr("[8E, 16E)              1 "));
   // A short histogram's last bucket holds everything above.
   std::vector<uint64_t> short_hist = {0, 0, 0, 4};
-  EXPECT_EQ(FormatLog2Histogram(short_hist), absl::StrCat("[4, ...)               4 ", Bar(52), "\n"));
+  EXPECT_EQ(FormatLog2Histogram(short_hist),
+            absl::StrCat("[4, ...)               4 ", Bar(52), "\n"));
 }
 
 TEST(MapPrint, LinearHistogram) {
   const uint64_t extra = static_cast<uint32_t>(-10) | (uint64_t{5} << 32);
   const std::vector<uint64_t> buckets = {1, 0, 4, 0, 0, 2};
   EXPECT_EQ(FormatLinearHistogram(buckets, extra),
-            absl::StrCat("(..., -10)             1 ", Bar(13), "\n",
-                         "[-10, -5)              0 ", Bar(0), "\n",
-                         "[-5, 0)                4 ", Bar(52), "\n",
-                         "[0, 5)                 0 ", Bar(0), "\n",
-                         "[5, 10)                0 ", Bar(0), "\n",
-                         "[10, ...)              2 ", Bar(26), "\n"));
+            absl::StrCat("(..., -10)             1 ", Bar(13), "\n", "[-10, -5)              0 ",
+                         Bar(0), "\n", "[-5, 0)                4 ", Bar(52), "\n",
+                         "[0, 5)                 0 ", Bar(0), "\n", "[5, 10)                0 ",
+                         Bar(0), "\n", "[10, ...)              2 ", Bar(26), "\n"));
 }
 
 TEST(MapPrint, ValuesByTheirBtfFields) {
-  TypeDescription t{"struct event", 24,
-                    {{"pid", "u32", 0, 4}, {"delta", "s32", 4, 4}, {"comm", "char[8]", 8, 8},
+  TypeDescription t{"struct event",
+                    24,
+                    {{"pid", "u32", 0, 4},
+                     {"delta", "s32", 4, 4},
+                     {"comm", "char[8]", 8, 8},
                      {"ts", "u64", 16, 8}}};
   uint8_t bytes[24] = {};
   const uint32_t pid = 4242;
@@ -96,8 +96,8 @@ TEST(MapPrint, ValuesByTheirBtfFields) {
 
 TEST(MapsArgs, ParsesEveryOption) {
   absl::StatusOr<CliArgs> a =
-      ParseArgs({"cuprobe", "maps", "--watch", "-i", "250", "--count=3", "--map", "lat",
-                 "--clear", "counts", "--events", "/dev/shm/cuprobe-1-2-3"});
+      ParseArgs({"cuprobe", "maps", "--watch", "-i", "250", "--count=3", "--map", "lat", "--clear",
+                 "counts", "--events", "/dev/shm/cuprobe-1-2-3"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->command, Command::kMaps);
   EXPECT_TRUE(a->maps.watch);
@@ -128,11 +128,10 @@ TEST(MapsArgs, ParsesEveryOption) {
 class MapsCommand : public ::testing::Test {
  protected:
   void SetUp() override {
-    specs_ = {Spec("counts", CUPROBE_MAP_HASH, 8, 8, 16),
-              Spec("lat", CUPROBE_MAP_HIST_LOG2, 4, 8, 65),
-              Spec("per_thread", CUPROBE_MAP_PERTHREAD, 4, 8, 1, 64),
-              Spec("cfg", CUPROBE_MAP_ARRAY, 4, 8, 1),
-              Spec("events", CUPROBE_MAP_RINGBUF, 0, 0, 4096)};
+    specs_ = {
+        Spec("counts", CUPROBE_MAP_HASH, 8, 8, 16), Spec("lat", CUPROBE_MAP_HIST_LOG2, 4, 8, 65),
+        Spec("per_thread", CUPROBE_MAP_PERTHREAD, 4, 8, 1, 64),
+        Spec("cfg", CUPROBE_MAP_ARRAY, 4, 8, 1), Spec("events", CUPROBE_MAP_RINGBUF, 0, 0, 4096)};
     specs_[0].key_type = {"u64", 8, {}};
     SessionOptions options;
     options.ring_capacity = 4096;
@@ -196,9 +195,8 @@ TEST_F(MapsCommand, ReaderApiListsLooksUpAndReadsRings) {
   absl::StatusOr<MapReader> rw = MapReader::Open(session_->name(), true);
   ASSERT_TRUE(rw.ok());
   std::vector<std::vector<uint8_t>> records;
-  absl::StatusOr<size_t> n = rw->ReadRing("events", [&](absl::Span<const uint8_t> b) {
-    records.emplace_back(b.begin(), b.end());
-  });
+  absl::StatusOr<size_t> n = rw->ReadRing(
+      "events", [&](absl::Span<const uint8_t> b) { records.emplace_back(b.begin(), b.end()); });
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 1u);
   EXPECT_THAT(records, ::testing::ElementsAre(std::vector<uint8_t>{0xde, 0xad, 0xbe, 0xef, 1}));
@@ -212,15 +210,10 @@ TEST_F(MapsCommand, CliPrintsTheSessionsMaps) {
   testing::ProcessResult r = testing::RunProcess({cli, "maps", session_->name()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string expected_maps = absl::StrCat(
-      "@counts[3]: 10\n@counts[2]: 20\n@counts[1]: 30\n\n",
-      "@lat:\n",
-      "[4, 8)                 3 ", Bar(52), "\n",
-      "[8, 16)                0 ", Bar(0), "\n",
-      "[16, 32)               0 ", Bar(0), "\n",
-      "[32, 64)               0 ", Bar(0), "\n",
-      "[64, 128)              1 ", Bar(17), "\n\n",
-      "@per_thread[0]: sum 36 over 8 threads (min 1, max 8)\n\n",
-      "@cfg: 99\n\n",
+      "@counts[3]: 10\n@counts[2]: 20\n@counts[1]: 30\n\n", "@lat:\n", "[4, 8)                 3 ",
+      Bar(52), "\n", "[8, 16)                0 ", Bar(0), "\n", "[16, 32)               0 ", Bar(0),
+      "\n", "[32, 64)               0 ", Bar(0), "\n", "[64, 128)              1 ", Bar(17), "\n\n",
+      "@per_thread[0]: sum 36 over 8 threads (min 1, max 8)\n\n", "@cfg: 99\n\n",
       "@events: ring of 4096 bytes: 0 records delivered, 0 dropped (0 bytes), 0 discarded; "
       "16 bytes pending\n\n");
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat(session_->name(),
@@ -243,11 +236,12 @@ TEST_F(MapsCommand, CliPrintsTheSessionsMaps) {
             "@cfg: ARRAY, key 4 bytes, value 8 bytes, 1 entries\n"
             "@events: RINGBUF of 4096 bytes\n");
 
-  r = testing::RunProcess({cli, "maps", "--watch", "--interval", "10", "--count", "2",
-                           session_->name()});
+  r = testing::RunProcess(
+      {cli, "maps", "--watch", "--interval", "10", "--count", "2", session_->name()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   size_t prints = 0;
-  for (size_t pos = r.out.find("@lat:"); pos != std::string::npos; pos = r.out.find("@lat:", pos + 1)) {
+  for (size_t pos = r.out.find("@lat:"); pos != std::string::npos;
+       pos = r.out.find("@lat:", pos + 1)) {
     ++prints;
   }
   EXPECT_EQ(prints, 2u);

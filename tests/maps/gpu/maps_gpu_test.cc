@@ -112,8 +112,8 @@ class MapsGpu : public ::testing::Test {
       ASSERT_TRUE(session.ok()) << session.status();
       session_.emplace(*std::move(session));
     }
-    absl::StatusOr<MapSet> maps = MapSet::Create(specs, &gpu_->memory(),
-                                                 session_.has_value() ? &session_->maps() : nullptr);
+    absl::StatusOr<MapSet> maps =
+        MapSet::Create(specs, &gpu_->memory(), session_.has_value() ? &session_->maps() : nullptr);
     ASSERT_TRUE(maps.ok()) << maps.status();
     maps_.emplace(*std::move(maps));
     ASSERT_TRUE(gpu_->SetMapTable(module_, maps_->table()).ok());
@@ -174,7 +174,8 @@ TEST_F(MapsGpu, ArrayCountsAreExactAndOutOfRangeKeysAreRefused) {
 }
 
 TEST_F(MapsGpu, HashOneHotKeyAndUniformKeysWithVaryingDeltas) {
-  MakeMaps({Spec("hot", CUPROBE_MAP_HASH, 8, 8, 16), Spec("uniform", CUPROBE_MAP_HASH, 8, 8, 4096)});
+  MakeMaps(
+      {Spec("hot", CUPROBE_MAP_HASH, 8, 8, 16), Spec("uniform", CUPROBE_MAP_HASH, 8, 8, 4096)});
   std::vector<uint64_t> keys(4096);
   for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = i * 1000003 + 17;
   const uint64_t keys_dev = Buffer(keys.size());
@@ -204,12 +205,13 @@ TEST_F(MapsGpu, HashOneHotKeyAndUniformKeysWithVaryingDeltas) {
 TEST_F(MapsGpu, HashWithCollidingKeysFilledExactlyToItsLimit) {
   const MapSpec spec = Spec("collide", CUPROBE_MAP_HASH, 8, 8, 1024);
   const uint64_t mask = ComputeMapGeometry(spec)->slots - 1;
-  // 64 home slots, 16 keys each: probe chains of 16 and more, overlapping.
+  // 64 home slots 8 apart, 16 keys each: probe chains of 16 that run into
+  // the next home's chain.
   std::vector<uint64_t> keys;
   std::map<uint64_t, int> per_home;
   for (uint64_t k = 1; keys.size() < 1024; ++k) {
     const uint64_t home = algo::HashKey(reinterpret_cast<const uint8_t*>(&k), 8) & mask;
-    if (home % 32 != 0) continue;
+    if (home % 8 != 0 || home >= 512) continue;
     if (per_home[home] == 16) continue;
     ++per_home[home];
     keys.push_back(k);
