@@ -34,9 +34,10 @@ constexpr char kCountPtx[] = R"(.version 7.0
 	.param .b64 args
 )
 {
+	.local .align 4 .b8 __count_key[4];
 	.reg .pred %p<2>;
 	.reg .b32 %r<7>;
-	.reg .b64 %rd<5>;
+	.reg .b64 %rd<6>;
 	ld.param.u32 %r1, [kernel_id];
 	activemask.b32 %r2;
 	mov.u32 %r3, %laneid;
@@ -46,7 +47,10 @@ constexpr char kCountPtx[] = R"(.version 7.0
 	@%p1 bra $L__count_done;
 	popc.b32 %r6, %r2;
 	cvt.u64.u32 %rd3, %r6;
-	cvt.u64.u32 %rd2, %r1;
+	// The key goes by address, as for every map helper (BPF's convention).
+	st.local.u32 [__count_key], %r1;
+	mov.u64 %rd4, __count_key;
+	cvta.local.u64 %rd2, %rd4;
 	ld.global.u64 %rd1, [__cuprobe_map_table];
 	{
 	.param .b64 a0;

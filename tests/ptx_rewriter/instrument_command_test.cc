@@ -147,18 +147,17 @@ TEST_F(InstrumentCommandTest, ErrorsSayWhatToDo) {
               HasSubstr("no kernel of " + o_.input + " matches --kernels 'nothing*' (4 kernel(s)"));
 
   o_.kernels = "*";
-  o_.helpers.clear();
-  unsetenv("CUPROBE_HELPER_PTX");
+  o_.helpers = "/nonexistent/helpers.ptx";
   r = InstrumentFile(o_);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr("the probe calls __cuprobe_map_add of the GPU helper library"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("/nonexistent/helpers.ptx"));
 
-  o_.probe = kFixtures + "/kernels_sm90.ptx";  // any file: bundles are not read yet
+  o_.helpers.clear();
+  o_.probe = kFixtures + "/kernels_sm90.ptx";  // not a bundle
   r = InstrumentFile(o_);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("use --probe builtin:count"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--probe " + o_.probe + ": "));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("not a cuprobe probe bundle"));
 
   o_.probe = "builtin:nope";
   r = InstrumentFile(o_);

@@ -16,19 +16,24 @@ struct TestMapDesc {
 constexpr unsigned long long kE2Big = static_cast<unsigned long long>(-7);
 }  // namespace
 
+// Keys go by address (a u32 index), as with the real helper library.
 extern "C" __device__ unsigned long long __cuprobe_map_add(unsigned long long map,
-                                                           unsigned long long key,
+                                                           unsigned long long key_ptr,
                                                            unsigned long long delta) {
   const TestMapDesc* d = reinterpret_cast<const TestMapDesc*>(map);
-  if (d == nullptr || key >= d->max_entries) return kE2Big;
+  if (d == nullptr || key_ptr == 0) return kE2Big;
+  const unsigned long long key = *reinterpret_cast<const unsigned*>(key_ptr);
+  if (key >= d->max_entries) return kE2Big;
   atomicAdd(d->values + key, delta);
   return 0;
 }
 
 extern "C" __device__ unsigned long long __cuprobe_map_lookup(unsigned long long map,
-                                                              unsigned long long key) {
+                                                              unsigned long long key_ptr) {
   const TestMapDesc* d = reinterpret_cast<const TestMapDesc*>(map);
-  if (d == nullptr || key >= d->max_entries) return 0;
+  if (d == nullptr || key_ptr == 0) return 0;
+  const unsigned long long key = *reinterpret_cast<const unsigned*>(key_ptr);
+  if (key >= d->max_entries) return 0;
   return reinterpret_cast<unsigned long long>(d->values + key);
 }
 
