@@ -138,7 +138,8 @@ class InstrumentGpuTest : public ::testing::Test {
 
   // Loads `cubin`, points map 0 at a fresh zeroed array, runs both kernels,
   // checks their results and returns the counts of their ids.
-  void Run(const std::vector<uint8_t>& cubin, Counts* counts) {
+  // `divergent_id`: the kernel id the divergent kernel was given (fill has 3).
+  void Run(const std::vector<uint8_t>& cubin, Counts* counts, int divergent_id = 7) {
     ASSERT_FALSE(cubin.empty());
     CUmodule mod;
     DRV_OK(d_.ModuleLoadData(&mod, cubin.data()));
@@ -182,8 +183,12 @@ class InstrumentGpuTest : public ::testing::Test {
     std::vector<uint64_t> v(8);
     DRV_OK(d_.MemcpyDtoH(v.data(), values, v.size() * 8));
     counts->fill = v[3];
-    counts->divergent = v[7];
-    for (int i : {0, 1, 2, 4, 5, 6}) EXPECT_EQ(v[i], 0u) << "count at unused id " << i;
+    counts->divergent = v[divergent_id];
+    for (int i = 0; i < 8; ++i) {
+      if (i != 3 && i != divergent_id) {
+        EXPECT_EQ(v[i], 0u) << "count at unused id " << i;
+      }
+    }
     DRV_OK(d_.MemFree(out));
     DRV_OK(d_.MemFree(out2));
     DRV_OK(d_.MemFree(desc));
@@ -243,8 +248,9 @@ TEST_F(InstrumentGpuTest, CliInstrumentedCubinLoadsAndCounts) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::string bytes = ReadAll(cubin);
   Counts c;
-  ASSERT_NO_FATAL_FAILURE(Run(std::vector<uint8_t>(bytes.begin(), bytes.end()), &c));
+  ASSERT_NO_FATAL_FAILURE(Run(std::vector<uint8_t>(bytes.begin(), bytes.end()), &c, 4));
   EXPECT_EQ(c.fill, uint64_t{kThreads});
+  EXPECT_EQ(c.divergent, uint64_t{kDivergentThreads});
 }
 
 }  // namespace

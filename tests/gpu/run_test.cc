@@ -63,7 +63,7 @@ class Run : public ::testing::Test {
 // "[id] name" lines of the final maps: kernel name (demangled) -> id.
 std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
   std::map<std::string, uint32_t> ids;
-  std::regex line(R"(^  \[(\d+)\] ([^(\n]+))");
+  std::regex line(R"(\n  \[(\d+)\] ([^(\n]+))");
   for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
        ++it) {
     ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
