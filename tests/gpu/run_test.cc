@@ -143,15 +143,16 @@ TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
   // Count events per (kernel id, block) with python (JSON lines).
   ProcessResult r = RunProcess(
       {"python3", "-c",
-       "import json,sys,collections\n"
+       "import json,sys,collections,struct\n"
        "c=collections.Counter()\n"
        "sms=set()\n"
        "for l in open(sys.argv[1]):\n"
        "  e=json.loads(l)\n"
        "  if e.get('map')!='block_events': continue\n"
-       "  f=e['fields']\n"
-       "  c[(f['kernel_id'],f['block_x'])]+=1\n"
-       "  sms.add(f['sm_id'])\n"
+       "  # struct block_start {u64 timestamp_ns; u32 kernel_id, sm_id, block_x, y, z, reserved;}\n"
+       "  ts,k,sm,bx,by,bz,_=struct.unpack('<QIIIIII',bytes.fromhex(e['hex']))\n"
+       "  c[(k,bx)]+=1\n"
+       "  sms.add(sm)\n"
        "per=collections.Counter()\n"
        "for (k,b),v in c.items(): per[(k,v)]+=1\n"
        "for (k,v),blocks in sorted(per.items()): print(k,v,blocks)\n"
