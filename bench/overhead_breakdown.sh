@@ -6,40 +6,24 @@
 #
 #   bench/overhead_breakdown.sh [RESULTS_DIR]
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${CUPROBE_BUILD_DIR:-$root/build}"
-results="${1:-${OUT:-$root/bench-results}}"
-mkdir -p "$results"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init breakdown.tsv "${1:-}"
 rounds="${CUPROBE_BENCH_ROUNDS:-3}"
 launches="${CUPROBE_BENCH_LAUNCHES:-100000}"
-tsv="$results/breakdown.tsv"
-: > "$tsv"
-cuprobe="$build/bin/cuprobe"
 loop="$build/bench/launch_loop"
-tmp="$(mktemp -d)"
 
-case_() {  # name, env..., --, command...
-  local name=$1; shift
-  local envs=()
-  while [[ "$1" != "--" ]]; do envs+=("$1"); shift; done
-  shift
-  timeout 300 env "${envs[@]}" "$@" >/dev/null 2>"$tmp/err"
-  local s; s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$tmp/err" | tail -1)
-  if [[ -n "$s" ]]; then printf '%s\t%s\n' "$name" "$s" >> "$tsv"; else
-    echo "breakdown: $name failed: $(tail -3 "$tmp/err")" >&2; fi
-}
 trace() { echo "$cuprobe" trace --format json -o "$tmp/t" "$@" --; }
 
 for ((r = 0; r < rounds; r++)); do
-  case_ native X=1 -- "$loop" "$launches"
-  case_ all X=1 -- $(trace) "$loop" "$launches"
-  case_ all.no_launch_records CUPROBE_DIAG=no-launch-records -- $(trace) "$loop" "$launches"
-  case_ all.no_kernel_records CUPROBE_DIAG=no-kernel-records -- $(trace) "$loop" "$launches"
-  case_ all.no_timestamps CUPROBE_DIAG=no-timestamps -- $(trace) "$loop" "$launches"
-  case_ launches X=1 -- $(trace --trace launches) "$loop" "$launches"
-  case_ kernels X=1 -- $(trace --trace kernels) "$loop" "$launches"
-  case_ kernels.no_kernel_records CUPROBE_DIAG=no-kernel-records -- $(trace --trace kernels) "$loop" "$launches"
-  case_ standalone.all X=1 -- env CUDA_INJECTION64_PATH="$build/lib/libcuprobe_hook.so" CUPROBE_OUTPUT="$tmp/s.json" "$loop" "$launches"
+  bench_case native -- "$loop" "$launches"
+  bench_case all -- $(trace) "$loop" "$launches"
+  bench_case all.no_launch_records CUPROBE_DIAG=no-launch-records -- $(trace) "$loop" "$launches"
+  bench_case all.no_kernel_records CUPROBE_DIAG=no-kernel-records -- $(trace) "$loop" "$launches"
+  bench_case all.no_timestamps CUPROBE_DIAG=no-timestamps -- $(trace) "$loop" "$launches"
+  bench_case launches -- $(trace --trace launches) "$loop" "$launches"
+  bench_case kernels -- $(trace --trace kernels) "$loop" "$launches"
+  bench_case kernels.no_kernel_records CUPROBE_DIAG=no-kernel-records -- $(trace --trace kernels) "$loop" "$launches"
+  bench_case standalone.all -- env CUDA_INJECTION64_PATH="$build/lib/libcuprobe_hook.so" CUPROBE_OUTPUT="$tmp/s.json" "$loop" "$launches"
 done
 python3 - "$tsv" <<'PY'
 import collections, statistics, sys
@@ -54,4 +38,3 @@ for name in rows:
     m = statistics.median(rows[name])
     print("| %s | %d | %.4f | %.3f |" % (name, len(rows[name]), m, m / b))
 PY
-rm -rf "$tmp"

@@ -6,31 +6,17 @@
 #
 #   bench/probe_bench.sh [RESULTS_DIR]
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${CUPROBE_BUILD_DIR:-$root/build}"
-results="${1:-${OUT:-$root/bench-results}}"
-mkdir -p "$results"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init probes.tsv "${1:-}"
 rounds="${CUPROBE_BENCH_ROUNDS:-5}"
-tsv="$results/probes.tsv"
-: > "$tsv"
-cuprobe="$build/bin/cuprobe"
 work="$build/bench/probe_workload"
-tmp="$(mktemp -d)"
-
-one() {  # name, command...
-  local name=$1; shift
-  timeout 300 "$@" >/dev/null 2>"$tmp/err"
-  local s; s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$tmp/err" | tail -1)
-  if [[ -n "$s" ]]; then printf '%s\t%s\n' "$name" "$s" >> "$tsv"; else
-    echo "probe_bench: $name failed: $(tail -3 "$tmp/err")" >&2; fi
-}
 
 for ((r = 0; r < rounds; r++)); do
   for w in "vec_add 16777216 50" "matmul 2048 10"; do
     set -- $w
-    one "$1.native" "$work" "$@"
+    bench_case "$1.native" -- "$work" "$@"
     for p in empty threadhist kernel_trace mem_trace; do
-      one "$1.$p" "$cuprobe" run --quiet --trace launches -p "$build/probes/$p.cpb" \
+      bench_case "$1.$p" -- "$cuprobe" run --quiet --trace launches -p "$build/probes/$p.cpb" \
         -o "$tmp/r" --format json -- "$work" "$@"
     done
   done
@@ -59,4 +45,3 @@ for w in ("vec_add", "matmul"):
         print("| %s | %s | %d | %.5f | %.3f | <= %.2f | %s |" %
               (w, p, len(v), m, m / b, t, "yes" if m / b <= t else "**no**"))
 PY
-rm -rf "$tmp"

@@ -14,27 +14,11 @@
 #include <cstring>
 #include <vector>
 
+#include "samples/matmul/matmul_kernel.cuh"
+
 __global__ void vec_add(const float* a, const float* b, float* c, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) c[i] = a[i] + b[i];
-}
-
-constexpr int kTile = 16;
-__global__ void matmul_tiled(const float* a, const float* b, float* c, int n) {
-  __shared__ float ta[kTile][kTile];
-  __shared__ float tb[kTile][kTile];
-  int row = blockIdx.y * kTile + threadIdx.y;
-  int col = blockIdx.x * kTile + threadIdx.x;
-  float sum = 0.0f;
-  for (int t = 0; t < n / kTile; ++t) {
-    ta[threadIdx.y][threadIdx.x] = a[row * n + t * kTile + threadIdx.x];
-    tb[threadIdx.y][threadIdx.x] = b[(t * kTile + threadIdx.y) * n + col];
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < kTile; ++k) sum += ta[threadIdx.y][k] * tb[k][threadIdx.x];
-    __syncthreads();
-  }
-  c[row * n + col] = sum;
 }
 
 #define CHECK(call)                                                                      \

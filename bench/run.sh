@@ -10,17 +10,11 @@
 #  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe trace`.
 # Writes bench.tsv and prints a markdown table of median seconds and ratios.
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${CUPROBE_BUILD_DIR:-$root/build}"
-results="${1:-${OUT:-$root/bench-results}}"
-mkdir -p "$results"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init bench.tsv "${1:-}"
 rounds="${CUPROBE_BENCH_ROUNDS:-5}"
 launches="${CUPROBE_BENCH_LAUNCHES:-100000}"
-tsv="$results/bench.tsv"
-: > "$tsv"
-cuprobe="$build/bin/cuprobe"
 loop="$build/bench/launch_loop"
-tmp="$(mktemp -d)"
 
 # CUPTI's injection sample, as DEVICE.md describes.
 inj=""
@@ -34,16 +28,7 @@ if [[ -d "$src/cupti_trace_injection" ]]; then
 fi
 [[ -n "$inj" ]] || echo "bench: cupti_trace_injection could not be built (see $tmp/inj-build.log)" >&2
 
-secs() { sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$1" | tail -1; }
-
-run_case() {  # name, command...
-  local name=$1; shift
-  local err="$tmp/err"
-  timeout 300 "$@" >/dev/null 2>"$err"
-  local s; s=$(secs "$err")
-  if [[ -n "$s" ]]; then printf '%s\t%s\n' "$name" "$s" >> "$tsv"; else
-    echo "bench: $name failed: $(tail -3 "$err")" >&2; fi
-}
+run_case() { local name=$1; shift; bench_case "$name" -- "$@"; }
 
 for ((r = 0; r < rounds; r++)); do
   run_case launch.native "$loop" "$launches"
@@ -78,4 +63,3 @@ for group in ("launch", "torch"):
         m = statistics.median(rows[name])
         print("| %s | %s | %d | %.4f | %.3f |" % (group, name.split(".", 1)[1], len(rows[name]), m, m / b))
 PY
-rm -rf "$tmp"
