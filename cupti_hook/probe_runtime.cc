@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <utility>
 
@@ -63,6 +66,43 @@ std::vector<std::string> EntryNames(std::string_view ptx) {
     pos = end;
   }
   return names;
+}
+
+// Triton compiles PTX to a cubin itself and hands the driver the cubin, so
+// the module has no PTX. Triton keeps both in its cache directory
+// (<cache>/<hash>/<kernel>.cubin next to <kernel>.ptx): find the cubin with
+// exactly these bytes and return its PTX. Only runs when a probe selects a
+// kernel of a PTX-less cubin.
+std::optional<std::string> FindTritonPtx(absl::Span<const uint8_t> cubin) {
+  std::vector<std::string> roots;
+  if (const char* d = std::getenv("TRITON_CACHE_DIR"); d != nullptr && *d != '\0') {
+    roots.emplace_back(d);
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+    roots.push_back(absl::StrCat(h, "/.triton/cache"));
+  }
+  std::error_code ec;
+  for (const std::string& root : roots) {
+    for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it.depth() > 2) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      const std::filesystem::path& path = it->path();
+      if (path.extension() != ".cubin") continue;
+      std::error_code size_ec;
+      if (std::filesystem::file_size(path, size_ec) != cubin.size() || size_ec) continue;
+      absl::StatusOr<std::vector<uint8_t>> bytes = ReadImageFile(path.string());
+      if (!bytes.ok() || !std::equal(bytes->begin(), bytes->end(), cubin.begin())) continue;
+      std::filesystem::path ptx = path;
+      ptx.replace_extension(".ptx");
+      absl::StatusOr<std::vector<uint8_t>> text = ReadImageFile(ptx.string());
+      if (!text.ok()) return std::nullopt;
+      return std::string(text->begin(), text->end());
+    }
+  }
+  return std::nullopt;
 }
 
 // Makes `context` current on this thread for a scope, then restores what was.
@@ -128,7 +168,21 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
   }
 
   const ImageEntry* ptx = PickPtxFor(*image, sm);
-  if (ptx == nullptr) {
+  std::optional<std::string> side_ptx;
+  if (ptx == nullptr && image->format == ImageFormat::kCubin) {
+    bool selected = false;
+    for (const ImageEntry& entry : image->entries) {
+      absl::StatusOr<std::vector<std::string>> names = KernelNames(entry);
+      if (!names.ok()) continue;
+      for (const std::string& n : *names) selected = selected || Selected(n);
+    }
+    if (selected) side_ptx = FindTritonPtx(image->bytes);
+    if (side_ptx.has_value()) {
+      CUPROBE_LOG(kDebug, "%s: a cubin without PTX; using Triton's cached PTX for it",
+                  source.Describe());
+    }
+  }
+  if (ptx == nullptr && !side_ptx.has_value()) {
     // SASS only: name the selected kernels so the user learns why their
     // probe saw nothing; load the module untouched.
     InstrumentedImage out;
@@ -146,7 +200,8 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
     return std::optional<InstrumentedImage>(std::move(out));
   }
 
-  absl::StatusOr<std::string> text = ExtractPtx(*ptx);
+  absl::StatusOr<std::string> text =
+      side_ptx.has_value() ? absl::StatusOr<std::string>(*std::move(side_ptx)) : ExtractPtx(*ptx);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("cannot extract its PTX: ", text.status().message()));

@@ -1,6 +1,8 @@
 // File: ptx_rewriter/nvjitlink.cc
 #include "ptx_rewriter/nvjitlink.h"
 
+#include <cctype>
+
 #include <dlfcn.h>
 #include <nvJitLink.h>
 #include <sys/stat.h>
@@ -181,7 +183,25 @@ absl::StatusOr<CompiledCubin> CompilePtx(std::string_view ptx, const CompileOpti
   if (!loaded.ok()) return loaded.status();
   const Api& api = *loaded;
 
-  std::vector<std::string> opts = {absl::StrCat("-arch=sm_", options.sm)};
+  // Arch-specific PTX (.target sm_90a, as Triton writes for Hopper) only
+  // compiles for the arch-specific target of the same SM.
+  std::string arch = absl::StrCat("sm_", options.sm);
+  {
+    std::string_view head = ptx.substr(0, 8192);
+    size_t t = head.find(".target");
+    if (t != std::string_view::npos) {
+      std::string_view rest = head.substr(t);
+      rest = rest.substr(0, rest.find('\n'));
+      const std::string specific = absl::StrCat(arch, "a");
+      size_t at = rest.find(specific);
+      if (at != std::string_view::npos &&
+          (at + specific.size() == rest.size() ||
+           !std::isalnum(static_cast<unsigned char>(rest[at + specific.size()])))) {
+        arch = specific;
+      }
+    }
+  }
+  std::vector<std::string> opts = {absl::StrCat("-arch=", arch)};
   if (options.verbose) opts.push_back("-verbose");
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());
   std::vector<const char*> argv;

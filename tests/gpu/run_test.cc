@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -178,6 +179,51 @@ TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {
     ++lines;
   }
   EXPECT_EQ(lines, 7) << events;
+}
+
+bool HavePython(const std::string& module) {
+  return RunProcess({"python3", "-c", "import " + module}).exit_code == 0;
+}
+
+TEST_F(Run, TritonKernelIsInstrumentedFromTritonsCache) {
+  if (!HavePython("triton")) GTEST_SKIP() << "no Triton here";
+  const int n = 1 << 20, iterations = 5;
+  // Its own Triton cache, so the native run below is what fills it.
+  std::string cache = dir_ + "/triton-cache";
+  ::setenv("TRITON_CACHE_DIR", cache.c_str(), 1);
+  std::string maps = RunProbe(Probe("count_entries"),
+                              {"python3", SourceDir() + "/samples/triton_add/add.py",
+                               std::to_string(n), std::to_string(iterations)});
+  ::unsetenv("TRITON_CACHE_DIR");
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("add_kernel")) << maps << last_.err;
+  // iterations x ceil(n / 1024) programs x 4 warps of 32 threads.
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", ids["add_kernel"], "]: ",
+                                           int64_t{iterations} * (n / 1024) * 128)))
+      << maps;
+}
+
+TEST_F(Run, PyTorchSassOnlyKernelsAreNamedAndLeftAlone) {
+  if (!HavePython("torch")) GTEST_SKIP() << "no PyTorch here";
+  std::vector<std::string> app = {"python3", SourceDir() + "/samples/torch_mlp/train_step.py"};
+  ProcessResult native = RunProcess(app, {}, 300);
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  std::string prefix = dir_ + "/torch";
+  std::vector<std::string> argv = {Cuprobe(), "run", "-p", Probe("count_entries"), "-o", prefix,
+                                   "--format", "json", "--"};
+  argv.insert(argv.end(), app.begin(), app.end());
+  ProcessResult r = RunProcess(argv, {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, native.out) << "PyTorch's results must not change";
+  EXPECT_THAT(r.err, HasSubstr("are traced but not instrumented")) << r.err;
+  // Traced all the same.
+  ProcessResult k = RunProcess({"python3", "-c",
+                                "import json,sys\n"
+                                "print(json.load(open(sys.argv[1]))['totals']['kernels'])\n",
+                                prefix + ".json"});
+  int64_t kernels = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(k.out), &kernels)) << k.out << k.err;
+  EXPECT_GT(kernels, 5);
 }
 
 TEST_F(Run, TracesLikeTraceDoes) {
