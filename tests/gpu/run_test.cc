@@ -181,6 +181,21 @@ TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {
   EXPECT_EQ(lines, 7) << events;
 }
 
+TEST_F(Run, KernelsInCudaGraphsRunInstrumented) {
+  const int n = 65536, launches = 20;
+  std::string maps = RunProbe(Probe("count_entries"),
+                              {SamplePath("cudagraph"), std::to_string(n),
+                               std::to_string(launches)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("scale_add") && ids.count("bump")) << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", ids["scale_add"], "]: ",
+                                           int64_t{2} * n * launches)))
+      << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", ids["bump"], "]: ",
+                                           int64_t{n} * launches)))
+      << maps;
+}
+
 bool HavePython(const std::string& module) {
   return RunProcess({"python3", "-c", "import " + module}).exit_code == 0;
 }
