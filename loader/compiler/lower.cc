@@ -115,6 +115,8 @@ class FunctionLowering {
   llvm::Function* fn_ = nullptr;
   llvm::Value* regs_[kNumRegs] = {};
   llvm::Value* stack_ = nullptr;
+  // Bytes of the eBPF stack the program uses (below r10), 8-aligned.
+  int64_t stack_depth_ = 8;
   llvm::Value* record_ = nullptr;
   llvm::Value* zero_key_ = nullptr;
   std::map<uint32_t, llvm::Value*> data_base_;  // global-data map -> value address (i64)
@@ -335,7 +337,7 @@ void FunctionLowering::LowerLoad(uint32_t pc, const Insn& insn) {
   llvm::Type* t = b_.getIntNTy(8 * size);
   llvm::Value* addr;
   if (info.mem == InsnInfo::Mem::kStack && info.stack_offset_known) {
-    addr = b_.CreateConstGEP1_64(I8(), stack_, kStackSize + info.stack_offset);
+    addr = b_.CreateConstGEP1_64(I8(), stack_, stack_depth_ + info.stack_offset);
   } else {
     addr = Address(insn, insn.src, insn.off);
   }
@@ -350,7 +352,7 @@ void FunctionLowering::LowerStore(uint32_t pc, const Insn& insn) {
   llvm::Type* t = b_.getIntNTy(8 * size);
   llvm::Value* addr;
   if (info.mem == InsnInfo::Mem::kStack && info.stack_offset_known) {
-    addr = b_.CreateConstGEP1_64(I8(), stack_, kStackSize + info.stack_offset);
+    addr = b_.CreateConstGEP1_64(I8(), stack_, stack_depth_ + info.stack_offset);
   } else {
     addr = Address(insn, insn.dst, insn.off);
   }
@@ -366,7 +368,7 @@ void FunctionLowering::LowerAtomic(uint32_t pc, const Insn& insn) {
   llvm::Type* t = b_.getIntNTy(8 * size);
   const bool on_stack = info.mem == InsnInfo::Mem::kStack;
   llvm::Value* addr = on_stack && info.stack_offset_known
-                          ? b_.CreateConstGEP1_64(I8(), stack_, kStackSize + info.stack_offset)
+                          ? b_.CreateConstGEP1_64(I8(), stack_, stack_depth_ + info.stack_offset)
                           : Address(insn, insn.dst, insn.off);
   const llvm::Align align(size);
   llvm::Value* src = b_.CreateTrunc(Reg(insn.src), t);
@@ -587,7 +589,10 @@ absl::Status FunctionLowering::Lower() {
   for (int r = 0; r < kNumRegs; ++r) {
     regs_[r] = b_.CreateAlloca(I64(), nullptr, absl::StrCat("r", r));
   }
-  auto* stack_type = llvm::ArrayType::get(I8(), kStackSize);
+  // Only the part of the 512-byte eBPF stack the verifier saw in use: on the
+  // GPU the stack is local memory of every thread that runs the probe.
+  stack_depth_ = std::max<int64_t>(8, (int64_t{-v_.min_stack_offset} + 7) / 8 * 8);
+  auto* stack_type = llvm::ArrayType::get(I8(), static_cast<uint64_t>(stack_depth_));
   auto* stack = b_.CreateAlloca(stack_type, nullptr, "stack");
   stack->setAlignment(llvm::Align(8));
   stack_ = stack;
@@ -596,7 +601,7 @@ absl::Status FunctionLowering::Lower() {
   record->setAlignment(llvm::Align(8));
   record_ = record;
   SetReg(1, C64(kCtxStandIn));
-  SetReg(10, b_.CreatePtrToInt(b_.CreateConstGEP1_64(I8(), stack_, kStackSize), I64()));
+  SetReg(10, b_.CreatePtrToInt(b_.CreateConstGEP1_64(I8(), stack_, stack_depth_), I64()));
   // Global data (.data / .bss): the value address of each used map, once.
   for (uint32_t map : v_.maps_used) {
     const ObjectMap& om = obj_.maps[map];

@@ -695,6 +695,7 @@ Verifier::Result Verifier::CheckStackRange(uint32_t pc, const State& st, int64_t
                                ") is outside the stack [fp-512, fp)"),
                   "the stack holds 512 bytes below r10; keep large data in a map");
   }
+  out_.min_stack_offset = std::min<int32_t>(out_.min_stack_offset, static_cast<int32_t>(lo));
   if (!write) {
     for (int64_t i = lo; i < hi; ++i) {
       if (st.stack[kStackSize + i] == Slot::kUninit) {

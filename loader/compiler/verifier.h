@@ -66,6 +66,10 @@ struct VerifiedProgram {
   std::vector<std::string> printk_formats;  // local to this program
   std::set<uint32_t> maps_used;             // BpfObject::maps indices
   std::set<int32_t> helpers_used;           // helper ids
+  // The lowest frame-pointer offset any access or helper argument touches
+  // (0: the stack is unused): the lowering gives the program only this much
+  // of the 512-byte eBPF stack, which on the GPU is per-thread local memory.
+  int32_t min_stack_offset = 0;
   uint64_t steps = 0;                       // instructions processed
 };
 
