@@ -15,6 +15,8 @@ for ((r = 0; r < rounds; r++)); do
   for w in "vec_add 16777216 50" "matmul 2048 10"; do
     set -- $w
     bench_case "$1.native" -- "$work" "$@"
+    # The same with the hook attached but no probe: what CUPTI's presence costs.
+    bench_case "$1.traced" -- "$cuprobe" trace --trace launches -o "$tmp/t" --format json -- "$work" "$@"
     for p in empty threadhist kernel_trace mem_trace; do
       bench_case "$1.$p" -- "$cuprobe" run --quiet --trace launches -p "$build/probes/$p.cpb" \
         -o "$tmp/r" --format json -- "$work" "$@"
@@ -37,6 +39,10 @@ for w in ("vec_add", "matmul"):
         continue
     b = statistics.median(base)
     print("| %s | native | %d | %.5f | 1.000 | | |" % (w, len(base), b))
+    t = rows.get(w + ".traced")
+    if t:
+        print("| %s | (no probe: `trace --trace launches`) | %d | %.5f | %.3f | | |" %
+              (w, len(t), statistics.median(t), statistics.median(t) / b))
     for p, t in targets.items():
         v = rows.get("%s.%s" % (w, p))
         if not v:
