@@ -772,17 +772,21 @@ CUPROBE_HD uint64_t RingRecordSize(uint64_t body) {
   return (CUPROBE_RING_HEADER_SIZE + body + 7) & ~uint64_t{7};
 }
 
+// The record at `position` (reserved by RingReserveGroup): its header.
+CUPROBE_HD uint32_t* RingHeaderAt(const cuprobe_map_desc* d, uint64_t position) {
+  return Ptr<uint32_t>(DescField(d->ring_data) + (position & DescField(d->slot_mask)));
+}
+
 // How many records of `record_size` (> 0) bytes fit in `bytes`, at most n.
 // Without a division: a 64-bit division is a long subroutine on the GPU and
-// would set the register count of every kernel that can reserve. When not
-// all n fit, the count is below n, so its bits are found by at most
-// log2(n) + 1 multiply-compares (n <= 32 for a warp's group).
+// would raise the register count of every kernel that can reserve. When not
+// all n fit (the ring is nearly full), count them: fewer than n <= 32 steps
+// for a warp's group.
 CUPROBE_HD uint64_t FitCount(uint64_t bytes, uint64_t record_size, uint32_t n) {
   if (bytes >= static_cast<uint64_t>(n) * record_size) return n;
   uint64_t count = 0;
-  for (uint64_t bit = uint64_t{1} << (63 - CountLeadingZeros64(n | 1u)); bit != 0; bit >>= 1) {
-    if ((count + bit) * record_size <= bytes) count += bit;
-  }
+  CUPROBE_NO_UNROLL
+  for (uint64_t end = record_size; end <= bytes; end += record_size) ++count;
   return count;
 }
 
@@ -792,21 +796,20 @@ CUPROBE_HD uint64_t FitCount(uint64_t bytes, uint64_t record_size, uint32_t n) {
 // are counted as dropped. With n = 1 this is the plain per-thread reserve.
 CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
                                      uint64_t* first_position) {
-  cuprobe_map_control* c = Control(d);
-  auto* host = Ptr<cuprobe_ring_host>(DescField(d->ring_host));
-  const uint64_t mask = DescField(d->slot_mask);
-  const uint64_t capacity = mask + 1;
+  // Few values live across the loop (register budget, helpers.cu): the
+  // control block, the capacity and the consumer block are re-derived from
+  // the cached descriptor where they are needed.
   uint32_t granted = 0;
   bool refreshed = false;
   // tail before head: the cached tail never passes the head loaded after it.
-  uint64_t tail = LoadRelaxed64(&c->ring_tail_cache);
-  uint64_t head = LoadRelaxed64(&c->ring_head);
+  uint64_t tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
+  uint64_t head = LoadRelaxed64(&Control(d)->ring_head);
   for (;;) {
+    const uint64_t capacity = DescField(d->slot_mask) + 1;
     const uint64_t used = head - tail;
     if (used > capacity || (head & 7) != 0 || record_size == 0 || record_size > capacity) break;
     const uint64_t free = capacity - used;
-    const uint64_t index = head & mask;
-    const uint64_t room = capacity - index;  // bytes before the end
+    const uint64_t room = capacity - (head & (capacity - 1));  // bytes before the end
     uint64_t k = FitCount(Min64(free, room), record_size, n);
     uint64_t pad = 0;
     if (k < n && free > room) {
@@ -819,23 +822,23 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
     if (k < n && !refreshed) {
       // Maybe the consumer moved on: read its tail (over the bus) once.
       refreshed = true;
-      const uint64_t real = LoadAcquireSystem64(&host->tail);
+      const uint64_t real =
+          LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
       if (real != tail && real - tail <= capacity && head - real <= capacity) {
-        AtomicMax64(&c->ring_tail_cache, real);
+        AtomicMax64(&Control(d)->ring_tail_cache, real);
         tail = real;
         continue;
       }
     }
     if (k == 0) break;
-    const uint64_t total = pad + k * record_size;
-    const uint64_t seen = AtomicCas64(&c->ring_head, head, head + total);
+    const uint64_t seen = AtomicCas64(&Control(d)->ring_head, head, head + pad + k * record_size);
     if (seen != head) {
-      tail = LoadRelaxed64(&c->ring_tail_cache);
-      head = LoadRelaxed64(&c->ring_head);
+      tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
+      head = LoadRelaxed64(&Control(d)->ring_head);
       continue;
     }
     if (pad != 0) {
-      StoreReleaseSystem32(Ptr<uint32_t>(DescField(d->ring_data) + index),
+      StoreReleaseSystem32(RingHeaderAt(d, head),
                            CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
                                static_cast<uint32_t>(pad - CUPROBE_RING_HEADER_SIZE));
     }
@@ -843,17 +846,13 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
     granted = static_cast<uint32_t>(k);
     break;
   }
+  cuprobe_map_control* c = Control(d);
   if (granted < n) {
     AtomicAdd64(&c->ring_dropped, n - granted);
     AtomicAdd64(&c->ring_dropped_bytes, (n - granted) * record_size);
   }
   if (granted > 0) AtomicAdd64(&c->ring_reserved, granted);
   return granted;
-}
-
-// The record at `position` (returned by RingReserveGroup): its header.
-CUPROBE_HD uint32_t* RingHeaderAt(const cuprobe_map_desc* d, uint64_t position) {
-  return Ptr<uint32_t>(DescField(d->ring_data) + (position & DescField(d->slot_mask)));
 }
 
 CUPROBE_HD bool RingUsable(const cuprobe_map_desc* d) {
