@@ -544,7 +544,7 @@ CUPROBE_HD HashHit HashPublish(const cuprobe_map_desc* d, uint64_t slot, uint32_
 // full (counted).
 template <HashMode kMode, typename Key>
 CUPROBE_HD_SEARCH HashHit HashFind(const cuprobe_map_desc* d, const Key& key, uint64_t h,
-                            const uint8_t* init) {
+                                   const uint8_t* init) {
   constexpr bool kCreate = kMode != HashMode::kFind;
   const uint64_t mask = DescField(d->slot_mask);
   const uint32_t fp = Fingerprint(h);  // 30 bits
@@ -747,7 +747,8 @@ CUPROBE_HD uint32_t HistBucket(const cuprobe_map_desc* d, uint64_t value) {
 // (HIST_LOG2 or HIST_LINEAR), or null.
 CUPROBE_HD uint64_t* HistTargetOf(const cuprobe_map_desc* d, uint32_t type, uint64_t value) {
   if (!DescIs(d, type) || DescField(d->max_entries) == 0) return nullptr;
-  return Ptr<uint64_t>(DescField(d->values) + static_cast<uint64_t>(HistBucketOf(d, type, value)) * 8);
+  return Ptr<uint64_t>(DescField(d->values) +
+                       static_cast<uint64_t>(HistBucketOf(d, type, value)) * 8);
 }
 
 // The bucket counter HIST_ADD(map, value, count) adds to, or null.

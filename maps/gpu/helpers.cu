@@ -209,8 +209,8 @@ __device__ __forceinline__ uint64_t IndexedAdd(uint64_t map, uint32_t index, uin
 // key of the warp searches (and inserts), then adds the group's sum.
 __device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uint64_t delta) {
   const auto* d = Ptr<const cuprobe_map_desc>(map);
-  const bool ok = DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8 &&
-                  DescField(d->key_size) <= 8;
+  const bool ok =
+      DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8 && DescField(d->key_size) <= 8;
   const uint32_t key_size = ok ? DescField(d->key_size) : 0;
   const uint64_t key = ok ? KeyWordOf(word, key_size) : 0;
   const uint32_t group = KeyGroup(__activemask(), ok ? map : 0, key);
@@ -220,8 +220,7 @@ __device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uin
     uint64_t* target = HashAddTarget(d, WordKey{key, key_size}, &err);
     if (target != nullptr) AtomicAdd64(target, sum);
   }
-  return static_cast<uint64_t>(
-      __shfl_sync(group, static_cast<long long>(err), __ffs(group) - 1));
+  return static_cast<uint64_t>(__shfl_sync(group, static_cast<long long>(err), __ffs(group) - 1));
 }
 
 __device__ __forceinline__ uint64_t HashLookupWord(uint64_t map, uint64_t word) {
@@ -338,8 +337,7 @@ extern "C" __device__ uint64_t __cuprobe_map_add_persm(uint64_t map, uint64_t in
   return IndexedAdd<CUPROBE_MAP_PERSM>(map, static_cast<uint32_t>(index), delta);
 }
 
-extern "C" __device__ uint64_t __cuprobe_map_add_hash(uint64_t map, uint64_t key,
-                                                      uint64_t delta) {
+extern "C" __device__ uint64_t __cuprobe_map_add_hash(uint64_t map, uint64_t key, uint64_t delta) {
   // Wide keys: the lookup per lane (grouping 16+ byte keys would cost more
   // shuffles than it saves), then one grouped add per counter.
   const auto* d = Ptr<const cuprobe_map_desc>(map);

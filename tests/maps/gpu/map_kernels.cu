@@ -146,11 +146,21 @@ extern "C" __global__ void array_add_index(uint32_t map, uint32_t modulo, uint64
 // gid % 3 == 0 skip the call) on runs of 8.
 __device__ __forceinline__ bool PatternKey(uint64_t gid, uint32_t pattern, uint32_t* key) {
   switch (pattern) {
-    case 0: *key = 0; return true;
-    case 1: *key = static_cast<uint32_t>(gid % 1024); return true;
-    case 2: *key = static_cast<uint32_t>((gid / 4) % 1024); return true;
-    case 3: *key = static_cast<uint32_t>(gid % 2); return true;
-    default: *key = static_cast<uint32_t>((gid / 8) % 1024); return gid % 3 != 0;
+    case 0:
+      *key = 0;
+      return true;
+    case 1:
+      *key = static_cast<uint32_t>(gid % 1024);
+      return true;
+    case 2:
+      *key = static_cast<uint32_t>((gid / 4) % 1024);
+      return true;
+    case 3:
+      *key = static_cast<uint32_t>(gid % 2);
+      return true;
+    default:
+      *key = static_cast<uint32_t>((gid / 8) % 1024);
+      return gid % 3 != 0;
   }
 }
 
@@ -223,7 +233,8 @@ extern "C" __global__ void per_thread_add_typed(uint32_t map) {
 extern "C" __global__ void hist_add_typed(uint32_t map, uint32_t modulo, uint32_t linear) {
   const uint64_t gid = GID;
   const uint64_t v = modulo == 0 ? gid : gid % modulo;
-  (void)(linear ? __cuprobe_hist_add_linear(MAP(map), v, 1) : __cuprobe_hist_add_log2(MAP(map), v, 1));
+  (void)(linear ? __cuprobe_hist_add_linear(MAP(map), v, 1)
+                : __cuprobe_hist_add_log2(MAP(map), v, 1));
 }
 
 // ---- Baselines for the benchmark: the same access patterns, hand-written.
@@ -232,9 +243,7 @@ extern "C" __global__ void baseline_atomic_add(uint64_t* counters, uint32_t modu
   atomicAdd(reinterpret_cast<unsigned long long*>(counters) + GID % modulo, 1ull);
 }
 
-extern "C" __global__ void baseline_per_thread(uint64_t* counters) {
-  counters[GID] += 1;
-}
+extern "C" __global__ void baseline_per_thread(uint64_t* counters) { counters[GID] += 1; }
 
 extern "C" __global__ void baseline_hist_log2(uint64_t* buckets) {
   const uint64_t v = GID;
