@@ -37,13 +37,27 @@
 #include "maps/map_desc.h"
 
 #if defined(__CUDACC__)
+// Everything is inlined into the helper library's exported functions: a
+// call between device functions of a separately compiled module costs the
+// callee's live registers on top of the caller's (maps/gpu/helpers.cu).
 #define CUPROBE_HD __host__ __device__ __forceinline__
-// Large and called from several helpers: one out-of-line copy per module,
-// with internal linkage so the helper library exports nothing more.
-#define CUPROBE_HD_OUTLINE static __host__ __device__ __noinline__
+#define CUPROBE_HD_SEARCH __host__ __device__ __forceinline__
 #else
 #define CUPROBE_HD inline
-#define CUPROBE_HD_OUTLINE inline
+// The HASH hash and search stay out of line on the host: inlined into a
+// generic operation on a map of another type, GCC warns about key reads past
+// a u32 index on a path that never runs.
+#define CUPROBE_HD_SEARCH inline __attribute__((noinline))
+#endif
+
+// Loops over key and value bytes run a handful of times; unrolled, ptxas
+// keeps every iteration's loads live at once and the helper's register count
+// (which the whole instrumented kernel inherits: nvJitLink takes the maximum
+// over the call graph) doubles. Keep them rolled on the GPU.
+#if defined(__CUDA_ARCH__)
+#define CUPROBE_NO_UNROLL _Pragma("unroll 1")
+#else
+#define CUPROBE_NO_UNROLL
 #endif
 
 namespace cuprobe::mapalgo {
@@ -186,6 +200,7 @@ CUPROBE_HD uint64_t Min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 // Unaligned-safe loads from a generic pointer.
 CUPROBE_HD uint64_t LoadBytes(const uint8_t* p, uint32_t n) {  // n <= 8, little-endian
   uint64_t w = 0;
+  CUPROBE_NO_UNROLL
   for (uint32_t j = 0; j < n; ++j) w |= static_cast<uint64_t>(p[j]) << (8 * j);
   return w;
 }
@@ -239,11 +254,13 @@ CUPROBE_HD uint64_t KeyWord(const uint8_t* key, uint32_t key_size, uint32_t i) {
 // the next multiple of 8 are zeroed (strides are zero-padded).
 CUPROBE_HD void CopyToAligned(uint8_t* dst, const uint8_t* src, uint32_t n) {
   uint32_t i = 0;
+  CUPROBE_NO_UNROLL
   for (; i + 8 <= n; i += 8) StoreU64(dst + i, LoadU64(src + i));
   if (i < n) StoreU64(dst + i, LoadBytes(src + i, n - i));
 }
 
 CUPROBE_HD void ZeroAligned(uint8_t* dst, uint32_t n) {  // n a multiple of 8
+  CUPROBE_NO_UNROLL
   for (uint32_t i = 0; i < n; i += 8) StoreU64(dst + i, 0);
 }
 
@@ -259,22 +276,77 @@ CUPROBE_HD uint64_t Mix64(uint64_t x) {
   return x;
 }
 
-CUPROBE_HD uint64_t HashKey(const uint8_t* key, uint32_t key_size) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ key_size;
-  const uint32_t words = (key_size + 7) / 8;
-  for (uint32_t i = 0; i < words; ++i) h = Mix64(h + KeyWord(key, key_size, i));
+// ---- Keys of HASH maps -------------------------------------------------------
+//
+// The HASH algorithms read a key through one of two sources that agree word
+// for word, so a key hashes, compares and is stored the same whichever way
+// it came:
+//  - BytesKey: key_size bytes at any alignment (a probe's stack, a map value);
+//  - WordKey: a key of at most 8 bytes passed by value, as its little-endian
+//    word with the bytes past key_size zero (the specialized entry points of
+//    the helper library take small keys this way, so the probe's stack never
+//    has to be addressable).
+
+struct BytesKey {
+  const uint8_t* bytes;
+  uint32_t size;
+  CUPROBE_HD uint32_t Words() const { return (size + 7) / 8; }
+  CUPROBE_HD uint64_t Word(uint32_t i) const { return KeyWord(bytes, size, i); }
+};
+
+struct WordKey {
+  uint64_t word;  // zero past `size` bytes (KeyWordOf)
+  uint32_t size;  // 1..8
+  CUPROBE_HD uint32_t Words() const { return 1; }
+  CUPROBE_HD uint64_t Word(uint32_t) const { return word; }
+};
+
+// The word of a key of `size` (1..8) bytes: the bytes past `size` cleared.
+CUPROBE_HD uint64_t KeyWordOf(uint64_t word, uint32_t size) {
+  return size >= 8 ? word : word & ((uint64_t{1} << (8 * size)) - 1);
+}
+
+template <typename Key>
+CUPROBE_HD_SEARCH uint64_t HashOf(const Key& key) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size;
+  const uint32_t words = key.Words();
+  CUPROBE_NO_UNROLL
+  for (uint32_t i = 0; i < words; ++i) h = Mix64(h + key.Word(i));
   return h;
+}
+
+CUPROBE_HD uint64_t HashKey(const uint8_t* key, uint32_t key_size) {
+  return HashOf(BytesKey{key, key_size});
 }
 
 // ---- Descriptor access ---------------------------------------------------
 
+// A descriptor field. The descriptor is written once, before any kernel of
+// the module can run, and never changes while one runs (map_desc.h): the GPU
+// reads it through the read-only data cache (ld.global.nc), where the
+// fields every helper call needs stay resident.
+template <typename T>
+CUPROBE_HD T DescField(const T& field) {
+#ifdef __CUDA_ARCH__
+  return __ldg(&field);
+#else
+  return field;
+#endif
+}
+
 CUPROBE_HD bool DescOk(const cuprobe_map_desc* d) {
-  return d != nullptr && d->magic == CUPROBE_MAP_DESC_MAGIC &&
-         d->version == CUPROBE_MAP_DESC_VERSION;
+  return d != nullptr && DescField(d->magic) == CUPROBE_MAP_DESC_MAGIC &&
+         DescField(d->version) == CUPROBE_MAP_DESC_VERSION;
+}
+
+// A usable descriptor of `type`: the specialized entry points refuse any
+// other one as a bad map (lookup 0, updates -EINVAL).
+CUPROBE_HD bool DescIs(const cuprobe_map_desc* d, uint32_t type) {
+  return DescOk(d) && DescField(d->type) == type;
 }
 
 CUPROBE_HD cuprobe_map_control* Control(const cuprobe_map_desc* d) {
-  return Ptr<cuprobe_map_control>(d->control);
+  return Ptr<cuprobe_map_control>(DescField(d->control));
 }
 
 CUPROBE_HD bool IsPerId(uint32_t type) {
@@ -288,19 +360,55 @@ CUPROBE_HD bool IsIndexed(uint32_t type) {  // u32 key = index
 
 CUPROBE_HD void CountError(const cuprobe_map_desc* d) { AtomicAdd64(&Control(d)->errors, 1); }
 
-// The value of key `index` (and `id` for PER* maps), or null when out of
-// range (PER* out-of-range ids are counted in control.errors).
-CUPROBE_HD uint8_t* IndexedValue(const cuprobe_map_desc* d, uint32_t index, uint64_t id) {
-  if (index >= d->max_entries) return nullptr;
+// The value of key `index` of an indexed map of `type` (and `id` for PER*
+// maps), or null when out of range (PER* out-of-range ids are counted in
+// control.errors).
+CUPROBE_HD uint8_t* IndexedValueOf(const cuprobe_map_desc* d, uint32_t type, uint32_t index,
+                                   uint64_t id) {
+  if (index >= DescField(d->max_entries)) return nullptr;
   uint64_t slot = index;
-  if (IsPerId(d->type)) {
-    if (id >= d->id_slots) {
+  if (IsPerId(type)) {
+    const uint64_t ids = DescField(d->id_slots);
+    if (id >= ids) {
       CountError(d);
       return nullptr;
     }
-    slot = static_cast<uint64_t>(index) * d->id_slots + id;
+    slot = static_cast<uint64_t>(index) * ids + id;
   }
-  return Ptr<uint8_t>(d->values) + slot * d->value_stride;
+  return Ptr<uint8_t>(DescField(d->values)) + slot * DescField(d->value_stride);
+}
+
+CUPROBE_HD uint8_t* IndexedValue(const cuprobe_map_desc* d, uint32_t index, uint64_t id) {
+  return IndexedValueOf(d, DescField(d->type), index, id);
+}
+
+// ---- Indexed maps: typed operations ---------------------------------------
+//
+// What the specialized entry points (and the generic operations, once they
+// know the type) do for ARRAY, PER* and HIST_* maps. `type` is a constant at
+// every specialized call, so the type tests fold away.
+
+// lookup: the value's address, or 0 (BPF: NULL).
+CUPROBE_HD uint64_t IndexedLookup(const cuprobe_map_desc* d, uint32_t type, uint32_t index,
+                                  uint64_t id) {
+  if (!DescIs(d, type)) return 0;
+  return reinterpret_cast<uintptr_t>(IndexedValueOf(d, type, index, id));
+}
+
+// map_add: the u64 to add to, or null with *err set (-EINVAL: bad map or a
+// value under 8 bytes; -E2BIG: index or id out of range, counted once).
+CUPROBE_HD uint64_t* IndexedAddTarget(const cuprobe_map_desc* d, uint32_t type, uint32_t index,
+                                      uint64_t id, int64_t* err) {
+  *err = kEINVAL;
+  if (!DescIs(d, type) || DescField(d->value_size) < 8) return nullptr;
+  uint8_t* value = IndexedValueOf(d, type, index, id);
+  if (value == nullptr) {
+    if (index >= DescField(d->max_entries)) CountError(d);
+    *err = kE2BIG;
+    return nullptr;
+  }
+  *err = 0;
+  return reinterpret_cast<uint64_t*>(value);
 }
 
 // ---- HASH -------------------------------------------------------------------
@@ -313,8 +421,13 @@ CUPROBE_HD uint8_t* IndexedValue(const cuprobe_map_desc* d, uint32_t index, uint
 // max_entries keys are LIVE at once (-E2BIG beyond, counted in errors); an
 // insert that finds no EMPTY slot on the whole table also gets -E2BIG (only
 // possible after many deletes of distinct keys; clearing the map resets it).
+//
+// Register budget (maps/gpu/helpers.cu): the search is inline in each
+// helper and keeps little live across its loop (the descriptor pointer, the
+// key, the slot); table addresses are re-read from the descriptor, which
+// sits in the read-only cache, rather than held in registers.
 
-struct HashSlots {
+struct HashSlots {  // for readers of snapshots (maps/map_snapshot.cc)
   uint32_t* states;
   uint8_t* keys;
   uint8_t* values;
@@ -325,119 +438,184 @@ struct HashSlots {
 };
 
 CUPROBE_HD HashSlots Slots(const cuprobe_map_desc* d) {
-  return HashSlots{Ptr<uint32_t>(d->states),
-                   Ptr<uint8_t>(d->keys),
-                   Ptr<uint8_t>(d->values),
-                   d->slot_mask,
-                   d->key_size,
-                   d->key_stride,
-                   d->value_stride};
+  return HashSlots{Ptr<uint32_t>(DescField(d->states)),
+                   Ptr<uint8_t>(DescField(d->keys)),
+                   Ptr<uint8_t>(DescField(d->values)),
+                   DescField(d->slot_mask),
+                   DescField(d->key_size),
+                   DescField(d->key_stride),
+                   DescField(d->value_stride)};
 }
 
-CUPROBE_HD bool KeyEquals(const HashSlots& s, uint64_t slot, const uint8_t* key) {
-  const uint8_t* stored = s.keys + slot * s.key_stride;
-  const uint32_t words = (s.key_size + 7) / 8;
+// An 8-aligned u64 of the map's own memory.
+CUPROBE_HD uint64_t LoadAligned64(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint64_t*>(p);
+#else
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+#endif
+}
+
+// Whether the key stored at `stored` (8-aligned, zero-padded) is `key`.
+template <typename Key>
+CUPROBE_HD bool StoredKeyIs(const uint8_t* stored, const Key& key) {
+  const uint32_t words = key.Words();
+  CUPROBE_NO_UNROLL
   for (uint32_t i = 0; i < words; ++i) {
-    if (LoadU64(stored + 8 * i) != KeyWord(key, s.key_size, i)) return false;
+    if (LoadAligned64(stored + 8 * i) != key.Word(i)) return false;
   }
   return true;
+}
+
+// For readers of snapshots: `key` is key_size bytes.
+CUPROBE_HD bool KeyEquals(const HashSlots& s, uint64_t slot, const uint8_t* key) {
+  return StoredKeyIs(s.keys + slot * s.key_stride, BytesKey{key, s.key_size});
+}
+
+// Writes the key's words (zero-padded to key_stride) into its slot.
+template <typename Key>
+CUPROBE_HD void StoreKey(uint8_t* dst, const Key& key) {
+  const uint32_t words = key.Words();
+  CUPROBE_NO_UNROLL
+  for (uint32_t i = 0; i < words; ++i) StoreU64(dst + 8 * i, key.Word(i));
 }
 
 CUPROBE_HD uint32_t StateWord(uint32_t fingerprint, uint32_t state) {
   return (fingerprint << 2) | state;
 }
 
+CUPROBE_HD uint32_t Fingerprint(uint64_t hash) { return static_cast<uint32_t>(hash >> 34); }
+
+CUPROBE_HD uint32_t* StateOf(const cuprobe_map_desc* d, uint64_t slot) {
+  return Ptr<uint32_t>(DescField(d->states)) + slot;
+}
+CUPROBE_HD uint8_t* KeyOf(const cuprobe_map_desc* d, uint64_t slot) {
+  return Ptr<uint8_t>(DescField(d->keys)) + slot * DescField(d->key_stride);
+}
+CUPROBE_HD uint8_t* ValueOf(const cuprobe_map_desc* d, uint64_t slot) {
+  return Ptr<uint8_t>(DescField(d->values)) + slot * DescField(d->value_stride);
+}
+
 // Takes one more live key unless max_entries are live.
 CUPROBE_HD bool TakeCount(const cuprobe_map_desc* d) {
   cuprobe_map_control* c = Control(d);
-  if (AtomicAdd64(&c->count, 1) < d->max_entries) return true;
+  if (AtomicAdd64(&c->count, 1) < DescField(d->max_entries)) return true;
   AtomicAdd64(&c->count, ~uint64_t{0});  // -1
   return false;
 }
 
-// Finds the LIVE slot of `key`; with `create`, inserts it (value = `init`, or
-// zero when init is null) when absent. Returns the slot, or a negative errno:
-// -ENOENT (absent, !create), -E2BIG (full). *created tells an insert.
-CUPROBE_HD_OUTLINE int64_t HashFind(const cuprobe_map_desc* d, const uint8_t* key, bool create,
-                                    const uint8_t* init, bool* created) {
-  const HashSlots s = Slots(d);
-  const uint64_t h = HashKey(key, s.key_size);
-  const uint32_t fp = static_cast<uint32_t>(h >> 34);  // 30 bits
-  uint64_t slot = h & s.mask;
-  *created = false;
-  for (uint64_t probe = 0; probe <= s.mask; ++probe, slot = (slot + 1) & s.mask) {
-    uint32_t state = LoadAcquire32(&s.states[slot]);
+struct HashHit {
+  int64_t slot;  // >= 0: the LIVE slot; else -ENOENT / -E2BIG
+  bool created;  // the call inserted the key
+};
+
+enum class HashMode {
+  kFind,         // -ENOENT when absent
+  kInsertZero,   // insert an absent key with a zero value (map_add)
+  kInsertValue,  // insert an absent key with `init` (map_update)
+};
+
+// Claimed slot `slot` (PENDING, key written) for a new key: takes a count,
+// writes the value and publishes LIVE, or gives the slot back as `fallback`
+// (DELETED with this key, so probe paths stay intact) and reports -E2BIG.
+template <HashMode kMode>
+CUPROBE_HD HashHit HashPublish(const cuprobe_map_desc* d, uint64_t slot, uint32_t fp,
+                               uint32_t fallback, const uint8_t* init) {
+  uint32_t* state = StateOf(d, slot);
+  if (!TakeCount(d)) {
+    StoreRelease32(state, fallback);
+    CountError(d);
+    return HashHit{kE2BIG, false};
+  }
+  uint8_t* value = ValueOf(d, slot);
+  if (kMode == HashMode::kInsertValue) {
+    CopyToAligned(value, init, DescField(d->value_size));
+  } else {
+    ZeroAligned(value, DescField(d->value_stride));
+  }
+  StoreRelease32(state, StateWord(fp, CUPROBE_HASH_LIVE));
+  return HashHit{static_cast<int64_t>(slot), true};
+}
+
+// Finds the LIVE slot of `key` (whose hash is h = HashOf(key)); in the
+// insert modes, inserts it when absent. -ENOENT: absent (kFind); -E2BIG:
+// full (counted).
+template <HashMode kMode, typename Key>
+CUPROBE_HD_SEARCH HashHit HashFind(const cuprobe_map_desc* d, const Key& key, uint64_t h,
+                                   const uint8_t* init) {
+  constexpr bool kCreate = kMode != HashMode::kFind;
+  const uint64_t mask = DescField(d->slot_mask);
+  const uint32_t fp = Fingerprint(h);  // 30 bits
+  uint64_t slot = h & mask;
+  CUPROBE_NO_UNROLL
+  for (uint64_t left = mask + 1; left != 0; --left, slot = (slot + 1) & mask) {
+    uint32_t state = LoadAcquire32(StateOf(d, slot));
     for (;;) {
       if (state == CUPROBE_HASH_EMPTY) {
-        if (!create) return kENOENT;
+        if (!kCreate) return HashHit{kENOENT, false};
         const uint32_t seen =
-            AtomicCas32(&s.states[slot], CUPROBE_HASH_EMPTY, StateWord(fp, CUPROBE_HASH_PENDING));
+            AtomicCas32(StateOf(d, slot), CUPROBE_HASH_EMPTY, StateWord(fp, CUPROBE_HASH_PENDING));
         if (seen != CUPROBE_HASH_EMPTY) {
           state = seen;  // lost the race: look at what the winner put there
           continue;
         }
-        // Ours: write the key, then take a count. Without one the slot still
-        // ends up DELETED with this key, so the probe path stays intact.
-        CopyToAligned(s.keys + slot * s.key_stride, key, s.key_size);
-        uint8_t* value = s.values + slot * s.value_stride;
-        if (!TakeCount(d)) {
-          StoreRelease32(&s.states[slot], StateWord(fp, CUPROBE_HASH_DELETED));
-          CountError(d);
-          return kE2BIG;
-        }
-        if (init != nullptr) {
-          CopyToAligned(value, init, d->value_size);
-        } else {
-          ZeroAligned(value, s.value_stride);
-        }
-        StoreRelease32(&s.states[slot], StateWord(fp, CUPROBE_HASH_LIVE));
-        *created = true;
-        return static_cast<int64_t>(slot);
+        // Ours: write the key, then take a count.
+        StoreKey(KeyOf(d, slot), key);
+        return HashPublish<kMode>(d, slot, fp, StateWord(fp, CUPROBE_HASH_DELETED), init);
       }
       if ((state >> 2) != fp) break;  // another key: next slot
       const uint32_t kind = state & 3u;
       if (kind == CUPROBE_HASH_PENDING) {  // maybe our key, being written
         Pause();
-        state = LoadAcquire32(&s.states[slot]);
+        state = LoadAcquire32(StateOf(d, slot));
         continue;
       }
-      if (!KeyEquals(s, slot, key)) break;
-      if (kind == CUPROBE_HASH_LIVE) return static_cast<int64_t>(slot);
+      if (!StoredKeyIs(KeyOf(d, slot), key)) break;
+      if (kind == CUPROBE_HASH_LIVE) return HashHit{static_cast<int64_t>(slot), false};
       // DELETED, our key: revive it (or report it absent).
-      if (!create) return kENOENT;
+      if (!kCreate) return HashHit{kENOENT, false};
       const uint32_t seen =
-          AtomicCas32(&s.states[slot], state, StateWord(fp, CUPROBE_HASH_PENDING));
+          AtomicCas32(StateOf(d, slot), state, StateWord(fp, CUPROBE_HASH_PENDING));
       if (seen != state) {
         state = seen;
         continue;
       }
-      uint8_t* value = s.values + slot * s.value_stride;
-      if (!TakeCount(d)) {
-        StoreRelease32(&s.states[slot], state);
-        CountError(d);
-        return kE2BIG;
-      }
-      if (init != nullptr) {
-        CopyToAligned(value, init, d->value_size);
-      } else {
-        ZeroAligned(value, s.value_stride);
-      }
-      StoreRelease32(&s.states[slot], StateWord(fp, CUPROBE_HASH_LIVE));
-      *created = true;
-      return static_cast<int64_t>(slot);
+      return HashPublish<kMode>(d, slot, fp, state, init);
     }
   }
-  if (create) CountError(d);
-  return create ? kE2BIG : kENOENT;
+  if (kCreate) CountError(d);
+  return HashHit{kCreate ? kE2BIG : kENOENT, false};
+}
+
+// lookup on a HASH descriptor (checked by the caller): the value's address or 0.
+template <typename Key>
+CUPROBE_HD uint64_t HashLookup(const cuprobe_map_desc* d, const Key& key) {
+  const int64_t slot = HashFind<HashMode::kFind>(d, key, HashOf(key), nullptr).slot;
+  return slot < 0 ? 0 : reinterpret_cast<uintptr_t>(ValueOf(d, static_cast<uint64_t>(slot)));
+}
+
+// map_add on a HASH descriptor (checked by the caller, value_size >= 8): the
+// u64 to add to (a new key is inserted with a zero value), or null with *err.
+template <typename Key>
+CUPROBE_HD uint64_t* HashAddTarget(const cuprobe_map_desc* d, const Key& key, int64_t* err) {
+  const int64_t slot = HashFind<HashMode::kInsertZero>(d, key, HashOf(key), nullptr).slot;
+  if (slot < 0) {
+    *err = slot;
+    return nullptr;
+  }
+  *err = 0;
+  return reinterpret_cast<uint64_t*>(ValueOf(d, static_cast<uint64_t>(slot)));
 }
 
 CUPROBE_HD int64_t HashDelete(const cuprobe_map_desc* d, const uint8_t* key) {
-  const HashSlots s = Slots(d);
-  bool created = false;
+  const BytesKey k{key, DescField(d->key_size)};
+  const uint64_t h = HashOf(k);
   for (;;) {
-    const int64_t slot = HashFind(d, key, /*create=*/false, nullptr, &created);
+    const int64_t slot = HashFind<HashMode::kFind>(d, k, h, nullptr).slot;
     if (slot < 0) return slot;
-    uint32_t* word = &s.states[slot];
+    uint32_t* word = StateOf(d, static_cast<uint64_t>(slot));
     const uint32_t live = LoadAcquire32(word);
     if ((live & 3u) != CUPROBE_HASH_LIVE) continue;  // changed under us: look again
     if (AtomicCas32(word, live, (live & ~3u) | CUPROBE_HASH_DELETED) == live) {
@@ -453,15 +631,9 @@ CUPROBE_HD int64_t HashDelete(const cuprobe_map_desc* d, const uint8_t* key) {
 CUPROBE_HD uint64_t MapLookup(const cuprobe_map_desc* d, const void* key, uint64_t id) {
   if (!DescOk(d) || key == nullptr) return 0;
   const auto* k = static_cast<const uint8_t*>(key);
-  if (IsIndexed(d->type)) {
-    return reinterpret_cast<uintptr_t>(IndexedValue(d, LoadU32(k), id));
-  }
-  if (d->type == CUPROBE_MAP_HASH) {
-    bool created = false;
-    const int64_t slot = HashFind(d, k, false, nullptr, &created);
-    if (slot < 0) return 0;
-    return d->values + static_cast<uint64_t>(slot) * d->value_stride;
-  }
+  const uint32_t type = DescField(d->type);
+  if (IsIndexed(type)) return reinterpret_cast<uintptr_t>(IndexedValueOf(d, type, LoadU32(k), id));
+  if (type == CUPROBE_MAP_HASH) return HashLookup(d, BytesKey{k, DescField(d->key_size)});
   return 0;
 }
 
@@ -471,33 +643,36 @@ CUPROBE_HD int64_t MapUpdate(const cuprobe_map_desc* d, const void* key, const v
   if (flags > CUPROBE_EXIST) return kEINVAL;
   const auto* k = static_cast<const uint8_t*>(key);
   const auto* v = static_cast<const uint8_t*>(value);
-  if (IsIndexed(d->type)) {
+  const uint32_t type = DescField(d->type);
+  const uint32_t value_size = DescField(d->value_size);
+  if (IsIndexed(type)) {
     const uint32_t index = LoadU32(k);
-    if (index >= d->max_entries) {
+    if (index >= DescField(d->max_entries)) {
       CountError(d);
       return kE2BIG;
     }
     if (flags == CUPROBE_NOEXIST) return kEEXIST;  // array slots always exist
-    uint8_t* dst = IndexedValue(d, index, id);
+    uint8_t* dst = IndexedValueOf(d, type, index, id);
     if (dst == nullptr) return kE2BIG;
-    CopyToAligned(dst, v, d->value_size);
+    CopyToAligned(dst, v, value_size);
     return 0;
   }
-  if (d->type == CUPROBE_MAP_HASH) {
-    bool created = false;
+  if (type == CUPROBE_MAP_HASH) {
+    const BytesKey bk{k, DescField(d->key_size)};
+    const uint64_t h = HashOf(bk);
     if (flags == CUPROBE_EXIST) {
-      const int64_t slot = HashFind(d, k, false, nullptr, &created);
+      const int64_t slot = HashFind<HashMode::kFind>(d, bk, h, nullptr).slot;
       if (slot < 0) return slot;
-      CopyToAligned(Ptr<uint8_t>(d->values) + slot * d->value_stride, v, d->value_size);
+      CopyToAligned(ValueOf(d, static_cast<uint64_t>(slot)), v, value_size);
       return 0;
     }
-    const int64_t slot = HashFind(d, k, true, v, &created);
-    if (slot < 0) return slot;
-    if (created) return 0;
+    const HashHit hit = HashFind<HashMode::kInsertValue>(d, bk, h, v);
+    if (hit.slot < 0) return hit.slot;
+    if (hit.created) return 0;
     if (flags == CUPROBE_NOEXIST) return kEEXIST;
     // Replaces in place: not atomic with respect to concurrent readers of
     // this key (as BPF's in-place array update).
-    CopyToAligned(Ptr<uint8_t>(d->values) + slot * d->value_stride, v, d->value_size);
+    CopyToAligned(ValueOf(d, static_cast<uint64_t>(hit.slot)), v, value_size);
     return 0;
   }
   return kEINVAL;
@@ -505,7 +680,9 @@ CUPROBE_HD int64_t MapUpdate(const cuprobe_map_desc* d, const void* key, const v
 
 CUPROBE_HD int64_t MapDelete(const cuprobe_map_desc* d, const void* key) {
   if (!DescOk(d) || key == nullptr) return kEINVAL;
-  if (d->type == CUPROBE_MAP_HASH) return HashDelete(d, static_cast<const uint8_t*>(key));
+  if (DescField(d->type) == CUPROBE_MAP_HASH) {
+    return HashDelete(d, static_cast<const uint8_t*>(key));
+  }
   return kEINVAL;  // BPF: array elements cannot be deleted
 }
 
@@ -514,64 +691,72 @@ CUPROBE_HD int64_t MapDelete(const cuprobe_map_desc* d, const void* key) {
 CUPROBE_HD uint64_t* MapAddTarget(const cuprobe_map_desc* d, const void* key, uint64_t id,
                                   int64_t* err) {
   *err = kEINVAL;
-  if (!DescOk(d) || key == nullptr || d->value_size < 8) return nullptr;
+  if (!DescOk(d) || key == nullptr) return nullptr;
   const auto* k = static_cast<const uint8_t*>(key);
-  if (IsIndexed(d->type)) {
-    const uint32_t index = LoadU32(k);
-    uint8_t* value = IndexedValue(d, index, id);
-    if (value == nullptr) {
-      if (index >= d->max_entries) CountError(d);
-      *err = kE2BIG;
-      return nullptr;
-    }
-    *err = 0;
-    return reinterpret_cast<uint64_t*>(value);
-  }
-  if (d->type == CUPROBE_MAP_HASH) {
-    bool created = false;
-    const int64_t slot = HashFind(d, k, true, nullptr, &created);
-    if (slot < 0) {
-      *err = slot;
-      return nullptr;
-    }
-    *err = 0;
-    return Ptr<uint64_t>(d->values + static_cast<uint64_t>(slot) * d->value_stride);
+  const uint32_t type = DescField(d->type);
+  if (IsIndexed(type)) return IndexedAddTarget(d, type, LoadU32(k), id, err);
+  if (type == CUPROBE_MAP_HASH && DescField(d->value_size) >= 8) {
+    return HashAddTarget(d, BytesKey{k, DescField(d->key_size)}, err);
   }
   return nullptr;
 }
 
-// The histogram bucket of `value`:
+// The histogram bucket of `value` in a map of `type`:
 //   HIST_LOG2:   0 for 0, else floor(log2(value)) + 1 (bucket k >= 1 holds
 //                [2^(k-1), 2^k)); clamped to the last bucket.
 //   HIST_LINEAR: min = (int32) low 32 bits of map_extra, step = high 32 bits
 //                (>= 1); value read as int64. Bucket 0 holds value < min,
 //                bucket b in [1, n-2] holds [min + (b-1)*step, min + b*step),
 //                bucket n-1 holds everything from min + (n-2)*step up.
-CUPROBE_HD uint32_t HistBucket(const cuprobe_map_desc* d, uint64_t value) {
-  const uint32_t last = d->max_entries - 1;
+CUPROBE_HD uint32_t HistBucketOf(const cuprobe_map_desc* d, uint32_t type, uint64_t value) {
+  const uint32_t last = DescField(d->max_entries) - 1;
   uint64_t bucket;
-  if (d->type == CUPROBE_MAP_HIST_LOG2) {
+  if (type == CUPROBE_MAP_HIST_LOG2) {
     bucket = value == 0 ? 0 : 64 - CountLeadingZeros64(value);
   } else {
-    const int64_t min = static_cast<int32_t>(static_cast<uint32_t>(d->map_extra));
-    const uint64_t step = static_cast<uint32_t>(d->map_extra >> 32);
+    const uint64_t extra = DescField(d->map_extra);
+    const int64_t min = static_cast<int32_t>(static_cast<uint32_t>(extra));
+    const uint32_t step = static_cast<uint32_t>(extra >> 32);
     const int64_t v = static_cast<int64_t>(value);
     if (v < min || step == 0) {
       bucket = 0;
     } else {
-      bucket = 1 + (static_cast<uint64_t>(v) - static_cast<uint64_t>(min)) / step;
+      // bucket = 1 + diff / step, clamped to `last`. Values at or past the
+      // last bucket's start are decided by one multiply; the rest divide in
+      // 32 bits when they fit (64-bit division is a long subroutine on the
+      // GPU).
+      const uint64_t diff = static_cast<uint64_t>(v) - static_cast<uint64_t>(min);
+      const uint64_t last_start = last == 0 ? 0 : static_cast<uint64_t>(last - 1) * step;
+      if (diff >= last_start) {
+        bucket = last;
+      } else if (diff <= 0xffffffffull) {
+        bucket = 1 + static_cast<uint32_t>(diff) / step;
+      } else {
+        bucket = 1 + diff / step;
+      }
     }
   }
   return static_cast<uint32_t>(bucket < last ? bucket : last);
 }
 
+CUPROBE_HD uint32_t HistBucket(const cuprobe_map_desc* d, uint64_t value) {
+  return HistBucketOf(d, DescField(d->type), value);
+}
+
+// The bucket counter HIST_ADD(map, value, count) adds to in a map of `type`
+// (HIST_LOG2 or HIST_LINEAR), or null.
+CUPROBE_HD uint64_t* HistTargetOf(const cuprobe_map_desc* d, uint32_t type, uint64_t value) {
+  if (!DescIs(d, type) || DescField(d->max_entries) == 0) return nullptr;
+  return Ptr<uint64_t>(DescField(d->values) +
+                       static_cast<uint64_t>(HistBucketOf(d, type, value)) * 8);
+}
+
 // The bucket counter HIST_ADD(map, value, count) adds to, or null.
 CUPROBE_HD uint64_t* HistTarget(const cuprobe_map_desc* d, uint64_t value) {
-  if (!DescOk(d) || d->max_entries == 0 ||
-      (d->type != CUPROBE_MAP_HIST_LOG2 && d->type != CUPROBE_MAP_HIST_LINEAR)) {
-    return nullptr;
-  }
-  return Ptr<uint64_t>(d->values + static_cast<uint64_t>(HistBucket(d, value)) * 8);
+  if (!DescOk(d)) return nullptr;
+  const uint32_t type = DescField(d->type);
+  if (type != CUPROBE_MAP_HIST_LOG2 && type != CUPROBE_MAP_HIST_LINEAR) return nullptr;
+  return HistTargetOf(d, type, value);
 }
 
 // ---- RINGBUF ------------------------------------------------------------------
@@ -588,30 +773,48 @@ CUPROBE_HD uint64_t RingRecordSize(uint64_t body) {
   return (CUPROBE_RING_HEADER_SIZE + body + 7) & ~uint64_t{7};
 }
 
+// The record at `position` (reserved by RingReserveGroup): its header.
+CUPROBE_HD uint32_t* RingHeaderAt(const cuprobe_map_desc* d, uint64_t position) {
+  return Ptr<uint32_t>(DescField(d->ring_data) + (position & DescField(d->slot_mask)));
+}
+
+// How many records of `record_size` (> 0) bytes fit in `bytes`, at most n.
+// Without a division: a 64-bit division is a long subroutine on the GPU and
+// would raise the register count of every kernel that can reserve. When not
+// all n fit (the ring is nearly full), count them: fewer than n <= 32 steps
+// for a warp's group.
+CUPROBE_HD uint64_t FitCount(uint64_t bytes, uint64_t record_size, uint32_t n) {
+  if (bytes >= static_cast<uint64_t>(n) * record_size) return n;
+  uint64_t count = 0;
+  CUPROBE_NO_UNROLL
+  for (uint64_t end = record_size; end <= bytes; end += record_size) ++count;
+  return count;
+}
+
 // Reserves up to `n` consecutive records of `record_size` bytes (a multiple
 // of 8) for a group of producers: returns how many it got (k <= n, the first
 // k lanes), and the byte position of the first. The n - k refused records
 // are counted as dropped. With n = 1 this is the plain per-thread reserve.
 CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
                                      uint64_t* first_position) {
-  cuprobe_map_control* c = Control(d);
-  auto* host = Ptr<cuprobe_ring_host>(d->ring_host);
-  const uint64_t capacity = d->slot_mask + 1;
+  // Few values live across the loop (register budget, helpers.cu): the
+  // control block, the capacity and the consumer block are re-derived from
+  // the cached descriptor where they are needed.
   uint32_t granted = 0;
   bool refreshed = false;
   // tail before head: the cached tail never passes the head loaded after it.
-  uint64_t tail = LoadRelaxed64(&c->ring_tail_cache);
-  uint64_t head = LoadRelaxed64(&c->ring_head);
+  uint64_t tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
+  uint64_t head = LoadRelaxed64(&Control(d)->ring_head);
   for (;;) {
+    const uint64_t capacity = DescField(d->slot_mask) + 1;
     const uint64_t used = head - tail;
     if (used > capacity || (head & 7) != 0 || record_size == 0 || record_size > capacity) break;
     const uint64_t free = capacity - used;
-    const uint64_t index = head & d->slot_mask;
-    const uint64_t room = capacity - index;  // bytes before the end
-    uint64_t k = Min64(n, Min64(free, room) / record_size);
+    const uint64_t room = capacity - (head & (capacity - 1));  // bytes before the end
+    uint64_t k = FitCount(Min64(free, room), record_size, n);
     uint64_t pad = 0;
     if (k < n && free > room) {
-      const uint64_t wrapped = Min64(n, (free - room) / record_size);
+      const uint64_t wrapped = FitCount(free - room, record_size, n);
       if (wrapped > k) {
         k = wrapped;
         pad = room;
@@ -620,23 +823,23 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
     if (k < n && !refreshed) {
       // Maybe the consumer moved on: read its tail (over the bus) once.
       refreshed = true;
-      const uint64_t real = LoadAcquireSystem64(&host->tail);
+      const uint64_t real =
+          LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
       if (real != tail && real - tail <= capacity && head - real <= capacity) {
-        AtomicMax64(&c->ring_tail_cache, real);
+        AtomicMax64(&Control(d)->ring_tail_cache, real);
         tail = real;
         continue;
       }
     }
     if (k == 0) break;
-    const uint64_t total = pad + k * record_size;
-    const uint64_t seen = AtomicCas64(&c->ring_head, head, head + total);
+    const uint64_t seen = AtomicCas64(&Control(d)->ring_head, head, head + pad + k * record_size);
     if (seen != head) {
-      tail = LoadRelaxed64(&c->ring_tail_cache);
-      head = LoadRelaxed64(&c->ring_head);
+      tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
+      head = LoadRelaxed64(&Control(d)->ring_head);
       continue;
     }
     if (pad != 0) {
-      StoreReleaseSystem32(Ptr<uint32_t>(d->ring_data + index),
+      StoreReleaseSystem32(RingHeaderAt(d, head),
                            CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
                                static_cast<uint32_t>(pad - CUPROBE_RING_HEADER_SIZE));
     }
@@ -644,6 +847,7 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
     granted = static_cast<uint32_t>(k);
     break;
   }
+  cuprobe_map_control* c = Control(d);
   if (granted < n) {
     AtomicAdd64(&c->ring_dropped, n - granted);
     AtomicAdd64(&c->ring_dropped_bytes, (n - granted) * record_size);
@@ -652,13 +856,9 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
   return granted;
 }
 
-// The record at `position` (returned by RingReserveGroup): its header.
-CUPROBE_HD uint32_t* RingHeaderAt(const cuprobe_map_desc* d, uint64_t position) {
-  return Ptr<uint32_t>(d->ring_data + (position & d->slot_mask));
-}
-
 CUPROBE_HD bool RingUsable(const cuprobe_map_desc* d) {
-  return DescOk(d) && d->type == CUPROBE_MAP_RINGBUF && d->ring_data != 0 && d->ring_host != 0;
+  return DescIs(d, CUPROBE_MAP_RINGBUF) && DescField(d->ring_data) != 0 &&
+         DescField(d->ring_host) != 0;
 }
 
 // Copies the body and commits: one record of ringbuf_output.

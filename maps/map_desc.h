@@ -3,13 +3,19 @@
  * The device map descriptor, version 1: what `__cuprobe_map_table[i]` points
  * at (include/cuprobe/abi.h, 3.). The host runtime (maps/map_set.h) builds one
  * per map in device memory before any instrumented kernel runs; the GPU
- * helper library (maps/gpu/helpers.cu) reads it on every helper call; the
- * same algorithms (maps/map_algorithms.h) read it on the host over snapshots.
+ * helper library (maps/gpu/helpers.cu) reads it on every helper call, and
+ * so does code the probe compiler inlines (loader/compiler/lower.cc reads
+ * magic, version, type, key/value sizes, max_entries, strides, id_slots,
+ * values and control at the offsets below; abi.h 8.); the same algorithms
+ * (maps/map_algorithms.h) read it on the host over snapshots. Never written
+ * while a kernel of the module can run: the GPU reads it with ld.global.nc.
  *
  * Plain C layout, fixed-width, no pointers: every address is a 64-bit device
  * address (on the host fake of tests, a host address). Bump
- * CUPROBE_MAP_DESC_VERSION on any change; the helpers refuse a descriptor
- * whose magic or version differ (the call fails as on a bad map: -EINVAL or 0).
+ * CUPROBE_MAP_DESC_VERSION on any change (compiled bundles embed the
+ * offsets: the check below makes an old bundle fail cleanly); the helpers
+ * and the inline code refuse a descriptor whose magic or version differ (the
+ * call fails as on a bad map: -EINVAL or 0).
  *
  * One device allocation per map (see maps/map_layout.h for the arithmetic):
  *

@@ -1,6 +1,6 @@
 /* File: include/cuprobe/abi.h
  *
- * The probe ABI, version 2: the contract between
+ * The probe ABI, version 3: the contract between
  *   - probes written in C (include/cuprobe/probe.h builds on this file),
  *   - the probe compiler (loader/compiler: eBPF -> LLVM IR -> NVPTX PTX),
  *   - the PTX rewriter (ptx_rewriter: calls probes from rewritten kernels),
@@ -45,6 +45,12 @@
  * 4. Helpers are PTX functions of the GPU helper library named
  *    CUPROBE_HELPER_SYMBOL_* below; every argument and the result are .b64.
  *    Helpers that only read a special register are inlined by the compiler.
+ *    (Version 3) Map helpers have specialized entry points, one per map type
+ *    (CUPROBE_HELPER_SYMBOL_*_<TYPE>): a map reference is a constant, so the
+ *    compiler knows the type at each call site and calls the specialized
+ *    one, with small keys by value. The compiler also inlines ARRAY / PER* /
+ *    HIST lookups and PERTHREAD map_add from the descriptor (maps/map_desc.h,
+ *    whose version it checks at run time like the helpers do); see 8.
  *
  * 5. Global data (decided by the compiler, loader/compiler/lower.cc):
  *    - .data and .bss are ARRAY maps of one entry (key u32 0) whose initial
@@ -63,12 +69,23 @@
  *    8-byte aligned value and record pointers.
  * 7. __cuprobe_map_table is read with ld.global.nc (invariant loads): the
  *    hook fills it after the module loads and before the first launch, and
- *    never changes it while a kernel of the module can run.
+ *    never changes it while a kernel of the module can run. The same holds
+ *    for the map descriptors it points to (read with ld.global.nc too).
+ * 8. (Version 3) Specialized entry points serve one map type and refuse a
+ *    descriptor of any other type as a bad map (lookup 0, others -EINVAL);
+ *    otherwise their results are exactly those of the generic helper on the
+ *    same map and key. Key arguments:
+ *      - ARRAY / PER* (u32 keys): `index`, the key's value (low 32 bits);
+ *      - HASH with key_size <= 8 (`_HASH_WORD`): `word`, the key's bytes as a
+ *        little-endian u64 (bytes past key_size ignored); refuses maps with
+ *        wider keys;
+ *      - HASH (`_HASH`): the key's address, as the generic helper.
+ *    The generic helpers stay for call sites whose map differs between paths.
  */
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 2
+#define CUPROBE_ABI_VERSION 3
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -208,6 +225,21 @@ struct cuprobe_ctx {
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT "__cuprobe_ringbuf_submit" /* (ptr, flags) */
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD "__cuprobe_ringbuf_discard" /* (ptr, flags) */
 #define CUPROBE_HELPER_SYMBOL_PID_TGID "__cuprobe_pid_tgid"           /* () */
+/* (Version 3) Specialized entry points (8. above). */
+#define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_ARRAY "__cuprobe_map_lookup_array"         /* (map, index) */
+#define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERTHREAD "__cuprobe_map_lookup_perthread" /* (map, index) */
+#define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERWARP "__cuprobe_map_lookup_perwarp"     /* (map, index) */
+#define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERSM "__cuprobe_map_lookup_persm"         /* (map, index) */
+#define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH "__cuprobe_map_lookup_hash"           /* (map, key) */
+#define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH_WORD "__cuprobe_map_lookup_hash_word" /* (map, word) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY "__cuprobe_map_add_array"     /* (map, index, delta) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD_PERTHREAD "__cuprobe_map_add_perthread" /* (map, index, delta) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD_PERWARP "__cuprobe_map_add_perwarp" /* (map, index, delta) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM "__cuprobe_map_add_persm"     /* (map, index, delta) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH "__cuprobe_map_add_hash"       /* (map, key, delta) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD "__cuprobe_map_add_hash_word" /* (map, word, delta) */
+#define CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2 "__cuprobe_hist_add_log2"     /* (map, value, count) */
+#define CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR "__cuprobe_hist_add_linear" /* (map, value, count) */
 /* (Version 2) The helper library's one global: pid_tgid reads it. The hook
  * writes (pid << 32) | pid into it after the module loads, together with the
  * map table; it is a module global (not a constant) so that compiled cubins

@@ -22,6 +22,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "maps/map_desc.h"
 #include "support/status_macros.h"
 
 extern "C" void LLVMInitializeNVPTXTargetInfo();
@@ -95,6 +96,21 @@ class FunctionLowering {
   llvm::Value* TableEntry(int32_t slot);
   llvm::Value* Address(const Insn& insn, int base_reg, int16_t off);
   llvm::Value* GlobalThreadId();
+  llvm::Value* BlockLinear();
+  llvm::Value* ThreadsPerBlock();
+  llvm::Value* ThreadLinear();
+  llvm::Value* PerId(uint32_t type);
+  // Inline map operations (abi.h 8.): see IndexedValue.
+  struct IndexedRef {
+    llvm::Value* address;  // i64: the value's address, 0 on failure
+    llvm::Value* error;    // i64: 0, -EINVAL or -E2BIG
+  };
+  IndexedRef IndexedValue(llvm::Value* map, llvm::Value* index, uint32_t type, bool for_add);
+  llvm::Value* DescPointer(llvm::Value* map, uint32_t offset);
+  llvm::Value* DescLoad(llvm::Value* map, uint32_t offset, llvm::Type* type);
+  llvm::Value* KeyValue(uint32_t pc, uint32_t bytes);
+  const ObjectMap* CallMap(uint32_t pc) const;
+  bool LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0);
   void LowerAlu(const Insn& insn);
   llvm::Value* Alu(const Insn& insn, llvm::Value* dst, llvm::Value* src, unsigned bits);
   void LowerLoad(uint32_t pc, const Insn& insn);
@@ -118,7 +134,6 @@ class FunctionLowering {
   // Bytes of the eBPF stack the program uses (below r10), 8-aligned.
   int64_t stack_depth_ = 8;
   llvm::Value* record_ = nullptr;
-  llvm::Value* zero_key_ = nullptr;
   std::map<uint32_t, llvm::Value*> data_base_;  // global-data map -> value address (i64)
   std::map<uint32_t, llvm::BasicBlock*> blocks_;
   llvm::Value* mem_addr_ = nullptr;
@@ -416,23 +431,276 @@ void FunctionLowering::LowerAtomic(uint32_t pc, const Insn& insn) {
   if (fetch) SetReg(insn.src, b_.CreateZExt(old, I64()));
 }
 
-llvm::Value* FunctionLowering::GlobalThreadId() {
-  using namespace llvm::Intrinsic;
+// The ids of maps/map_desc.h (the numbering of CUPROBE_HELPER_GLOBAL_THREAD_ID
+// and of the helper library's PER* maps), in 64 bits.
+llvm::Value* FunctionLowering::BlockLinear() {
   llvm::Value* bx = CtxField(8);
   llvm::Value* by = CtxField(12);
   llvm::Value* bz = CtxField(16);
+  llvm::Value* gx = CtxField(44);
+  llvm::Value* gy = CtxField(48);
+  return b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(bz, gy), by), gx), bx);
+}
+
+llvm::Value* FunctionLowering::ThreadsPerBlock() {
+  return b_.CreateMul(b_.CreateMul(CtxField(32), CtxField(36)), CtxField(40));
+}
+
+llvm::Value* FunctionLowering::ThreadLinear() {
   llvm::Value* tx = CtxField(20);
   llvm::Value* ty = CtxField(24);
   llvm::Value* tz = CtxField(28);
   llvm::Value* nx = CtxField(32);
   llvm::Value* ny = CtxField(36);
-  llvm::Value* nz = CtxField(40);
-  llvm::Value* gx = CtxField(44);
-  llvm::Value* gy = CtxField(48);
-  llvm::Value* block = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(bz, gy), by), gx), bx);
-  llvm::Value* threads = b_.CreateMul(b_.CreateMul(nx, ny), nz);
-  llvm::Value* thread = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(tz, ny), ty), nx), tx);
-  return b_.CreateAdd(b_.CreateMul(block, threads), thread);
+  return b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(tz, ny), ty), nx), tx);
+}
+
+llvm::Value* FunctionLowering::GlobalThreadId() {
+  return b_.CreateAdd(b_.CreateMul(BlockLinear(), ThreadsPerBlock()), ThreadLinear());
+}
+
+llvm::Value* FunctionLowering::PerId(uint32_t type) {
+  switch (type) {
+    case CUPROBE_MAP_PERTHREAD:
+      return GlobalThreadId();
+    case CUPROBE_MAP_PERWARP: {
+      llvm::Value* warps = b_.CreateLShr(b_.CreateAdd(ThreadsPerBlock(), C64(31)), 5);
+      return b_.CreateAdd(b_.CreateMul(BlockLinear(), warps), b_.CreateLShr(ThreadLinear(), 5));
+    }
+    case CUPROBE_MAP_PERSM:
+      return CtxField(56);
+    default:
+      return C64(0);
+  }
+}
+
+// The address of descriptor field `offset` of the map whose descriptor
+// address is `map` (global memory on the GPU).
+llvm::Value* FunctionLowering::DescPointer(llvm::Value* map, uint32_t offset) {
+  const unsigned as = target_ == LowerTarget::kNvptx ? 1 : 0;
+  llvm::Value* base = b_.CreateIntToPtr(map, llvm::PointerType::get(ctx_, as));
+  return b_.CreateConstGEP1_64(I8(), base, offset);
+}
+
+// A descriptor field: written once before any kernel of the module runs and
+// never changed while one runs (map_desc.h, abi.h 7.), so an invariant load
+// (ld.global.nc on the GPU).
+llvm::Value* FunctionLowering::DescLoad(llvm::Value* map, uint32_t offset, llvm::Type* type) {
+  llvm::LoadInst* load = b_.CreateAlignedLoad(
+      type, DescPointer(map, offset), llvm::Align(type->getPrimitiveSizeInBits() / 8));
+  load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+  return load;
+}
+
+// The value of `index` in the indexed map (ARRAY, HIST_*, PER*) of `type`
+// whose descriptor address is `map`, computed inline exactly as the helper
+// library does it (maps/map_algorithms.h, IndexedLookup / IndexedAddTarget):
+//   - a null descriptor, a bad magic or version, or another type: -EINVAL
+//     (a lookup gets 0); with for_add, a value under 8 bytes too;
+//   - index >= max_entries: -E2BIG, counted in control.errors for an add;
+//   - PER*: id >= id_slots: -E2BIG, counted.
+// This is the whole ARRAY / PER* lookup: a probe like
+// `v = lookup(&per_thread, &zero); if (v) *v += 1;` needs no helper call.
+FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, llvm::Value* index,
+                                                            uint32_t type, bool for_add) {
+  const bool per_id = type == CUPROBE_MAP_PERTHREAD || type == CUPROBE_MAP_PERWARP ||
+                      type == CUPROBE_MAP_PERSM;
+  const auto einval = static_cast<uint64_t>(int64_t{-22});
+  const auto e2big = static_cast<uint64_t>(int64_t{-7});
+  llvm::BasicBlock* start = b_.GetInsertBlock();
+  llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "map.desc", fn_);
+  llvm::BasicBlock* in_range = llvm::BasicBlock::Create(ctx_, "map.index", fn_);
+  llvm::BasicBlock* count_error = llvm::BasicBlock::Create(ctx_, "map.error", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.done", fn_);
+  llvm::PHINode* address = nullptr;
+  llvm::PHINode* error = nullptr;
+
+  b_.CreateCondBr(b_.CreateICmpEQ(map, C64(0)), done, check);
+
+  b_.SetInsertPoint(check);
+  // magic (u32) | version (u16) << 32 in one load; the size field above is
+  // not checked (the helpers do not either).
+  llvm::Value* head = b_.CreateAnd(DescLoad(map, 0, I64()), C64(0xffffffffffffull));
+  llvm::Value* good = b_.CreateICmpEQ(
+      head, C64(CUPROBE_MAP_DESC_MAGIC | (uint64_t{CUPROBE_MAP_DESC_VERSION} << 32)));
+  good = b_.CreateAnd(good, b_.CreateICmpEQ(
+                                DescLoad(map, offsetof(cuprobe_map_desc, type), I32()),
+                                b_.getInt32(type)));
+  if (for_add) {
+    good = b_.CreateAnd(good, b_.CreateICmpUGE(DescLoad(map, offsetof(cuprobe_map_desc,
+                                                                       value_size), I32()),
+                                               b_.getInt32(8)));
+  }
+  llvm::Value* max = DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
+  llvm::BasicBlock* check_index = llvm::BasicBlock::Create(ctx_, "map.check_index", fn_);
+  b_.CreateCondBr(good, check_index, done);
+  llvm::BasicBlock* check_end = check;
+
+  b_.SetInsertPoint(check_index);
+  llvm::Value* index_ok = b_.CreateICmpULT(index, max);
+  // Out of range: an add counts it; a lookup does not (as the helpers).
+  b_.CreateCondBr(index_ok, in_range, for_add ? count_error : done);
+
+  b_.SetInsertPoint(in_range);
+  llvm::Value* slot = b_.CreateZExt(index, I64());
+  llvm::BasicBlock* value_block = in_range;
+  llvm::Value* stride = b_.CreateZExt(
+      DescLoad(map, offsetof(cuprobe_map_desc, value_stride), I32()), I64());
+  llvm::Value* values = DescLoad(map, offsetof(cuprobe_map_desc, values), I64());
+  if (per_id) {
+    llvm::Value* ids =
+        b_.CreateZExt(DescLoad(map, offsetof(cuprobe_map_desc, id_slots), I32()), I64());
+    llvm::Value* id = PerId(type);
+    value_block = llvm::BasicBlock::Create(ctx_, "map.value", fn_);
+    b_.CreateCondBr(b_.CreateICmpULT(id, ids), value_block, count_error);
+    b_.SetInsertPoint(value_block);
+    slot = b_.CreateAdd(b_.CreateMul(slot, ids), id);
+  }
+  llvm::Value* value = b_.CreateAdd(values, b_.CreateMul(slot, stride));
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(count_error);
+  llvm::Value* control = DescLoad(map, offsetof(cuprobe_map_desc, control), I64());
+  llvm::Value* errors = b_.CreateIntToPtr(
+      b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, errors))),
+      llvm::PointerType::get(ctx_, target_ == LowerTarget::kNvptx ? 1 : 0));
+  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, errors, C64(1), llvm::Align(8),
+                     llvm::AtomicOrdering::Monotonic);
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(done);
+  address = b_.CreatePHI(I64(), 5);
+  error = b_.CreatePHI(I64(), 5);
+  address->addIncoming(C64(0), start);
+  error->addIncoming(C64(einval), start);
+  address->addIncoming(C64(0), check_end);
+  error->addIncoming(C64(einval), check_end);
+  if (!for_add) {
+    address->addIncoming(C64(0), check_index);
+    error->addIncoming(C64(e2big), check_index);
+  }
+  address->addIncoming(value, value_block);
+  error->addIncoming(C64(0), value_block);
+  address->addIncoming(C64(0), count_error);
+  error->addIncoming(C64(e2big), count_error);
+  if (!per_id && !for_add) {
+    // No path reaches the error block: drop it (and its phi entries).
+    address->removeIncomingValue(count_error);
+    error->removeIncomingValue(count_error);
+    count_error->eraseFromParent();
+  }
+  return IndexedRef{address, error};
+}
+
+// The key of the map helper call at `pc` (R2 points to it) as an integer of
+// `bytes` (1..8) bytes, zero-extended: read from the stack's alloca when the
+// verifier saw it at one constant stack offset (so the stack is never
+// addressed by a helper and stays in registers), else through R2.
+llvm::Value* FunctionLowering::KeyValue(uint32_t pc, uint32_t bytes) {
+  const InsnInfo& info = v_.insns[pc];
+  llvm::Type* type = b_.getIntNTy(8 * bytes);
+  llvm::Value* address;
+  llvm::Align align(1);
+  if (info.call_key_on_stack) {
+    const int64_t at = kStackSize + info.call_key_stack_offset;
+    address = b_.CreateConstGEP1_64(I8(), stack_, at);
+    align = llvm::commonAlignment(llvm::Align(8), static_cast<uint64_t>(at));
+  } else {
+    address = b_.CreateIntToPtr(Reg(2), b_.getPtrTy());
+  }
+  return b_.CreateZExt(b_.CreateAlignedLoad(type, address, align), I64());
+}
+
+// The map of the helper call at `pc` when every path passes the same one and
+// it has a table slot, else null (the generic helper serves the call).
+const ObjectMap* FunctionLowering::CallMap(uint32_t pc) const {
+  const int32_t map = v_.insns[pc].call_map;
+  if (map < 0 || static_cast<size_t>(map) >= input_.map_slot.size() ||
+      input_.map_slot[map] < 0) {
+    return nullptr;
+  }
+  return &obj_.maps[map];
+}
+
+// lookup / map_add / hist_add on a map whose type the call site fixes: inline
+// for ARRAY / HIST_* / PER* lookups and PERTHREAD adds, else a call of the
+// type's specialized entry point (abi.h 8.). False: the generic helper.
+bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0) {
+  const ObjectMap* map = CallMap(pc);
+  if (map == nullptr) return false;
+  const uint32_t type = map->spec.type;
+  const uint32_t key_size = map->spec.key_size;
+  const bool indexed = type == CUPROBE_MAP_ARRAY || type == CUPROBE_MAP_HIST_LOG2 ||
+                       type == CUPROBE_MAP_HIST_LINEAR || type == CUPROBE_MAP_PERTHREAD ||
+                       type == CUPROBE_MAP_PERWARP || type == CUPROBE_MAP_PERSM;
+  auto call = [&](const char* name, std::vector<llvm::Value*> args) {
+    return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
+  };
+  auto index = [&] { return b_.CreateTrunc(KeyValue(pc, 4), I32()); };
+  switch (insn.imm) {
+    case CUPROBE_HELPER_MAP_LOOKUP_ELEM:
+      if (indexed) {
+        *r0 = IndexedValue(Reg(1), index(), type, /*for_add=*/false).address;
+        return true;
+      }
+      if (type == CUPROBE_MAP_HASH) {
+        *r0 = key_size <= 8
+                  ? call(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH_WORD, {Reg(1), KeyValue(pc, key_size)})
+                  : call(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH, {Reg(1), Reg(2)});
+        return true;
+      }
+      return false;
+    case CUPROBE_HELPER_MAP_ADD:
+      switch (type) {
+        case CUPROBE_MAP_PERTHREAD: {
+          // Each thread owns its slot: a relaxed atomic add, no grouping
+          // (the atomic only guards against a concurrent launch of another
+          // kernel of the same map, whose threads share ids).
+          IndexedRef ref = IndexedValue(Reg(1), index(), type, /*for_add=*/true);
+          llvm::Value* delta = Reg(3);
+          llvm::BasicBlock* add = llvm::BasicBlock::Create(ctx_, "map.add", fn_);
+          llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
+          b_.CreateCondBr(b_.CreateICmpEQ(ref.error, C64(0)), add, done);
+          b_.SetInsertPoint(add);
+          llvm::Value* target = b_.CreateIntToPtr(
+              ref.address, llvm::PointerType::get(ctx_, target_ == LowerTarget::kNvptx ? 1 : 0));
+          b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, target, delta, llvm::Align(8),
+                             llvm::AtomicOrdering::Monotonic);
+          b_.CreateBr(done);
+          b_.SetInsertPoint(done);
+          *r0 = ref.error;
+          return true;
+        }
+        case CUPROBE_MAP_ARRAY:
+          *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY, {Reg(1), KeyValue(pc, 4), Reg(3)});
+          return true;
+        case CUPROBE_MAP_PERWARP:
+          *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_PERWARP, {Reg(1), KeyValue(pc, 4), Reg(3)});
+          return true;
+        case CUPROBE_MAP_PERSM:
+          *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM, {Reg(1), KeyValue(pc, 4), Reg(3)});
+          return true;
+        case CUPROBE_MAP_HASH:
+          *r0 = key_size <= 8 ? call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD,
+                                     {Reg(1), KeyValue(pc, key_size), Reg(3)})
+                              : call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, {Reg(1), Reg(2), Reg(3)});
+          return true;
+        default:
+          return false;
+      }
+    case CUPROBE_HELPER_HIST_ADD:
+      if (type == CUPROBE_MAP_HIST_LOG2) {
+        *r0 = call(CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2, {Reg(1), Reg(2), Reg(3)});
+        return true;
+      }
+      if (type == CUPROBE_MAP_HIST_LINEAR) {
+        *r0 = call(CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, {Reg(1), Reg(2), Reg(3)});
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
 }
 
 absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
@@ -449,6 +717,10 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
     return C64(0);
   };
   llvm::Value* r0 = nullptr;
+  if (LowerMapCall(pc, insn, &r0)) {
+    SetReg(0, r0);
+    return absl::OkStatus();
+  }
   switch (insn.imm) {
     case CUPROBE_HELPER_MAP_LOOKUP_ELEM: r0 = call(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP, {1, 2}); break;
     case CUPROBE_HELPER_MAP_UPDATE_ELEM:
@@ -625,13 +897,11 @@ absl::Status FunctionLowering::Lower() {
       data_base_[map] = b_.CreatePtrToInt(generic, I64());
       continue;
     }
-    if (zero_key_ == nullptr) {
-      zero_key_ = b_.CreateAlloca(I32(), nullptr, "zero_key");
-      b_.CreateStore(b_.getInt32(0), zero_key_);
-    }
-    data_base_[map] = b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP, 2),
-                                    {MapTableEntry(map), b_.CreatePtrToInt(zero_key_, I64())},
-                                    absl::StrCat("data_", Sanitize(om.spec.name)));
+    // The value of key 0 of a one-entry ARRAY (abi.h 5.), inline.
+    data_base_[map] =
+        IndexedValue(MapTableEntry(map), b_.getInt32(0), CUPROBE_MAP_ARRAY, /*for_add=*/false)
+            .address;
+    data_base_[map]->setName(absl::StrCat("data_", Sanitize(om.spec.name)));
   }
   b_.CreateBr(blocks_.at(0));
 

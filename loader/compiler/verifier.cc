@@ -562,6 +562,8 @@ class Verifier {
   Result CheckStackRange(uint32_t pc, const State& st, int64_t lo, int64_t hi, bool write,
                          const char* what);
   Result CheckMemArg(uint32_t pc, State& st, int reg, uint64_t size, bool write, const char* what);
+  void RecordCallMap(uint32_t pc, uint32_t map);
+  void RecordCallKey(uint32_t pc, const Value& key);
   void RecordMem(uint32_t pc, InsnInfo::Mem kind, int32_t ctx_offset, const Value* stack_ptr,
                  int32_t insn_off, bool aligned);
   void MarkNull(State& st, uint32_t id, bool is_null);
@@ -577,6 +579,7 @@ class Verifier {
   std::vector<PendingBranch> pending_;
   uint32_t next_id_ = 1;
   std::map<uint32_t, std::string> printk_at_;  // pc -> format
+  std::set<uint32_t> call_key_seen_;           // helper calls whose key was recorded
 };
 
 absl::Status Verifier::Format(const Rejection& r) const {
@@ -660,6 +663,27 @@ Verifier::Result Verifier::CheckStructure() {
   }
   if (n == 0) return Reject(0, "empty program");
   return std::nullopt;
+}
+
+void Verifier::RecordCallMap(uint32_t pc, uint32_t map) {
+  InsnInfo& info = out_.insns[pc];
+  if (info.call_map == InsnInfo::kCallMapNone) {
+    info.call_map = static_cast<int32_t>(map);
+  } else if (info.call_map != static_cast<int32_t>(map)) {
+    info.call_map = InsnInfo::kCallMapMixed;
+  }
+}
+
+void Verifier::RecordCallKey(uint32_t pc, const Value& key) {
+  InsnInfo& info = out_.insns[pc];
+  const bool on_stack = key.type == Type::kStack && key.ConstOffset();
+  const int32_t offset = on_stack ? static_cast<int32_t>(key.smin) : 0;
+  if (call_key_seen_.insert(pc).second) {
+    info.call_key_on_stack = on_stack;
+    info.call_key_stack_offset = offset;
+  } else if (!on_stack || offset != info.call_key_stack_offset) {
+    info.call_key_on_stack = false;
+  }
 }
 
 void Verifier::RecordMem(uint32_t pc, InsnInfo::Mem kind, int32_t ctx_offset,
@@ -1329,9 +1353,11 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
         map_index = v.map;
         out_.maps_used.insert(v.map);
         if (auto r = map_type_error(); r) return r;
+        RecordCallMap(pc, v.map);
         break;
       case Arg::kKey:
         if (auto r = CheckMemArg(pc, st, reg, map->spec.key_size, false, "the key"); r) return r;
+        RecordCallKey(pc, v);
         break;
       case Arg::kValue:
         if (auto r = CheckMemArg(pc, st, reg, map->spec.value_size, false, "the value"); r) {

@@ -56,6 +56,18 @@ struct InsnInfo {
   // trace_printk / puts call sites.
   int32_t printk_format = -1;  // index into VerifiedProgram::printk_formats
   uint32_t printk_nargs = 0;
+  // Calls of helpers that take a map in R1 (the lowering picks the helper's
+  // specialized entry point by the map's type, abi.h 8.): the map
+  // (BpfObject::maps index) when it is the same on every path, else
+  // kCallMapMixed.
+  static constexpr int32_t kCallMapNone = -2;   // not a map helper call
+  static constexpr int32_t kCallMapMixed = -1;  // paths pass different maps
+  int32_t call_map = kCallMapNone;
+  // ... and their key (R2) when it points into the stack at the same
+  // constant offset (from r10) on every path: the lowering then reads it
+  // from the stack's alloca, so the stack need not be addressable.
+  bool call_key_on_stack = false;
+  int32_t call_key_stack_offset = 0;
 };
 
 struct VerifiedProgram {

@@ -6,24 +6,45 @@
 // (`-rdc=true -ptx -arch=sm_90`) into generated/cuprobe_helpers.ptx, which the
 // rewriter links into instrumented modules (maps/gpu/helpers_ptx.h embeds it).
 //
-//   // In probe PTX (what the compiler emits):
-//   .extern .func (.param .b64 r) __cuprobe_map_add(.param .b64 m, .param .b64 k, .param .b64 d);
-//   ld.global.u64 %rd1, [__cuprobe_map_table+8];          // map 1's descriptor
-//   call.uni (r), __cuprobe_map_add, (%rd1, %rd2, 1);
+//   // In probe PTX (what the compiler emits for cuprobe_map_add on a HASH
+//   // map with an 8-byte key held in %rd2):
+//   .extern .func (.param .b64 r) __cuprobe_map_add_hash_word(.param .b64 m, .param .b64 k,
+//                                                             .param .b64 d);
+//   ld.global.nc.u64 %rd1, [__cuprobe_map_table+8];          // map 1's descriptor
+//   call.uni (r), __cuprobe_map_add_hash_word, (%rd1, %rd2, 1);
+//
+// Two families of entry points (abi.h):
+//  - generic ones (__cuprobe_map_lookup, _add, ...) take the key by address
+//    and dispatch on the descriptor's type;
+//  - specialized ones (__cuprobe_map_lookup_array, __cuprobe_map_add_hash_word,
+//    __cuprobe_hist_add_log2, ...) serve one map type, which the probe
+//    compiler knows at every call site, and take small keys by value. They
+//    refuse a descriptor of another type as a bad map.
 //
 // The algorithms are those of maps/map_algorithms.h (also compiled for the
 // host and tested there); this file adds what only a GPU has:
 //  - the ids of PER* maps, from special registers (maps/map_desc.h);
-//  - warp aggregation: lanes that add to the same counter (same HASH key, same
-//    array slot, same histogram bucket) are grouped with match.any, their
+//  - warp aggregation (KeyGroup): lanes that add to the same counter (same
+//    HASH key, same array slot, same histogram bucket) are grouped, their
 //    deltas summed with redux.sync, and one lane does one atomic; lanes that
 //    emit records of the same size to the same ring reserve them with one CAS.
+//    PERTHREAD adds are never grouped: each thread owns its slot.
 //
-// Everything except the exported symbols is force-inlined: the module these
-// functions are linked into belongs to the application, so the fewer names
-// this library adds the better. One global besides the functions:
-// __cuprobe_pid_tgid_value (CUPROBE_PID_TGID_SYMBOL), which the hook fills
-// with (pid << 32) | pid after loading the module, like the map table.
+// Register budget: nvJitLink compiles each function of an instrumented
+// module separately and gives the kernel the largest register count of its
+// call graph, so a helper that needs 100 registers costs every instrumented
+// kernel its occupancy even if it runs once per block. Hence: the common
+// paths are short and loop-free, byte loops stay rolled (CUPROBE_NO_UNROLL),
+// no 64-bit division sits on a reachable path, and the rare HASH slow path
+// (probing, inserts) is one out-of-line function (HashFind).
+// helpers_ptx_test checks every exported function against a budget.
+//
+// Everything except the exported symbols is force-inlined or internal: the
+// module these functions are linked into belongs to the application, so the
+// fewer names this library adds the better. One global besides the
+// functions: __cuprobe_pid_tgid_value (CUPROBE_PID_TGID_SYMBOL), which the
+// hook fills with (pid << 32) | pid after loading the module, like the map
+// table.
 #include <stdint.h>
 
 #include "cuprobe/abi.h"
@@ -43,6 +64,8 @@ __device__ uint64_t __cuprobe_pid_tgid_value = 0;
 namespace {
 
 using namespace ::cuprobe::mapalgo;
+
+constexpr uint32_t kFullWarp = 0xffffffffu;
 
 __device__ __forceinline__ uint32_t LaneId() {
   uint32_t lane;
@@ -82,7 +105,57 @@ __device__ __forceinline__ uint64_t PerIdOf(uint32_t type) {
 }
 
 __device__ __forceinline__ uint64_t IdFor(const cuprobe_map_desc* d) {
-  return DescOk(d) ? PerIdOf(d->type) : 0;
+  return DescOk(d) ? PerIdOf(DescField(d->type)) : 0;
+}
+
+__device__ __forceinline__ uint64_t Shfl64(uint32_t mask, uint64_t v, uint32_t lane) {
+  return __shfl_sync(mask, static_cast<unsigned long long>(v), static_cast<int>(lane));
+}
+
+__device__ __forceinline__ uint64_t ShflUp64(uint64_t v) {
+  return __shfl_up_sync(kFullWarp, static_cast<unsigned long long>(v), 1);
+}
+
+// The lanes of `active` that hold the same key (a, b) as this lane, found
+// the cheapest way that is exact. Every lane of `active` must call it.
+//  1. Every active lane holds the first active lane's key: the group is
+//     `active` (a hot key, or a PERWARP/PERSM slot: one atomic per warp).
+//     Two shuffles per word and one vote.
+//  2. A full warp in which no lane holds its lower neighbour's key: this lane
+//     alone (uniformly spread keys, where aggregation would find nothing and
+//     match.any, by far the costliest instruction here, would only slow
+//     every call down). Lanes that share a key without being neighbours then
+//     add separately: exact, only less aggregated. Runs of one key over
+//     neighbouring lanes, the usual shape of a hot key (per block, per
+//     kernel, per bucket of a monotonic value), go to 3.
+//  3. Otherwise match.any on both words.
+// The shuffles are never short-circuited: every lane of the mask must
+// execute each of them.
+__device__ __forceinline__ uint32_t KeyGroup(uint32_t active, uint64_t a, uint64_t b) {
+  const uint32_t first = static_cast<uint32_t>(__ffs(active) - 1);
+  const uint64_t first_a = Shfl64(active, a, first);
+  const uint64_t first_b = Shfl64(active, b, first);
+  if (__all_sync(active, a == first_a && b == first_b)) return active;
+  if (active == kFullWarp) {
+    const uint64_t prev_a = ShflUp64(a);
+    const uint64_t prev_b = ShflUp64(b);
+    const bool as_prev = LaneId() != 0 && a == prev_a && b == prev_b;
+    if (!__any_sync(kFullWarp, as_prev)) return 1u << LaneId();
+  }
+  return __match_any_sync(active, static_cast<unsigned long long>(a)) &
+         __match_any_sync(active, static_cast<unsigned long long>(b));
+}
+
+// KeyGroup for a one-word key (a counter's address).
+__device__ __forceinline__ uint32_t KeyGroup(uint32_t active, uint64_t a) {
+  const uint32_t first = static_cast<uint32_t>(__ffs(active) - 1);
+  const uint64_t first_a = Shfl64(active, a, first);
+  if (__all_sync(active, a == first_a)) return active;
+  if (active == kFullWarp) {
+    const uint64_t prev_a = ShflUp64(a);
+    if (!__any_sync(kFullWarp, LaneId() != 0 && a == prev_a)) return 1u << LaneId();
+  }
+  return __match_any_sync(active, static_cast<unsigned long long>(a));
 }
 
 // Sum of v over the lanes of `group`; every lane of the group calls it with
@@ -97,20 +170,76 @@ __device__ __forceinline__ uint64_t GroupSum(uint32_t group, uint64_t v) {
          (static_cast<uint64_t>(hi) << 32);
 }
 
-// Adds `delta` to *target with one atomic per distinct target in the warp.
-// Lanes with a null target take part in the grouping (all active lanes must
-// reach match.any) and add nothing.
-__device__ __forceinline__ void AggregatedAdd(uint64_t* target, uint64_t delta) {
-  const uint32_t active = __activemask();
-  const uint32_t group = __match_any_sync(
-      active, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(target)));
+__device__ __forceinline__ bool IsGroupLeader(uint32_t group) {
+  return LaneId() == static_cast<uint32_t>(__ffs(group) - 1);
+}
+
+// Adds `delta` to *target with one relaxed atomic per group of lanes that
+// add to the same target (KeyGroup). Lanes with a null target take part in
+// the grouping (every active lane must) and add nothing.
+__device__ __forceinline__ void GroupedAdd(uint64_t* target, uint64_t delta) {
+  const uint32_t group = KeyGroup(__activemask(), reinterpret_cast<uintptr_t>(target));
   const uint64_t sum = GroupSum(group, delta);
-  if (target != nullptr && LaneId() == static_cast<uint32_t>(__ffs(group) - 1)) {
-    AtomicAdd64(target, sum);
+  if (target != nullptr && IsGroupLeader(group)) AtomicAdd64(target, sum);
+}
+
+// map_add on an indexed map of `type` (ARRAY or PER*): the u32 key is
+// `index`.
+template <uint32_t kType>
+__device__ __forceinline__ uint64_t IndexedAdd(uint64_t map, uint32_t index, uint64_t delta) {
+  int64_t err;
+  uint64_t* target = IndexedAddTarget(Ptr<const cuprobe_map_desc>(map), kType, index,
+                                      kType == CUPROBE_MAP_ARRAY ? 0 : PerIdOf(kType), &err);
+  if (kType == CUPROBE_MAP_PERTHREAD) {
+    // Every thread owns its slot: nothing to aggregate. The add stays an
+    // atomic (a fire-and-forget red.add): two launches running at once on
+    // different streams share the map, and their threads of the same id
+    // share a slot.
+    if (target != nullptr) AtomicAdd64(target, delta);
+  } else {
+    // ARRAY: hot keys are common. PERWARP / PERSM: all lanes of a warp
+    // share the slot of a key, so KeyGroup's first case makes it one atomic.
+    GroupedAdd(target, delta);
   }
+  return static_cast<uint64_t>(err);
+}
+
+// map_add on a HASH map whose keys have at most 8 bytes, the key as a word.
+// Lanes are grouped by (map, key) before the lookup, so one lane per distinct
+// key of the warp searches (and inserts), then adds the group's sum.
+__device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uint64_t delta) {
+  const auto* d = Ptr<const cuprobe_map_desc>(map);
+  const bool ok =
+      DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8 && DescField(d->key_size) <= 8;
+  const uint32_t key_size = ok ? DescField(d->key_size) : 0;
+  const uint64_t key = ok ? KeyWordOf(word, key_size) : 0;
+  const uint32_t group = KeyGroup(__activemask(), ok ? map : 0, key);
+  const uint64_t sum = GroupSum(group, delta);
+  int64_t err = kEINVAL;
+  if (ok && IsGroupLeader(group)) {
+    uint64_t* target = HashAddTarget(d, WordKey{key, key_size}, &err);
+    if (target != nullptr) AtomicAdd64(target, sum);
+  }
+  return static_cast<uint64_t>(__shfl_sync(group, static_cast<long long>(err), __ffs(group) - 1));
+}
+
+__device__ __forceinline__ uint64_t HashLookupWord(uint64_t map, uint64_t word) {
+  const auto* d = Ptr<const cuprobe_map_desc>(map);
+  if (!DescIs(d, CUPROBE_MAP_HASH) || DescField(d->key_size) > 8) return 0;
+  const uint32_t key_size = DescField(d->key_size);
+  return HashLookup(d, WordKey{KeyWordOf(word, key_size), key_size});
+}
+
+template <uint32_t kType>
+__device__ __forceinline__ uint64_t HistAdd(uint64_t map, uint64_t value, uint64_t count) {
+  uint64_t* target = HistTargetOf(Ptr<const cuprobe_map_desc>(map), kType, value);
+  GroupedAdd(target, count);
+  return target != nullptr ? 0 : static_cast<uint64_t>(kEINVAL);
 }
 
 }  // namespace
+
+// ---- Generic entry points (key by address, any map type) -------------------
 
 extern "C" __device__ uint64_t __cuprobe_map_lookup(uint64_t map, uint64_t key) {
   const auto* d = Ptr<const cuprobe_map_desc>(map);
@@ -131,39 +260,112 @@ extern "C" __device__ uint64_t __cuprobe_map_delete(uint64_t map, uint64_t key) 
 extern "C" __device__ uint64_t __cuprobe_map_add(uint64_t map, uint64_t key, uint64_t delta) {
   const auto* d = Ptr<const cuprobe_map_desc>(map);
   const bool ok = DescOk(d) && key != 0;
-  const uint32_t type = ok ? d->type : 0;
-  int64_t err = kEINVAL;
+  const uint32_t type = ok ? DescField(d->type) : 0;
+  if (type == CUPROBE_MAP_HASH && DescField(d->key_size) <= 8) {
+    return HashAddWord(map, KeyWord(Ptr<const uint8_t>(key), DescField(d->key_size), 0), delta);
+  }
   if (type == CUPROBE_MAP_PERTHREAD) {
-    // Every thread owns its slot: nothing to aggregate.
-    uint64_t* target = MapAddTarget(d, Ptr<const void>(key), IdFor(d), &err);
-    if (target != nullptr) AtomicAdd64(target, delta);
-    return static_cast<uint64_t>(err);
+    return IndexedAdd<CUPROBE_MAP_PERTHREAD>(map, LoadU32(Ptr<const void>(key)), delta);
   }
-  if (type == CUPROBE_MAP_HASH && d->key_size <= 8) {
-    // Group by key before the lookup: one lane per distinct key searches
-    // (and inserts), then adds the group's sum.
-    const uint32_t active = __activemask();
-    const uint64_t word = KeyWord(Ptr<const uint8_t>(key), d->key_size, 0);
-    const uint32_t group = __match_any_sync(active, static_cast<unsigned long long>(map)) &
-                           __match_any_sync(active, static_cast<unsigned long long>(word));
-    const uint64_t sum = GroupSum(group, delta);
-    const uint32_t leader = static_cast<uint32_t>(__ffs(group) - 1);
-    if (LaneId() == leader) {
-      uint64_t* target = MapAddTarget(d, Ptr<const void>(key), 0, &err);
-      if (target != nullptr) AtomicAdd64(target, sum);
-    }
-    return static_cast<uint64_t>(__shfl_sync(group, static_cast<long long>(err), leader));
-  }
+  // Every other case (ARRAY, PERWARP, PERSM, wide HASH keys, bad maps and
+  // keys): the target per lane, then one grouped add.
+  int64_t err = kEINVAL;
   uint64_t* target = ok ? MapAddTarget(d, Ptr<const void>(key), IdFor(d), &err) : nullptr;
-  AggregatedAdd(target, delta);
+  GroupedAdd(target, delta);
   return static_cast<uint64_t>(err);
 }
 
 extern "C" __device__ uint64_t __cuprobe_hist_add(uint64_t map, uint64_t value, uint64_t count) {
   uint64_t* target = HistTarget(Ptr<const cuprobe_map_desc>(map), value);
-  AggregatedAdd(target, count);
+  GroupedAdd(target, count);
   return target != nullptr ? 0 : static_cast<uint64_t>(kEINVAL);
 }
+
+// ---- Specialized entry points (abi.h: one map type each) -------------------
+// Indexed maps take the u32 key by value (the low 32 bits of `index`); HASH
+// maps with keys of at most 8 bytes take the key as its little-endian word
+// (`_hash_word`; the bytes past key_size are ignored), wider keys by address
+// (`_hash`).
+
+extern "C" __device__ uint64_t __cuprobe_map_lookup_array(uint64_t map, uint64_t index) {
+  return IndexedLookup(Ptr<const cuprobe_map_desc>(map), CUPROBE_MAP_ARRAY,
+                       static_cast<uint32_t>(index), 0);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_lookup_perthread(uint64_t map, uint64_t index) {
+  return IndexedLookup(Ptr<const cuprobe_map_desc>(map), CUPROBE_MAP_PERTHREAD,
+                       static_cast<uint32_t>(index), PerIdOf(CUPROBE_MAP_PERTHREAD));
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_lookup_perwarp(uint64_t map, uint64_t index) {
+  return IndexedLookup(Ptr<const cuprobe_map_desc>(map), CUPROBE_MAP_PERWARP,
+                       static_cast<uint32_t>(index), PerIdOf(CUPROBE_MAP_PERWARP));
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_lookup_persm(uint64_t map, uint64_t index) {
+  return IndexedLookup(Ptr<const cuprobe_map_desc>(map), CUPROBE_MAP_PERSM,
+                       static_cast<uint32_t>(index), PerIdOf(CUPROBE_MAP_PERSM));
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_lookup_hash(uint64_t map, uint64_t key) {
+  const auto* d = Ptr<const cuprobe_map_desc>(map);
+  if (!DescIs(d, CUPROBE_MAP_HASH) || key == 0) return 0;
+  return HashLookup(d, BytesKey{Ptr<const uint8_t>(key), DescField(d->key_size)});
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_lookup_hash_word(uint64_t map, uint64_t word) {
+  return HashLookupWord(map, word);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_add_array(uint64_t map, uint64_t index,
+                                                       uint64_t delta) {
+  return IndexedAdd<CUPROBE_MAP_ARRAY>(map, static_cast<uint32_t>(index), delta);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_add_perthread(uint64_t map, uint64_t index,
+                                                           uint64_t delta) {
+  return IndexedAdd<CUPROBE_MAP_PERTHREAD>(map, static_cast<uint32_t>(index), delta);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_add_perwarp(uint64_t map, uint64_t index,
+                                                         uint64_t delta) {
+  return IndexedAdd<CUPROBE_MAP_PERWARP>(map, static_cast<uint32_t>(index), delta);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_add_persm(uint64_t map, uint64_t index,
+                                                       uint64_t delta) {
+  return IndexedAdd<CUPROBE_MAP_PERSM>(map, static_cast<uint32_t>(index), delta);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_add_hash(uint64_t map, uint64_t key, uint64_t delta) {
+  // Wide keys: the lookup per lane (grouping 16+ byte keys would cost more
+  // shuffles than it saves), then one grouped add per counter.
+  const auto* d = Ptr<const cuprobe_map_desc>(map);
+  int64_t err = kEINVAL;
+  uint64_t* target = nullptr;
+  if (DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8 && key != 0) {
+    target = HashAddTarget(d, BytesKey{Ptr<const uint8_t>(key), DescField(d->key_size)}, &err);
+  }
+  GroupedAdd(target, delta);
+  return static_cast<uint64_t>(err);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_add_hash_word(uint64_t map, uint64_t word,
+                                                           uint64_t delta) {
+  return HashAddWord(map, word, delta);
+}
+
+extern "C" __device__ uint64_t __cuprobe_hist_add_log2(uint64_t map, uint64_t value,
+                                                       uint64_t count) {
+  return HistAdd<CUPROBE_MAP_HIST_LOG2>(map, value, count);
+}
+
+extern "C" __device__ uint64_t __cuprobe_hist_add_linear(uint64_t map, uint64_t value,
+                                                         uint64_t count) {
+  return HistAdd<CUPROBE_MAP_HIST_LINEAR>(map, value, count);
+}
+
+// ---- Ring buffers ---------------------------------------------------------------
 
 namespace {
 
@@ -172,10 +374,8 @@ namespace {
 // group. Returns the record's position, or ~0 when refused (counted).
 __device__ __forceinline__ uint64_t GroupReserve(const cuprobe_map_desc* d, uint64_t map,
                                                  uint64_t size, bool ok) {
-  const uint32_t active = __activemask();
   const uint64_t record = ok ? RingRecordSize(size) : 0;
-  const uint32_t group = __match_any_sync(active, static_cast<unsigned long long>(ok ? map : 0)) &
-                         __match_any_sync(active, static_cast<unsigned long long>(record));
+  const uint32_t group = KeyGroup(__activemask(), ok ? map : 0, record);
   if (!ok) return ~uint64_t{0};  // groups never mix ok and refused lanes
   const uint32_t leader = static_cast<uint32_t>(__ffs(group) - 1);
   const uint32_t rank = static_cast<uint32_t>(__popc(group & LanesBelow()));
@@ -183,7 +383,7 @@ __device__ __forceinline__ uint64_t GroupReserve(const cuprobe_map_desc* d, uint
   uint32_t granted = 0;
   if (LaneId() == leader) granted = RingReserveGroup(d, record, __popc(group), &first);
   granted = __shfl_sync(group, granted, leader);
-  first = __shfl_sync(group, static_cast<unsigned long long>(first), leader);
+  first = Shfl64(group, first, leader);
   if (rank >= granted) return ~uint64_t{0};
   return first + static_cast<uint64_t>(rank) * record;
 }

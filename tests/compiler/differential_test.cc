@@ -5,6 +5,13 @@
 // programs. The return values and every byte of memory the programs wrote
 // (a global-data map value that also receives all registers and stack slots
 // at the end) must be identical.
+//
+// And the map operations the lowering inlines (ARRAY / HIST / PER* lookups,
+// PERTHREAD map_add, global data; abi.h 8.): a C probe JIT-compiled the same
+// way runs against real map images (tests/maps/map_test_util.h) and must
+// leave them exactly as the helper library's algorithms
+// (maps/map_algorithms.h) do, for ids and indices in and out of range and
+// for descriptors of the wrong type.
 #include <cstring>
 #include <map>
 #include <random>
@@ -21,7 +28,10 @@
 #include "loader/compiler/interpreter.h"
 #include "loader/compiler/lower.h"
 #include "loader/compiler/verifier.h"
+#include "maps/map_algorithms.h"
+#include "maps/map_desc.h"
 #include "tests/compiler/test_util.h"
+#include "tests/maps/map_test_util.h"
 
 namespace cuprobe {
 namespace {
@@ -32,14 +42,35 @@ constexpr uint32_t kValueSize = 256;
 constexpr int kPrograms = 250;
 constexpr int kInputsPerProgram = 4;
 
-// The memory both executions write: the global-data map's value.
+// The memory both executions write: the global-data map's value. The
+// lowering reads its address inline from the map's descriptor (a one-entry
+// ARRAY, abi.h 5.), so map 0 of the table is a real descriptor.
 alignas(8) uint8_t g_value[kValueSize];
-uint64_t g_map_table[4] = {0x1000, 0x2000, 0x3000, 0x4000};
+cuprobe_map_desc g_desc;
+uint64_t g_map_table[4] = {0, 0x2000, 0x3000, 0x4000};
 
-extern "C" uint64_t TestMapLookup(uint64_t map, uint64_t key) {
-  return map == g_map_table[0] ? reinterpret_cast<uint64_t>(g_value) : 0;
+void MakeDataDescriptor() {
+  g_desc = cuprobe_map_desc{};
+  g_desc.magic = CUPROBE_MAP_DESC_MAGIC;
+  g_desc.version = CUPROBE_MAP_DESC_VERSION;
+  g_desc.size = CUPROBE_MAP_DESC_SIZE;
+  g_desc.type = CUPROBE_MAP_ARRAY;
+  g_desc.key_size = 4;
+  g_desc.value_size = kValueSize;
+  g_desc.max_entries = 1;
+  g_desc.value_stride = kValueSize;
+  g_desc.values = reinterpret_cast<uint64_t>(g_value);
+  g_map_table[0] = reinterpret_cast<uint64_t>(&g_desc);
 }
-extern "C" uint64_t TestHostSreg(int32_t offset) { return 0x5000 + static_cast<uint64_t>(offset); }
+
+// Special registers of the host build: ctx offsets -> values. Empty: the
+// random programs' stand-in values.
+std::map<int32_t, uint64_t>* g_sregs = new std::map<int32_t, uint64_t>();
+
+extern "C" uint64_t TestHostSreg(int32_t offset) {
+  auto it = g_sregs->find(offset);
+  return it != g_sregs->end() ? it->second : 0x5000 + static_cast<uint64_t>(offset);
+}
 
 class Generator {
  public:
@@ -286,7 +317,7 @@ TEST(Differential, JitOfLoweredIrMatchesTheReferenceInterpreter) {
     symbols[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
                              llvm::JITSymbolFlags::Exported};
   };
-  add("__cuprobe_map_lookup", reinterpret_cast<const void*>(&TestMapLookup));
+  MakeDataDescriptor();
   add("__cuprobe_host_sreg", reinterpret_cast<const void*>(&TestHostSreg));
   add("__cuprobe_map_table", g_map_table);
   // memset/memcpy that the optimizer may introduce come from this process.
@@ -350,6 +381,235 @@ TEST(Differential, JitOfLoweredIrMatchesTheReferenceInterpreter) {
     }
   }
   EXPECT_EQ(compared, kPrograms * kInputsPerProgram);
+}
+
+// A JIT of the programs of a C probe, lowered for the host, whose map table
+// is `table`.
+class HostProbe {
+ public:
+  static std::unique_ptr<HostProbe> Compile(const std::string& source, uint64_t* table) {
+    auto p = std::unique_ptr<HostProbe>(new HostProbe);
+    absl::StatusOr<std::vector<uint8_t>> bytes =
+        CompileProbeSource(absl::StrCat("#include \"cuprobe/probe.h\"\n", source));
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    if (!bytes.ok()) return nullptr;
+    absl::StatusOr<BpfObject> obj = ReadBpfObject(*bytes, "probe.o");
+    EXPECT_TRUE(obj.ok()) << obj.status();
+    if (!obj.ok()) return nullptr;
+    p->object_ = *std::move(obj);
+    LowerInput input;
+    input.object = &p->object_;
+    int32_t slot = 0;
+    for (const ObjectMap& m : p->object_.maps) {
+      input.map_slot.push_back(m.global_data() && m.read_only() ? -1 : slot++);
+    }
+    p->verified_.reserve(p->object_.programs.size());
+    for (const BpfProgram& prog : p->object_.programs) {
+      absl::StatusOr<VerifiedProgram> v = Verify(p->object_, prog, {});
+      EXPECT_TRUE(v.ok()) << v.status();
+      if (!v.ok()) return nullptr;
+      p->verified_.push_back(*std::move(v));
+    }
+    for (size_t i = 0; i < p->object_.programs.size(); ++i) {
+      ProgramToLower lp;
+      lp.program = &p->object_.programs[i];
+      lp.verified = &p->verified_[i];
+      lp.function_name = p->object_.programs[i].name;
+      input.programs.push_back(lp);
+    }
+    auto context = std::make_unique<llvm::LLVMContext>();
+    absl::StatusOr<std::unique_ptr<llvm::Module>> module =
+        LowerToLlvm(*context, input, LowerTarget::kHost);
+    EXPECT_TRUE(module.ok()) << module.status();
+    if (!module.ok()) return nullptr;
+    p->helpers_ = HelperSymbolsUsed(**module);
+    auto jit = llvm::orc::LLJITBuilder().create();
+    EXPECT_TRUE(static_cast<bool>(jit));
+    if (!jit) return nullptr;
+    p->jit_ = std::move(*jit);
+    (*module)->setDataLayout(p->jit_->getDataLayout());
+    (*module)->setTargetTriple(p->jit_->getTargetTriple().str());
+    EXPECT_TRUE(OptimizeModule(**module, nullptr).ok());
+    llvm::orc::MangleAndInterner mangle(p->jit_->getExecutionSession(),
+                                        p->jit_->getDataLayout());
+    llvm::orc::SymbolMap symbols;
+    symbols[mangle("__cuprobe_host_sreg")] = {
+        llvm::orc::ExecutorAddr::fromPtr(reinterpret_cast<const void*>(&TestHostSreg)),
+        llvm::JITSymbolFlags::Exported};
+    symbols[mangle("__cuprobe_map_table")] = {llvm::orc::ExecutorAddr::fromPtr(table),
+                                              llvm::JITSymbolFlags::Exported};
+    EXPECT_FALSE(static_cast<bool>(
+        p->jit_->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(symbols)))));
+    EXPECT_FALSE(static_cast<bool>(p->jit_->addIRModule(
+        llvm::orc::ThreadSafeModule(std::move(*module), std::move(context)))));
+    return p;
+  }
+
+  using ProbeFn = int32_t (*)(uint64_t, uint32_t, uint32_t, uint32_t, void*);
+  ProbeFn Function(const std::string& name) {
+    auto sym = jit_->lookup(name);
+    EXPECT_TRUE(static_cast<bool>(sym)) << llvm::toString(sym.takeError());
+    return sym ? sym->toPtr<ProbeFn>() : nullptr;
+  }
+  const BpfObject& object() const { return object_; }
+  const std::vector<std::string>& helpers() const { return helpers_; }
+
+ private:
+  HostProbe() = default;
+  BpfObject object_;
+  std::vector<VerifiedProgram> verified_;
+  std::vector<std::string> helpers_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+};
+
+// The probe: per map, `v = lookup(map, &k); if (v) *v += 7;` and
+// `rc = map_add(map, &k, 5)` with k = args[0]; return codes land in the
+// global `rcs` (a .bss ARRAY, itself inline).
+constexpr char kInlineMapsProbe[] = R"(
+#define MAP(name, kind, n, extra) \
+  struct { __uint(type, kind); __type(key, u32); __type(value, u64); \
+           __uint(max_entries, n); __uint(map_extra, extra); } name SEC(".maps");
+MAP(arr, BPF_MAP_TYPE_ARRAY, 4, 0)
+MAP(pt, BPF_MAP_TYPE_PERTHREAD, 3, 64)
+MAP(pw, BPF_MAP_TYPE_PERWARP, 3, 3)
+MAP(ps, BPF_MAP_TYPE_PERSM, 2, 4)
+MAP(hist, BPF_MAP_TYPE_HIST_LOG2, 5, 0)
+u64 rcs[2];
+SEC("cuprobe/entry/*") int lookups(struct cuprobe_ctx *ctx) {
+  u32 k = ctx->args[0];
+  u64 *v;
+  v = bpf_map_lookup_elem(&arr, &k); if (v) *v += 7;
+  v = bpf_map_lookup_elem(&pt, &k); if (v) *v += 7;
+  v = bpf_map_lookup_elem(&pw, &k); if (v) *v += 7;
+  v = bpf_map_lookup_elem(&ps, &k); if (v) *v += 7;
+  v = bpf_map_lookup_elem(&hist, &k); if (v) *v += 7;
+  return 0;
+}
+SEC("cuprobe/entry/*") int adds(struct cuprobe_ctx *ctx) {
+  u32 k = ctx->args[0];
+  rcs[0] = cuprobe_map_add(&pt, &k, 5);
+  rcs[1] = cuprobe_map_add(&pt, &k, ctx->args[1]);
+  return 0;
+}
+)";
+
+TEST(InlineMaps, JitOfInlineMapOperationsMatchesTheHelperAlgorithms) {
+  using ::cuprobe::testing::HostMap;
+  namespace algo = ::cuprobe::mapalgo;
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  uint64_t table[8] = {};
+  std::unique_ptr<HostProbe> probe = HostProbe::Compile(kInlineMapsProbe, table);
+  ASSERT_NE(probe, nullptr);
+  // Every operation is inline: no helper is called at all.
+  EXPECT_TRUE(probe->helpers().empty()) << probe->helpers().front();
+  HostProbe::ProbeFn lookups = probe->Function("lookups");
+  HostProbe::ProbeFn adds = probe->Function("adds");
+  ASSERT_TRUE(lookups != nullptr && adds != nullptr);
+
+  // Two copies of every map: the JIT runs on `jit`, the algorithms on `ref`.
+  std::vector<HostMap> jit, ref;
+  for (const ObjectMap& m : probe->object().maps) {
+    if (m.global_data() && m.read_only()) continue;
+    jit.push_back(HostMap::Make(m.spec));
+    ref.push_back(HostMap::Make(m.spec));
+  }
+  ASSERT_EQ(jit.size(), 6u);  // arr pt pw ps hist .bss
+  auto point_table = [&](std::vector<size_t> order) {
+    for (size_t i = 0; i < jit.size(); ++i) {
+      table[i] = reinterpret_cast<uint64_t>(jit[order[i]].desc());
+    }
+  };
+  point_table({0, 1, 2, 3, 4, 5});
+
+  // The ids of maps/map_desc.h from the special registers.
+  struct Sregs {
+    uint64_t ctaid[3], tid[3], ntid[3], nctaid[3], smid;
+  };
+  auto set_sregs = [](const Sregs& r) {
+    for (int i = 0; i < 3; ++i) {
+      (*g_sregs)[8 + 4 * i] = r.ctaid[i];
+      (*g_sregs)[20 + 4 * i] = r.tid[i];
+      (*g_sregs)[32 + 4 * i] = r.ntid[i];
+      (*g_sregs)[44 + 4 * i] = r.nctaid[i];
+    }
+    (*g_sregs)[56] = r.smid;
+  };
+  auto ids = [](const Sregs& r, uint32_t type) -> uint64_t {
+    const uint64_t tpb = r.ntid[0] * r.ntid[1] * r.ntid[2];
+    const uint64_t block = (r.ctaid[2] * r.nctaid[1] + r.ctaid[1]) * r.nctaid[0] + r.ctaid[0];
+    const uint64_t thread = (r.tid[2] * r.ntid[1] + r.tid[1]) * r.ntid[0] + r.tid[0];
+    if (type == CUPROBE_MAP_PERTHREAD) return block * tpb + thread;
+    if (type == CUPROBE_MAP_PERWARP) return block * ((tpb + 31) / 32) + thread / 32;
+    if (type == CUPROBE_MAP_PERSM) return r.smid;
+    return 0;
+  };
+  auto image = [](const HostMap& m) {
+    const uint8_t* base = reinterpret_cast<const uint8_t*>(m.control());
+    return std::vector<uint8_t>(base, base + m.geometry().snapshot_bytes());
+  };
+
+  std::mt19937_64 rng(11);
+  int runs = 0;
+  for (int round = 0; round < 400; ++round) {
+    Sregs r{};
+    for (int i = 0; i < 3; ++i) {
+      r.ntid[i] = 1 + rng() % (i == 0 ? 48 : 2);
+      r.tid[i] = rng() % r.ntid[i];
+      r.nctaid[i] = 1 + rng() % 2;
+      r.ctaid[i] = rng() % r.nctaid[i];
+    }
+    r.smid = rng() % 6;
+    set_sregs(r);
+    const uint32_t k = static_cast<uint32_t>(rng() % 7);  // in and out of range
+    cuprobe_args args{};
+    args.count = 2;
+    args.value[0] = k;
+    args.value[1] = rng();
+
+    // Reference: the helper library's algorithms, per map.
+    const uint32_t types[] = {CUPROBE_MAP_ARRAY, CUPROBE_MAP_PERTHREAD, CUPROBE_MAP_PERWARP,
+                              CUPROBE_MAP_PERSM, CUPROBE_MAP_HIST_LOG2};
+    for (int m = 0; m < 5; ++m) {
+      const uint64_t v = algo::MapLookup(ref[m].desc(), &k, ids(r, types[m]));
+      if (v != 0) *reinterpret_cast<uint64_t*>(v) += 7;
+    }
+    uint64_t rcs[2];
+    for (int a = 0; a < 2; ++a) {
+      int64_t err = 0;
+      uint64_t* t = algo::MapAddTarget(ref[1].desc(), &k, ids(r, CUPROBE_MAP_PERTHREAD), &err);
+      if (t != nullptr) *t += a == 0 ? 5 : args.value[1];
+      rcs[a] = static_cast<uint64_t>(err);
+    }
+    std::memcpy(ref[5].image(), rcs, sizeof(rcs));
+
+    ASSERT_EQ(lookups(0, 0, 0, 0, &args), 0);
+    ASSERT_EQ(adds(0, 0, 0, 0, &args), 0);
+    for (size_t m = 0; m < jit.size(); ++m) {
+      ASSERT_EQ(image(jit[m]), image(ref[m])) << "map " << m << " round " << round << " key " << k;
+    }
+    ++runs;
+  }
+  EXPECT_EQ(runs, 400);
+  // Some lookups hit, some ids and indices were out of range (counted).
+  EXPECT_GT(ref[1].control()->errors, 0u);
+  EXPECT_GT(ref[0].control()->errors + ref[1].control()->errors, 0u);
+
+  // Descriptors of another type are refused as bad maps: nothing changes but
+  // the return codes (-EINVAL), exactly as the helpers' typed entry points.
+  point_table({1, 2, 3, 4, 0, 5});
+  std::vector<std::vector<uint8_t>> before;
+  for (size_t m = 0; m < 5; ++m) before.push_back(image(jit[m]));
+  cuprobe_args args{};
+  args.count = 2;
+  ASSERT_EQ(lookups(0, 0, 0, 0, &args), 0);
+  ASSERT_EQ(adds(0, 0, 0, 0, &args), 0);
+  for (size_t m = 0; m < 5; ++m) EXPECT_EQ(image(jit[m]), before[m]) << "map " << m;
+  uint64_t got[2];
+  std::memcpy(got, jit[5].image(), sizeof(got));
+  EXPECT_EQ(static_cast<int64_t>(got[0]), algo::kEINVAL);
+  EXPECT_EQ(static_cast<int64_t>(got[1]), algo::kEINVAL);
+  g_sregs->clear();
 }
 
 }  // namespace

@@ -53,8 +53,10 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
                              "\t.param .b32 __cuprobe_probe_p_param_3,\n"
                              "\t.param .b64 __cuprobe_probe_p_param_4\n)"));
   EXPECT_THAT(ptx, HasSubstr(".extern .global .align 8 .b8 __cuprobe_map_table[];"));
-  EXPECT_THAT(ptx, HasSubstr(".extern .func  (.param .b64 func_retval0) __cuprobe_map_add"));
-  EXPECT_EQ(r->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add"});
+  // A HASH map with a u32 key: the specialized entry point, key by value.
+  EXPECT_THAT(ptx,
+              HasSubstr(".extern .func  (.param .b64 func_retval0) __cuprobe_map_add_hash_word"));
+  EXPECT_EQ(r->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add_hash_word"});
   EXPECT_FALSE(r->bundle.programs[0].reads_args);
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
 }
@@ -123,8 +125,120 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_EQ(r->bundle.maps[0].max_entries, 1u);
   ASSERT_EQ(r->bundle.maps[0].value_type.fields.size(), 1u);
   EXPECT_EQ(r->bundle.maps[0].value_type.fields[0].name, "counter");
-  EXPECT_THAT(r->bundle.ptx, HasSubstr("__cuprobe_map_lookup"));
+  // The value address is read inline from the descriptor: no helper.
+  EXPECT_TRUE(r->bundle.helpers.empty());
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("ld.global.nc.u64"));
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__local_depot")));
   EXPECT_THAT(r->bundle.ptx, HasSubstr(", 5;"));
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
+}
+
+TEST(Lowering, PerThreadLookupIsInlineAndTheStackStaysInRegisters) {
+  // threadhist: the lookup of a PERTHREAD map is a few descriptor loads and
+  // the id arithmetic; the key on the stack is read from the alloca, so the
+  // 512-byte stack never becomes local memory.
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_PERTHREAD); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 1); } m SEC(".maps");
+SEC("cuprobe/exit/*") int p(struct cuprobe_ctx *ctx) {
+  u32 key = 0; u64 *count = bpf_map_lookup_elem(&m, &key); if (count) *count += 1; return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->bundle.helpers.empty());
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__local_depot")));
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("call")));
+  for (const char* sreg : {"%ctaid.x", "%tid.x", "%ntid.x", "%nctaid.x"}) {
+    EXPECT_THAT(r->bundle.ptx, HasSubstr(sreg));
+  }
+  // The id is checked against id_slots (desc +36); an id out of range is
+  // counted in control.errors (control at desc +80, errors at +8).
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("+36]"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("+80]"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("atom.global.add.u64"));
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
+}
+
+TEST(Lowering, EachMapTypeGetsItsSpecializedEntryPoint) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } arr SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERTHREAD); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 1); } pt SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERWARP); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 1); } pw SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERSM); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 1); } ps SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
+         __uint(max_entries, 8); } h8 SEC(".maps");
+struct wide { u64 a, b; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct wide); __type(value, u64);
+         __uint(max_entries, 8); } h16 SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HIST_LOG2); __uint(max_entries, 65); } lg SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HIST_LINEAR); __uint(max_entries, 10);
+         __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(0, 4)); } ln SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u32 k = ctx->lane_id; u64 k8 = ctx->global_timer; struct wide w = {k8, 1};
+  cuprobe_map_add(&arr, &k, 1); cuprobe_map_add(&pt, &k, 1);
+  cuprobe_map_add(&pw, &k, 1); cuprobe_map_add(&ps, &k, 1);
+  cuprobe_map_add(&h8, &k8, 1); cuprobe_map_add(&h16, &w, 1);
+  u64 *v = bpf_map_lookup_elem(&h8, &k8); u64 *x = bpf_map_lookup_elem(&h16, &w);
+  cuprobe_hist_add(&lg, k8, 1); cuprobe_hist_add(&ln, k8, 1);
+  return (v ? 1 : 0) + (x ? 1 : 0);
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  // PERTHREAD's add is inline (a relaxed atomic), every other one calls the
+  // map type's entry point.
+  EXPECT_EQ(r->bundle.helpers,
+            (std::vector<std::string>{
+                "__cuprobe_hist_add_linear", "__cuprobe_hist_add_log2", "__cuprobe_map_add_array",
+                "__cuprobe_map_add_hash", "__cuprobe_map_add_hash_word", "__cuprobe_map_add_persm",
+                "__cuprobe_map_add_perwarp", "__cuprobe_map_lookup_hash",
+                "__cuprobe_map_lookup_hash_word"}));
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
+}
+
+TEST(Lowering, SmallHashKeysPassByValueWideOnesByAddress) {
+  // mem_trace: an 8-byte struct key built on the stack goes by value, so the
+  // stack stays in registers; a 16-byte key needs the stack's address.
+  auto small = CompileC(R"(
+struct key { u32 kernel, kind; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct key); __type(value, u64);
+         __uint(max_entries, 64); } m SEC(".maps");
+SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
+  struct key k = {ctx->kernel_id, ctx->mem_kind};
+  cuprobe_map_add(&m, &k, 1); cuprobe_map_add(&m, &k, ctx->mem_size); return 0;
+})");
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add_hash_word"});
+  EXPECT_THAT(small->bundle.ptx, Not(HasSubstr("__local_depot")));
+  EXPECT_TRUE(PtxasAccepts(small->bundle.ptx).ok());
+  auto wide = CompileC(R"(
+struct key { u64 a, b; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct key); __type(value, u64);
+         __uint(max_entries, 64); } m SEC(".maps");
+SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
+  struct key k = {ctx->mem_addr, ctx->kernel_id}; cuprobe_map_add(&m, &k, 1); return 0;
+})");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add_hash"});
+  EXPECT_THAT(wide->bundle.ptx, HasSubstr("__local_depot"));
+  EXPECT_TRUE(PtxasAccepts(wide->bundle.ptx).ok());
+}
+
+TEST(Lowering, ACallSiteWhoseMapDiffersBetweenPathsUsesTheGenericHelper) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } a SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } b SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u32 k = ctx->lane_id;
+  void *m = ctx->lane_id & 1 ? (void *)&a : (void *)&b;
+  cuprobe_map_add(m, &k, 1);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add"});
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
 }
 

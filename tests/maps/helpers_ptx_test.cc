@@ -3,9 +3,11 @@
 // The GPU helper library artifact (maps/gpu/helpers_ptx.h): the embedded text
 // is the generated file; it exports exactly the helper symbols of
 // include/cuprobe/abi.h with all-.b64 signatures; the real ptxas assembles
-// it for sm_90; and nvJitLink links it with a probe-like module that calls
+// it for sm_90; nvJitLink links it with a probe-like module that calls
 // every helper (what the rewriter's link step and the hook do), on this
-// machine, without a GPU.
+// machine, without a GPU; and every helper stays within its register budget
+// (nvJitLink gives an instrumented kernel the largest register count of its
+// call graph, so a helper's count is a floor for every kernel that calls it).
 #include "maps/gpu/helpers_ptx.h"
 
 #include <nvJitLink.h>
@@ -41,6 +43,21 @@ const std::map<std::string, int>& ExpectedHelpers() {
       {CUPROBE_HELPER_SYMBOL_HIST_ADD, 3},        {CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 4},
       {CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 3}, {CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, 2},
       {CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD, 2}, {CUPROBE_HELPER_SYMBOL_PID_TGID, 0},
+      // Specialized entry points (ABI v3).
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_ARRAY, 2},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERTHREAD, 2},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERWARP, 2},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERSM, 2},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH, 2},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH_WORD, 2},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY, 3},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERTHREAD, 3},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERWARP, 3},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM, 3},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, 3},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, 3},
+      {CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2, 3},
+      {CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, 3},
   };
   return *helpers;
 }
@@ -231,6 +248,102 @@ TEST(HelpersPtx, NvJitLinkLinksAProbeModuleAgainstIt) {
     EXPECT_EQ(std::string(cubin.data() + 1, 3), "ELF");
   }
   nvJitLinkDestroy(&handle);
+}
+
+// Registers of a kernel that only calls `helper`, as nvJitLink reports them
+// for the linked cubin (its -verbose info log), per helper.
+std::map<std::string, int> HelperRegisterCounts() {
+  std::string module = ".version 8.5\n.target sm_90\n.address_size 64\n";
+  for (const auto& [name, n] : ExpectedHelpers()) {
+    std::string args, stores;
+    for (int i = 0; i < n; ++i) {
+      args += (i ? ", a" : "a") + std::to_string(i);
+      stores += "  .param .b64 a" + std::to_string(i) + "; ld.param.u64 %rd1, [p" +
+                std::to_string(i) + "]; st.param.b64 [a" + std::to_string(i) + "], %rd1;\n";
+    }
+    std::string decl = ".extern .func (.param .b64 r) " + name + "(";
+    std::string entry = ".visible .entry k_" + name + "(";
+    for (int i = 0; i < n; ++i) {
+      decl += std::string(i ? ", " : "") + ".param .b64 d" + std::to_string(i);
+      entry += ".param .u64 p" + std::to_string(i) + ", ";
+    }
+    decl += ");\n";
+    entry += ".param .u64 out)\n{\n  .reg .b64 %rd<4>;\n  {\n" + stores +
+             "  .param .b64 r;\n  call.uni (r), " + name + ", (" + args +
+             ");\n  ld.param.b64 %rd2, [r];\n  }\n  ld.param.u64 %rd3, [out];\n"
+             "  st.global.u64 [%rd3], %rd2;\n  ret;\n}\n";
+    module += decl + entry;
+  }
+  std::map<std::string, int> counts;
+  nvJitLinkHandle handle = nullptr;
+  const char* options[] = {"-arch=sm_90", "-verbose"};
+  if (nvJitLinkCreate(&handle, 2, options) != NVJITLINK_SUCCESS) return counts;
+  const std::string helpers(HelpersPtx());
+  nvJitLinkResult r =
+      nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, module.data(), module.size(), "kernels.ptx");
+  if (r == NVJITLINK_SUCCESS) {
+    r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, helpers.data(), helpers.size(),
+                         "cuprobe_helpers.ptx");
+  }
+  if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(handle);
+  size_t size = 0;
+  std::string log;
+  if (r == NVJITLINK_SUCCESS && nvJitLinkGetInfoLogSize(handle, &size) == NVJITLINK_SUCCESS &&
+      size > 1) {
+    log.resize(size);
+    (void)nvJitLinkGetInfoLog(handle, log.data());
+  }
+  nvJitLinkDestroy(&handle);
+  // info    : Function properties for 'k_NAME':
+  // info    : used 38 registers, used 0 barriers, 0 stack, ...
+  const std::regex props(R"(Function properties for 'k_([\w$]+)':\s*\n[^\n]*used (\d+) registers)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), props); it != std::sregex_iterator();
+       ++it) {
+    counts[(*it)[1]] = std::stoi((*it)[2]);
+  }
+  return counts;
+}
+
+TEST(HelpersPtx, EveryHelperStaysWithinItsRegisterBudget) {
+  // Budgets: what the helper needs (CUDA 13.0's nvJitLink, sm_90) plus a
+  // little room. Indexed lookups and adds are a few loads and one atomic;
+  // HASH keys of up to 8 bytes search with one word; the generic and
+  // byte-key HASH paths carry unaligned key reads; ring reservations carry
+  // the group reservation. The budgets of the hot paths keep a kernel that
+  // calls them at full occupancy or close (64 registers: 1024 threads/SM).
+  const std::map<std::string, int> budget = {
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_ARRAY, 32},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERTHREAD, 32},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERWARP, 32},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERSM, 32},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY, 48},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERTHREAD, 48},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERWARP, 48},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM, 48},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH_WORD, 64},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, 64},
+      {CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2, 48},
+      {CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, 64},
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, 32},
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD, 32},
+      {CUPROBE_HELPER_SYMBOL_PID_TGID, 32},
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 96},
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 96},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH, 96},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, 96},
+      {CUPROBE_HELPER_SYMBOL_HIST_ADD, 64},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP, 96},
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD, 96},
+      {CUPROBE_HELPER_SYMBOL_MAP_UPDATE, 96},
+      {CUPROBE_HELPER_SYMBOL_MAP_DELETE, 96},
+  };
+  const std::map<std::string, int> counts = HelperRegisterCounts();
+  ASSERT_EQ(counts.size(), ExpectedHelpers().size()) << "nvJitLink's info log changed format?";
+  for (const auto& [name, used] : counts) {
+    ASSERT_TRUE(budget.contains(name)) << name << " has no budget";
+    EXPECT_LE(used, budget.at(name)) << name;
+    std::printf("%-36s %3d registers (budget %d)\n", name.c_str(), used, budget.at(name));
+  }
 }
 
 }  // namespace

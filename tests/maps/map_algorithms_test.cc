@@ -7,10 +7,13 @@
 // (wrap, pad, reserve/submit/discard, exact drops, and concurrent producers
 // with a concurrent consumer: delivered + dropped == produced, no torn
 // record).
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 #include <type_traits>
@@ -424,6 +427,94 @@ TEST(Histogram, LinearBuckets) {
   }
   HostMap array = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 6));
   EXPECT_EQ(algo::HistTarget(array.desc(), 1), nullptr) << "not a histogram";
+}
+
+TEST(Histogram, LinearBucketsWithoutDivisionMatchTheDefinition) {
+  // HistBucketOf decides the last bucket by a multiply and divides in 32
+  // bits when it can: compare with the definition over steps, ranges and
+  // values that cross 2^32.
+  std::mt19937_64 rng(5);
+  for (uint32_t step : {1u, 3u, 1000u, 0xfffffffu, 0xffffffffu}) {
+    for (uint32_t entries : {3u, 4u, 7u, 1000u}) {
+      for (int32_t min : {0, -10, INT32_MIN, INT32_MAX}) {
+        const uint64_t extra = static_cast<uint32_t>(min) | (uint64_t{step} << 32);
+        HostMap m = HostMap::Make(Spec("l", CUPROBE_MAP_HIST_LINEAR, 4, 8, entries, extra));
+        for (int i = 0; i < 200; ++i) {
+          int64_t v = static_cast<int64_t>(rng());
+          if (i % 3 == 0) v = min + static_cast<int64_t>(rng() % (uint64_t{entries} * step + 3));
+          if (i % 3 == 1) v = static_cast<int64_t>(rng() % (uint64_t{1} << 40)) - (1 << 20);
+          uint64_t want = 0;
+          if (v >= min) {
+            want = 1 + (static_cast<uint64_t>(v) - static_cast<uint64_t>(int64_t{min})) / step;
+          }
+          if (want > entries - 1) want = entries - 1;
+          ASSERT_EQ(algo::HistBucket(m.desc(), static_cast<uint64_t>(v)), want)
+              << "step " << step << " entries " << entries << " min " << min << " v " << v;
+        }
+      }
+    }
+  }
+}
+
+// ---- Typed operations (the specialized entry points) ----------------------------
+
+TEST(TypedOps, WordKeysHashCompareAndStoreLikeByteKeys) {
+  std::mt19937_64 rng(3);
+  for (uint32_t size = 1; size <= 8; ++size) {
+    HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, size, 8, 512));
+    const cuprobe_map_desc* d = m.desc();
+    for (int i = 0; i < 300; ++i) {
+      const uint64_t raw = rng();
+      uint8_t bytes[8];
+      std::memcpy(bytes, &raw, 8);
+      // Garbage above key_size is ignored.
+      const uint64_t garbage = size < 8 ? ~uint64_t{0} << (8 * size) : 0;
+      const algo::WordKey word{algo::KeyWordOf(raw | garbage, size), size};
+      ASSERT_EQ(algo::HashOf(word), algo::HashKey(bytes, size)) << size;
+      int64_t err_word = 1, err_bytes = 1;
+      uint64_t* by_word = algo::HashAddTarget(d, word, &err_word);
+      uint64_t* by_bytes = algo::MapAddTarget(d, bytes, 0, &err_bytes);
+      ASSERT_EQ(err_word, 0);
+      ASSERT_EQ(err_bytes, 0);
+      ASSERT_EQ(by_word, by_bytes) << "size " << size << " key " << raw;
+      *by_word += 1;
+      ASSERT_EQ(algo::HashLookup(d, word), algo::MapLookup(d, bytes, 0));
+    }
+  }
+}
+
+TEST(TypedOps, EntryPointsRefuseDescriptorsOfAnotherType) {
+  HostMap array = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 4));
+  HostMap per = HostMap::Make(Spec("p", CUPROBE_MAP_PERTHREAD, 4, 8, 4, 8));
+  HostMap log2 = HostMap::Make(Spec("l", CUPROBE_MAP_HIST_LOG2, 4, 8, 65));
+  int64_t err = 0;
+  EXPECT_EQ(algo::IndexedLookup(array.desc(), CUPROBE_MAP_PERTHREAD, 0, 0), 0u);
+  EXPECT_EQ(algo::IndexedAddTarget(array.desc(), CUPROBE_MAP_PERWARP, 0, 0, &err), nullptr);
+  EXPECT_EQ(err, algo::kEINVAL);
+  EXPECT_EQ(algo::HistTargetOf(log2.desc(), CUPROBE_MAP_HIST_LINEAR, 5), nullptr);
+  // The right type: the generic operations' answers, errors counted alike.
+  EXPECT_EQ(algo::IndexedLookup(per.desc(), CUPROBE_MAP_PERTHREAD, 1, 3),
+            algo::MapLookup(per.desc(), std::array<uint32_t, 1>{1}.data(), 3));
+  EXPECT_EQ(algo::IndexedAddTarget(per.desc(), CUPROBE_MAP_PERTHREAD, 1, 8, &err), nullptr);
+  EXPECT_EQ(err, algo::kE2BIG);
+  EXPECT_EQ(algo::IndexedAddTarget(per.desc(), CUPROBE_MAP_PERTHREAD, 4, 0, &err), nullptr);
+  EXPECT_EQ(err, algo::kE2BIG);
+  EXPECT_EQ(per.control()->errors, 2u);  // one id and one index out of range
+  EXPECT_EQ(algo::IndexedLookup(array.desc(), CUPROBE_MAP_ARRAY, 4, 0), 0u);
+  EXPECT_EQ(array.control()->errors, 0u) << "lookups past the end are not counted";
+  EXPECT_EQ(algo::HistTargetOf(log2.desc(), CUPROBE_MAP_HIST_LOG2, 1000),
+            algo::HistTarget(log2.desc(), 1000));
+}
+
+TEST(TypedOps, FitCountIsTheCappedQuotient) {
+  for (uint64_t bytes : {0ull, 7ull, 8ull, 100ull, 4095ull, 4096ull, (1ull << 33) + 5}) {
+    for (uint64_t record : {8ull, 24ull, 4096ull, (1ull << 29) + 16}) {
+      for (uint32_t n : {1u, 2u, 17u, 32u}) {
+        const uint64_t want = std::min<uint64_t>(n, bytes / record);
+        ASSERT_EQ(algo::FitCount(bytes, record, n), want) << bytes << " " << record << " " << n;
+      }
+    }
+  }
 }
 
 // ---- RINGBUF --------------------------------------------------------------------

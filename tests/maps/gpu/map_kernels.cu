@@ -23,6 +23,21 @@ __device__ uint64_t __cuprobe_ringbuf_reserve(uint64_t map, uint64_t size, uint6
 __device__ uint64_t __cuprobe_ringbuf_submit(uint64_t data, uint64_t flags);
 __device__ uint64_t __cuprobe_ringbuf_discard(uint64_t data, uint64_t flags);
 __device__ uint64_t __cuprobe_pid_tgid();
+// Specialized entry points (abi.h 8.).
+__device__ uint64_t __cuprobe_map_lookup_array(uint64_t map, uint64_t index);
+__device__ uint64_t __cuprobe_map_lookup_perthread(uint64_t map, uint64_t index);
+__device__ uint64_t __cuprobe_map_lookup_perwarp(uint64_t map, uint64_t index);
+__device__ uint64_t __cuprobe_map_lookup_persm(uint64_t map, uint64_t index);
+__device__ uint64_t __cuprobe_map_lookup_hash(uint64_t map, uint64_t key);
+__device__ uint64_t __cuprobe_map_lookup_hash_word(uint64_t map, uint64_t word);
+__device__ uint64_t __cuprobe_map_add_array(uint64_t map, uint64_t index, uint64_t delta);
+__device__ uint64_t __cuprobe_map_add_perthread(uint64_t map, uint64_t index, uint64_t delta);
+__device__ uint64_t __cuprobe_map_add_perwarp(uint64_t map, uint64_t index, uint64_t delta);
+__device__ uint64_t __cuprobe_map_add_persm(uint64_t map, uint64_t index, uint64_t delta);
+__device__ uint64_t __cuprobe_map_add_hash(uint64_t map, uint64_t key, uint64_t delta);
+__device__ uint64_t __cuprobe_map_add_hash_word(uint64_t map, uint64_t word, uint64_t delta);
+__device__ uint64_t __cuprobe_hist_add_log2(uint64_t map, uint64_t value, uint64_t count);
+__device__ uint64_t __cuprobe_hist_add_linear(uint64_t map, uint64_t value, uint64_t count);
 }
 
 #define GID (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x)
@@ -115,15 +130,120 @@ extern "C" __global__ void ring_reserve_submit(uint32_t map, uint64_t* rc_out) {
 
 extern "C" __global__ void read_pid_tgid(uint64_t* out) { out[GID] = __cuprobe_pid_tgid(); }
 
+// ---- Specialized entry points: the calls the probe compiler emits, keys by
+// value (no local memory).
+
+extern "C" __global__ void array_add_index(uint32_t map, uint32_t modulo, uint64_t* rc_out) {
+  const uint64_t gid = GID;
+  const uint64_t rc = __cuprobe_map_add_array(MAP(map), gid % modulo, 1);
+  if (rc_out != nullptr) rc_out[gid] = rc;
+}
+
+// Key patterns that take each path of the warp grouping (helpers.cu,
+// KeyGroup), with deltas that vary per lane: 0 one key for all; 1 distinct
+// keys (gid % 1024); 2 runs of 4 neighbouring lanes; 3 alternating keys
+// (gid % 2: shared, never by neighbours); 4 partial warps (lanes with
+// gid % 3 == 0 skip the call) on runs of 8.
+__device__ __forceinline__ bool PatternKey(uint64_t gid, uint32_t pattern, uint32_t* key) {
+  switch (pattern) {
+    case 0:
+      *key = 0;
+      return true;
+    case 1:
+      *key = static_cast<uint32_t>(gid % 1024);
+      return true;
+    case 2:
+      *key = static_cast<uint32_t>((gid / 4) % 1024);
+      return true;
+    case 3:
+      *key = static_cast<uint32_t>(gid % 2);
+      return true;
+    default:
+      *key = static_cast<uint32_t>((gid / 8) % 1024);
+      return gid % 3 != 0;
+  }
+}
+
+extern "C" __global__ void array_add_pattern(uint32_t map, uint32_t pattern) {
+  const uint64_t gid = GID;
+  uint32_t key;
+  if (PatternKey(gid, pattern, &key)) (void)__cuprobe_map_add_array(MAP(map), key, gid + 1);
+}
+
+extern "C" __global__ void hash_word_add_pattern(uint32_t map, uint32_t pattern) {
+  const uint64_t gid = GID;
+  uint32_t key;
+  if (PatternKey(gid, pattern, &key)) {
+    (void)__cuprobe_map_add_hash_word(MAP(map), uint64_t{key} * 1000003 + 17, gid + 1);
+  }
+}
+
+extern "C" __global__ void hash_word_add_keys(uint32_t map, const uint64_t* keys, uint32_t nkeys,
+                                              uint32_t delta_mode, uint64_t* rc_out) {
+  const uint64_t gid = GID;
+  const uint64_t delta = delta_mode == 0 ? 1 : gid * 65537u + (uint64_t{1} << 33);
+  const uint64_t rc = __cuprobe_map_add_hash_word(MAP(map), keys[gid % nkeys], delta);
+  if (rc_out != nullptr) rc_out[gid] = rc;
+}
+
+extern "C" __global__ void hash_add_wide_keys_typed(uint32_t map, uint32_t modulo) {
+  const uint64_t gid = GID;
+  uint64_t key[2] = {gid % modulo, ~(gid % modulo)};
+  (void)__cuprobe_map_add_hash(MAP(map), ADDR(key), 1);
+}
+
+// out[gid] = the value of gid's key (0 when absent), by word and by address.
+extern "C" __global__ void hash_lookup_typed(uint32_t map, uint32_t by_word, uint64_t* out) {
+  const uint64_t gid = GID;
+  uint64_t key = gid * 0x9e3779b97f4a7c15ull;
+  const uint64_t p = by_word ? __cuprobe_map_lookup_hash_word(MAP(map), key)
+                             : __cuprobe_map_lookup_hash(MAP(map), ADDR(&key));
+  out[gid] = p == 0 ? 0 : *reinterpret_cast<const uint64_t*>(p);
+}
+
+// PER* maps through their typed entry points: add 1 to the thread's slot of
+// key 0, then read it back (out[gid] = the value, ~0 when the lookup fails).
+extern "C" __global__ void per_id_typed(uint32_t map, uint32_t type, uint64_t* out) {
+  const uint64_t gid = GID;
+  uint64_t p = 0;
+  switch (type) {
+    case 0x4001:
+      (void)__cuprobe_map_add_perthread(MAP(map), 0, 1);
+      p = __cuprobe_map_lookup_perthread(MAP(map), 0);
+      break;
+    case 0x4002:
+      (void)__cuprobe_map_add_perwarp(MAP(map), 0, 1);
+      p = __cuprobe_map_lookup_perwarp(MAP(map), 0);
+      break;
+    case 0x4003:
+      (void)__cuprobe_map_add_persm(MAP(map), 0, 1);
+      p = __cuprobe_map_lookup_persm(MAP(map), 0);
+      break;
+    default:
+      p = __cuprobe_map_lookup_array(MAP(map), gid % 2048);
+      break;
+  }
+  if (out != nullptr) out[gid] = p == 0 ? ~uint64_t{0} : *reinterpret_cast<const uint64_t*>(p);
+}
+
+extern "C" __global__ void per_thread_add_typed(uint32_t map) {
+  (void)__cuprobe_map_add_perthread(MAP(map), 0, 1);
+}
+
+extern "C" __global__ void hist_add_typed(uint32_t map, uint32_t modulo, uint32_t linear) {
+  const uint64_t gid = GID;
+  const uint64_t v = modulo == 0 ? gid : gid % modulo;
+  (void)(linear ? __cuprobe_hist_add_linear(MAP(map), v, 1)
+                : __cuprobe_hist_add_log2(MAP(map), v, 1));
+}
+
 // ---- Baselines for the benchmark: the same access patterns, hand-written.
 
 extern "C" __global__ void baseline_atomic_add(uint64_t* counters, uint32_t modulo) {
   atomicAdd(reinterpret_cast<unsigned long long*>(counters) + GID % modulo, 1ull);
 }
 
-extern "C" __global__ void baseline_per_thread(uint64_t* counters) {
-  counters[GID] += 1;
-}
+extern "C" __global__ void baseline_per_thread(uint64_t* counters) { counters[GID] += 1; }
 
 extern "C" __global__ void baseline_hist_log2(uint64_t* buckets) {
   const uint64_t v = GID;
