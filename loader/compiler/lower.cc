@@ -602,7 +602,7 @@ llvm::Value* FunctionLowering::KeyValue(uint32_t pc, uint32_t bytes) {
   llvm::Value* address;
   llvm::Align align(1);
   if (info.call_key_on_stack) {
-    const int64_t at = kStackSize + info.call_key_stack_offset;
+    const int64_t at = stack_depth_ + info.call_key_stack_offset;
     address = b_.CreateConstGEP1_64(I8(), stack_, at);
     align = llvm::commonAlignment(llvm::Align(8), static_cast<uint64_t>(at));
   } else {
