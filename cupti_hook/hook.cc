@@ -314,6 +314,10 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     case CUPTI_CB_DOMAIN_RESOURCE:
       if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
         contexts_alive_.fetch_add(1, std::memory_order_relaxed);
+        // Allocate the probes' maps now, before the application can be in
+        // the middle of a stream capture when its first module loads.
+        auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
+        if (device_maps_ != nullptr && r != nullptr) device_maps_->Prepare(r->context);
       } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         contexts_alive_.fetch_sub(1, std::memory_order_relaxed);
         // Publish what the context produced while it still exists.

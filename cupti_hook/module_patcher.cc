@@ -243,6 +243,11 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
                 pending->source.Describe(), static_cast<int>(result));
     return;
   }
+  // The load may happen inside a stream capture (lazy loading at the first
+  // launch of a captured kernel): our allocations and copies must not
+  // invalidate the application's capture.
+  absl::StatusOr<int> previous_mode =
+      seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
   if (pending->image.map_table_entries > 0) {
     absl::Status s = FillMapTable(cbid, handle, pending->image.map_table_entries);
     if (!s.ok()) {
@@ -259,6 +264,7 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
     if (!s.ok()) CUPROBE_LOG(kWarning, "%s: cannot set %s: %s", pending->source.Describe(),
                              symbol, s.message());
   }
+  if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
   modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
   kernels_instrumented_.fetch_add(pending->image.kernels.size(), std::memory_order_relaxed);
   CUPROBE_LOG(kInfo, "instrumented %d kernel(s) of %s: %s", pending->image.kernels.size(),

@@ -286,6 +286,21 @@ absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   return maps_->table();
 }
 
+void DeviceMaps::Prepare(CUcontext context) {
+  if (specs_.empty() || context == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  if (maps_.has_value() || released_ || !failed_.ok()) return;
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  if (!driver.ok()) return;
+  ScopedContext scope(*driver, context);
+  absl::Status s = CreateLocked();
+  if (!s.ok()) {
+    failed_ = absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
+    return;
+  }
+  CUPROBE_LOG(kInfo, "allocated %d map(s) in device memory", maps_->size());
+}
+
 absl::Status DeviceMaps::Publish(uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value()) return absl::OkStatus();

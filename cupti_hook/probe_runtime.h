@@ -79,6 +79,9 @@ class DeviceMaps final : public MapTableProvider {
   ~DeviceMaps() override;
 
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
+  // Creates the maps in `context` ahead of the first module load (at context
+  // creation). Failures are kept and reported by MapTable().
+  void Prepare(CUcontext context);
   // Snapshots into the region (watcher thread). No-op before the first load.
   absl::Status Publish(uint64_t now_ns);
   // Final snapshot, then frees the device memory. Idempotent.

@@ -24,6 +24,7 @@ struct DriverApi {
   CUresult (*library_get_global)(CUdeviceptr*, size_t*, CUlibrary, const char*) = nullptr;
   CUresult (*module_get_global)(CUdeviceptr*, size_t*, CUmodule, const char*) = nullptr;
   CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
 };
 
 template <typename F>
@@ -56,6 +57,8 @@ const DriverApi& Driver() {
     // The _v2 names are the real symbols behind the API macros of cuda.h.
     d->status.Update(Resolve(lib, "cuModuleGetGlobal_v2", &d->module_get_global));
     d->status.Update(Resolve(lib, "cuMemcpyHtoD_v2", &d->memcpy_htod));
+    d->status.Update(Resolve(lib, "cuThreadExchangeStreamCaptureMode",
+                             &d->exchange_capture_mode));
     return d;
   }();
   return *api;
@@ -197,6 +200,14 @@ absl::StatusOr<uint32_t> RealSeam::StreamId(CUcontext context, CUstream stream) 
   CUPROBE_RETURN_IF_ERROR(
       CUPROBE_CUPTI_CALL(cuptiGetStreamIdEx(context, stream, /*perThreadStream=*/0, &id)));
   return id;
+}
+
+absl::StatusOr<int> RealSeam::ExchangeCaptureMode(int mode) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  auto m = static_cast<CUstreamCaptureMode>(mode);
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.exchange_capture_mode(&m)));
+  return static_cast<int>(m);
 }
 
 }  // namespace cuprobe

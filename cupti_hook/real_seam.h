@@ -40,6 +40,7 @@ class RealSeam final : public CuptiSeam {
   absl::StatusOr<DeviceGlobal> ModuleGlobal(CUmodule module, const char* name) override;
   absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
   absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) override;
+  absl::StatusOr<int> ExchangeCaptureMode(int mode) override;
 
  private:
   CUpti_SubscriberHandle subscriber_ = nullptr;

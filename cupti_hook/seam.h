@@ -75,6 +75,12 @@ class CuptiSeam {
                                                                   const char* name) = 0;
   [[nodiscard]] virtual absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src,
                                                 size_t bytes) = 0;
+  // cuThreadExchangeStreamCaptureMode: sets this thread's stream-capture
+  // interaction mode (CUstreamCaptureMode) and returns the previous one. The
+  // hook's own allocations and copies run RELAXED, so that a module loaded
+  // while the application captures a CUDA graph does not invalidate the
+  // capture.
+  [[nodiscard]] virtual absl::StatusOr<int> ExchangeCaptureMode(int mode) = 0;
   // CUPTI's id of a stream (the streamId of its activity records).
   [[nodiscard]] virtual absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) = 0;
 };

@@ -129,7 +129,7 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
                                                const ProbeBundle& bundle,
                                                const InstrumentOptions& options,
                                                const CompileOptions& compile, bool is_identity) {
-  CUPROBE_ASSIGN_OR_RETURN(std::string nvjitlink, NvJitLinkFingerprint());
+  CUPROBE_ASSIGN_OR_RETURN(std::string nvjitlink, PtxCompilerFingerprint());
   CacheKeyBuilder key;
   key.Add("rewriter", kRewriterVersion);
   key.Add("abi", uint64_t{CUPROBE_ABI_VERSION});

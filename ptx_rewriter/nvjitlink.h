@@ -53,8 +53,17 @@ struct NvJitLinkLibrary {
 // /usr/local/cuda). Loads the library only when no file is found.
 [[nodiscard]] absl::StatusOr<std::string> NvJitLinkFingerprint();
 
+// PTX -> cubin. Uses the toolkit's ptxas (whole-program compilation: an
+// unchanged kernel gets nvcc's machine code, small probes are inlined) when
+// $CUDA_HOME/bin/ptxas or /usr/local/cuda/bin/ptxas exists and
+// CUPROBE_PTX_COMPILER is not "nvjitlink"; nvJitLink otherwise.
 [[nodiscard]] absl::StatusOr<CompiledCubin> CompilePtx(std::string_view ptx,
                                                        const CompileOptions& options);
+[[nodiscard]] absl::StatusOr<CompiledCubin> CompilePtxWithNvJitLink(
+    std::string_view ptx, const CompileOptions& options);
+// Which compiler CompilePtx uses, for messages; and its identity for cache keys.
+[[nodiscard]] std::string PtxCompilerName();
+[[nodiscard]] absl::StatusOr<std::string> PtxCompilerFingerprint();
 
 // Per-function resource usage, from the info log of a verbose compile
 // (nvJitLink's "Function properties for 'k': used 8 registers, ..." lines).

@@ -214,4 +214,11 @@ absl::StatusOr<uint32_t> FakeSeam::StreamId(CUcontext context, CUstream stream) 
   return stream_id;
 }
 
+absl::StatusOr<int> FakeSeam::ExchangeCaptureMode(int mode) {
+  Record(absl::StrCat("ExchangeCaptureMode(", mode, ")"));
+  int previous = capture_mode;
+  capture_mode = mode;
+  return previous;
+}
+
 }  // namespace cuprobe

@@ -44,6 +44,7 @@ class FakeSeam : public CuptiSeam {
   std::vector<uint8_t> device_memory = std::vector<uint8_t>(4096);
   absl::Status memcpy_status;
   uint32_t stream_id = 77;
+  int capture_mode = 0;  // CU_STREAM_CAPTURE_MODE_GLOBAL
 
   // Called (when set) inside each seam call, e.g. to re-enter the hook.
   std::function<void(const std::string& call)> on_call;
@@ -89,6 +90,7 @@ class FakeSeam : public CuptiSeam {
   absl::StatusOr<DeviceGlobal> ModuleGlobal(CUmodule module, const char* name) override;
   absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
   absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) override;
+  absl::StatusOr<int> ExchangeCaptureMode(int mode) override;
 
  private:
   void Record(const std::string& call);

@@ -91,7 +91,8 @@ TEST(NvJitLinkTest, CompilesAndReportsResources) {
   CompileOptions o;
   o.sm = 90;
   o.verbose = true;
-  absl::StatusOr<CompiledCubin> c = CompilePtx(testing::ReadFixtureText("kernels_sm90.ptx"), o);
+  absl::StatusOr<CompiledCubin> c =
+      CompilePtxWithNvJitLink(testing::ReadFixtureText("kernels_sm90.ptx"), o);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_GT(c->cubin.size(), 64u);
   EXPECT_EQ(std::string(c->cubin.begin(), c->cubin.begin() + 4), "\x7f" "ELF");
@@ -106,7 +107,7 @@ TEST(NvJitLinkTest, CompilesAndReportsResources) {
 TEST(NvJitLinkTest, ErrorsCarryPtxasMessages) {
   CompileOptions o;
   o.input_name = "broken.ptx";
-  absl::StatusOr<CompiledCubin> c = CompilePtx(
+  absl::StatusOr<CompiledCubin> c = CompilePtxWithNvJitLink(
       ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tadd.s32 %r1, %r2, "
       "1;\n\tret;\n}\n",
       o);
@@ -114,6 +115,43 @@ TEST(NvJitLinkTest, ErrorsCarryPtxasMessages) {
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("nvJitLinkAddData(broken.ptx)"));
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("line 6; error"));
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("Unknown symbol '%r1'"));
+}
+
+// CompilePtx prefers the toolkit's ptxas (whole program): the same machine
+// code as nvcc for an unchanged module, resources from `ptxas -v`.
+TEST(PtxasCompileTest, WholeProgramLikeNvccAndReportsResources) {
+  if (PtxCompilerName().rfind("ptxas", 0) != 0) GTEST_SKIP() << "no ptxas: " << PtxCompilerName();
+  CompileOptions o;
+  o.sm = 90;
+  o.verbose = true;
+  absl::StatusOr<CompiledCubin> c = CompilePtx(testing::ReadFixtureText("kernels_sm90.ptx"), o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(std::string(c->cubin.begin(), c->cubin.begin() + 4), "\x7f" "ELF");
+  std::vector<FunctionResources> r = ParseResourceUsage(c->info_log);
+  int entries = 0;
+  for (const FunctionResources& f : r) entries += f.registers > 0;
+  EXPECT_GE(entries, 4) << c->info_log;
+  absl::StatusOr<CompiledCubin> broken = CompilePtx(
+      ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tadd.s32 %r1, %r2, "
+      "1;\n\tret;\n}\n",
+      CompileOptions{.input_name = "broken.ptx"});
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("ptxas failed on broken.ptx"));
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("Unknown symbol '%r1'"));
+}
+
+TEST(ResourceUsageTest, ParsesPtxasVerboseLines) {
+  std::vector<FunctionResources> r = ParseResourceUsage(
+      "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'\n"
+      "ptxas info    : Function properties for _Z1kPf\n"
+      "    24 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 42 registers, used 1 barriers, 2048 bytes smem, 360 bytes cmem[0]\n");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].name, "_Z1kPf");
+  EXPECT_EQ(r[0].registers, 42u);
+  EXPECT_EQ(r[0].barriers, 1u);
+  EXPECT_EQ(r[0].stack_bytes, 24u);
+  EXPECT_EQ(r[0].shared_bytes, 2048u);
 }
 
 TEST(ResourceUsageTest, ParsesNvJitLinkInfoLines) {

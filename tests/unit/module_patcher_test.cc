@@ -154,6 +154,14 @@ TEST(ModulePatcher, MatchSwapsTheImageAndFillsTheMapTable) {
   EXPECT_THAT(rig.seam.calls(), Contains("LibraryGlobal(__cuprobe_map_table)"));
   EXPECT_EQ(rig.patcher->stats().modules_instrumented, 1u);
   EXPECT_EQ(rig.patcher->stats().kernels_instrumented, 2u);
+  // The table was written in RELAXED capture mode, and the mode restored.
+  std::vector<std::string> calls = rig.seam.calls();
+  auto relaxed = std::find(calls.begin(), calls.end(), "ExchangeCaptureMode(2)");
+  auto restored = std::find(calls.begin(), calls.end(), "ExchangeCaptureMode(0)");
+  ASSERT_NE(relaxed, calls.end());
+  ASSERT_NE(restored, calls.end());
+  EXPECT_LT(relaxed - calls.begin(), restored - calls.begin());
+  EXPECT_EQ(rig.seam.capture_mode, 0);
 }
 
 TEST(ModulePatcher, ModuleGlobalsAreWrittenWhenTheModuleHasThem) {
