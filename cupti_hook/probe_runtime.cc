@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ptx_rewriter/compile.h"
+#include "ptx_rewriter/content_hash.h"
 #include "ptx_rewriter/image.h"
 #include "ptx_rewriter/kernel_glob.h"
 #include "support/log.h"
@@ -167,16 +168,29 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
                         absl::StrCat("cannot read the image: ", image.status().message()));
   }
 
-  const ImageEntry* ptx = PickPtxFor(*image, sm);
-  std::optional<std::string> side_ptx;
-  if (ptx == nullptr && image->format == ImageFormat::kCubin) {
-    bool selected = false;
+  // Kernel names from the module's cubins (their symbol tables, usually
+  // stored uncompressed): a module no probe selects is left alone without
+  // decompressing its PTX. Every module the program loads comes through here.
+  bool have_elf_names = false;
+  std::vector<std::string> selected;
+  {
+    absl::flat_hash_set<std::string> seen;
     for (const ImageEntry& entry : image->entries) {
+      if (!entry.is_elf()) continue;
       absl::StatusOr<std::vector<std::string>> names = KernelNames(entry);
       if (!names.ok()) continue;
-      for (const std::string& n : *names) selected = selected || Selected(n);
+      have_elf_names = true;
+      for (std::string& n : *names) {
+        if (Selected(n) && seen.insert(n).second) selected.push_back(std::move(n));
+      }
     }
-    if (selected) side_ptx = FindTritonPtx(image->bytes);
+  }
+  if (have_elf_names && selected.empty()) return std::optional<InstrumentedImage>();
+
+  const ImageEntry* ptx = PickPtxFor(*image, sm);
+  std::optional<std::string> side_ptx;
+  if (ptx == nullptr && image->format == ImageFormat::kCubin && !selected.empty()) {
+    side_ptx = FindTritonPtx(image->bytes);
     if (side_ptx.has_value()) {
       CUPROBE_LOG(kDebug, "%s: a cubin without PTX; using Triton's cached PTX for it",
                   source.Describe());
@@ -186,44 +200,54 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
     // SASS only: name the selected kernels so the user learns why their
     // probe saw nothing; load the module untouched.
     InstrumentedImage out;
-    absl::flat_hash_set<std::string> seen;
-    for (const ImageEntry& entry : image->entries) {
-      absl::StatusOr<std::vector<std::string>> names = KernelNames(entry);
-      if (!names.ok()) continue;  // not a cubin
-      for (std::string& n : *names) {
-        if (Selected(n) && seen.insert(n).second) {
-          out.not_instrumented.push_back(absl::StrCat(n, " (no PTX for sm_", sm, ")"));
-        }
-      }
+    for (const std::string& n : selected) {
+      out.not_instrumented.push_back(absl::StrCat(n, " (no PTX for sm_", sm, ")"));
     }
     if (out.not_instrumented.empty()) return std::optional<InstrumentedImage>();
     return std::optional<InstrumentedImage>(std::move(out));
   }
 
-  absl::StatusOr<std::string> text =
-      side_ptx.has_value() ? absl::StatusOr<std::string>(*std::move(side_ptx)) : ExtractPtx(*ptx);
-  if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("cannot extract its PTX: ", text.status().message()));
+  // The PTX, extracted (zstd/LZ4) at most once, and only when needed.
+  std::optional<absl::StatusOr<std::string>> extracted;
+  auto extract = [&]() -> absl::StatusOr<std::string> {
+    if (!extracted.has_value()) {
+      extracted = side_ptx.has_value() ? absl::StatusOr<std::string>(*side_ptx) : ExtractPtx(*ptx);
+      if (!extracted->ok()) {
+        *extracted = absl::Status(extracted->status().code(),
+                                  absl::StrCat("cannot extract its PTX: ",
+                                               extracted->status().message()));
+      }
+    }
+    return *extracted;
+  };
+  if (!have_elf_names) {  // PTX only: its .entry names decide
+    CUPROBE_ASSIGN_OR_RETURN(std::string text, extract());
+    for (std::string& name : EntryNames(text)) {
+      if (Selected(name)) selected.push_back(std::move(name));
+    }
+    if (selected.empty()) return std::optional<InstrumentedImage>();
   }
   InstrumentOptions options;
   options.helper_ptx = helper_ptx_;
   options.sm = sm;
   options.module_name = source.Describe();
-  bool any = false;
-  for (const std::string& name : EntryNames(*text)) {
-    if (!Selected(name)) continue;
-    options.kernel_ids[name] = KernelId(name);
-    any = true;
-  }
-  if (!any) return std::optional<InstrumentedImage>();
+  for (const std::string& name : selected) options.kernel_ids[name] = KernelId(name);
   {
     absl::MutexLock lock(&mu_);
-    options.first_kernel_id = next_id_ + 0x10000;  // kernels the scan missed
+    options.first_kernel_id = next_id_ + 0x10000;  // kernels the name scan missed
   }
 
+  // A cache hit costs neither the extraction nor hashing the PTX: the
+  // module is identified by its stored (compressed) entry.
+  std::string identity =
+      side_ptx.has_value()
+          ? absl::StrCat("triton-ptx:", HashHex(HashBytes(*side_ptx)))
+          : absl::StrCat("fatbin-entry:", ptx->flags, ":", ptx->stored.size(), ":",
+                         HashHex(HashBytes(std::string_view(
+                             reinterpret_cast<const char*>(ptx->stored.data()),
+                             ptx->stored.size()))));
   absl::StatusOr<InstrumentedModule> module =
-      InstrumentAndCompile(*text, bundle_, options, cache_);
+      InstrumentAndCompileLazy(identity, extract, bundle_, options, cache_);
   if (!module.ok()) return module.status();
   InstrumentedImage out;
   out.cubin = std::move(module->cubin);
@@ -239,7 +263,14 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
   }
   if (out.kernels.empty()) out.cubin.clear();
   if (on_kernel_) {
-    for (const auto& [name, id] : out.kernels) on_kernel_(name, id);
+    for (const auto& [name, id] : out.kernels) {
+      bool first;
+      {
+        absl::MutexLock lock(&mu_);
+        first = reported_.insert(id).second;
+      }
+      if (first) on_kernel_(name, id);
+    }
   }
   CUPROBE_LOG(kDebug, "%s: %d kernel(s) rewritten for sm_%d (%s)", source.Describe(),
               out.kernels.size(), sm, module->cache_hit ? "cache hit" : "compiled");

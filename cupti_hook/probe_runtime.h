@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cupti_hook/module_patcher.h"
@@ -67,6 +68,7 @@ class BundleInstrumenter final : public ImageInstrumenter {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<uint32_t> reported_ ABSL_GUARDED_BY(mu_);  // ids told to on_kernel_
 };
 
 class DeviceMaps final : public MapTableProvider {

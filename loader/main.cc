@@ -18,6 +18,23 @@
 #define CUPROBE_VERSION "0.0.0"
 #endif
 
+namespace {
+
+// A command's outcome as the exit status: 1 for a failed command, 2 for a
+// program that could not be started; a run's own exit code otherwise.
+int Report(const absl::Status& s) {
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+int Report(const absl::StatusOr<int>& code) {
+  if (code.ok()) return *code;
+  std::fprintf(stderr, "cuprobe: %s\n", std::string(code.status().message()).c_str());
+  return 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace cuprobe;
   // The CLI talks to the user at info level unless CUPROBE_LOG says
@@ -38,54 +55,18 @@ int main(int argc, char** argv) {
     case Command::kVersion:
       std::printf("cuprobe %s\n", CUPROBE_VERSION);
       return 0;
-    case Command::kInspect: {
-      absl::Status s = RunInspect(parsed->inspect);
-      if (!s.ok()) {
-        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
-        return 1;
-      }
-      return 0;
-    }
-    case Command::kCompile: {
-      absl::Status s = RunCompile(parsed->compile);
-      if (!s.ok()) {
-        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
-        return 1;
-      }
-      return 0;
-    }
-    case Command::kInstrument: {
-      absl::Status s = RunInstrument(parsed->instrument);
-      if (!s.ok()) {
-        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
-        return 1;
-      }
-      return 0;
-    }
-    case Command::kMaps: {
-      absl::Status s = RunMaps(parsed->maps);
-      if (!s.ok()) {
-        std::fprintf(stderr, "cuprobe: %s\n", std::string(s.message()).c_str());
-        return 1;
-      }
-      return 0;
-    }
-    case Command::kRun: {
-      absl::StatusOr<int> code = RunRun(parsed->run);
-      if (!code.ok()) {
-        std::fprintf(stderr, "cuprobe: %s\n", std::string(code.status().message()).c_str());
-        return 2;
-      }
-      return *code;
-    }
-    case Command::kTrace: {
-      absl::StatusOr<int> code = RunTrace(parsed->trace);
-      if (!code.ok()) {
-        std::fprintf(stderr, "cuprobe: %s\n", std::string(code.status().message()).c_str());
-        return 2;
-      }
-      return *code;
-    }
+    case Command::kInspect:
+      return Report(RunInspect(parsed->inspect));
+    case Command::kCompile:
+      return Report(RunCompile(parsed->compile));
+    case Command::kInstrument:
+      return Report(RunInstrument(parsed->instrument));
+    case Command::kMaps:
+      return Report(RunMaps(parsed->maps));
+    case Command::kRun:
+      return Report(RunRun(parsed->run));
+    case Command::kTrace:
+      return Report(RunTrace(parsed->trace));
   }
   return 2;
 }

@@ -242,6 +242,11 @@ std::string FormatPrintf(std::string_view format, absl::Span<const uint64_t> arg
     // Rebuild the spec with a 64-bit length so every argument reads as one.
     std::string spec(format.substr(start, length_start - start));
     const uint64_t v = args[next_arg++];
+    // The length modifier says how wide the argument is: %d and %x of a
+    // 32-bit value read 32 bits, %ld / %zu / %llx 64.
+    const std::string_view length = format.substr(length_start, i - length_start);
+    const bool wide = length.find('l') != std::string_view::npos ||
+                      length.find('z') != std::string_view::npos;
     char buf[128];
     if (conv == 'p') {
       spec += "llx";
@@ -250,20 +255,11 @@ std::string FormatPrintf(std::string_view format, absl::Span<const uint64_t> arg
       spec += 'c';
       std::snprintf(buf, sizeof(buf), spec.c_str(), static_cast<int>(v & 0xff));
     } else if (conv == 'd' || conv == 'i') {
-      // The argument's width decides the sign: %d of a 32-bit value is an int.
-      const bool wide = format.substr(length_start, i - length_start).find('l') !=
-                            std::string_view::npos ||
-                        format.substr(length_start, i - length_start).find('z') !=
-                            std::string_view::npos;
       spec += "lld";
       long long sv = wide ? static_cast<long long>(v)
                           : static_cast<long long>(static_cast<int32_t>(v & 0xffffffffu));
       std::snprintf(buf, sizeof(buf), spec.c_str(), sv);
     } else {
-      const bool wide = format.substr(length_start, i - length_start).find('l') !=
-                            std::string_view::npos ||
-                        format.substr(length_start, i - length_start).find('z') !=
-                            std::string_view::npos;
       spec += "ll";
       spec += conv;
       std::snprintf(buf, sizeof(buf), spec.c_str(),
