@@ -358,7 +358,56 @@ CUPROBE_HD bool IsIndexed(uint32_t type) {  // u32 key = index
          type == CUPROBE_MAP_HIST_LINEAR || IsPerId(type);
 }
 
-CUPROBE_HD void CountError(const cuprobe_map_desc* d) { AtomicAdd64(&Control(d)->errors, 1); }
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ uint32_t CurrentSm() {
+  uint32_t sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  return sm;
+}
+#endif
+
+// Counts a refused update or out-of-range id. On the GPU: one atomic per
+// warp (the leader of the lanes counting here adds for all of them) on this
+// SM's error shard (maps/map_desc.h), so a kernel whose every thread is out
+// of range does not serialize on one counter; the host folds the shards.
+CUPROBE_HD void CountError(const cuprobe_map_desc* d) {
+#ifdef __CUDA_ARCH__
+  // The lanes here count for the same map at every typed call site; the
+  // generic helpers' lanes may not: then each lane counts its own.
+  const uint32_t active = __activemask();
+  const uint32_t leader = static_cast<uint32_t>(__ffs(active) - 1);
+  const uint64_t leader_d =
+      __shfl_sync(active, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(d)),
+                  static_cast<int>(leader));
+  const bool same = __all_sync(active, leader_d == reinterpret_cast<uintptr_t>(d));
+  uint32_t lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  if (same && lane != leader) return;
+  const uint64_t aux = DescField(d->aux);
+  uint64_t* counter =
+      aux != 0 ? Ptr<uint64_t>(aux + static_cast<uint64_t>(CurrentSm() &
+                                                            (CUPROBE_MAP_ERROR_SHARDS - 1)) *
+                                         CUPROBE_MAP_ERROR_SHARD_STRIDE)
+               : &Control(d)->errors;
+  AtomicAdd64(counter, same ? static_cast<uint64_t>(__popc(active)) : 1);
+#else
+  AtomicAdd64(&Control(d)->errors, 1);
+#endif
+}
+
+// The copy of the u64 at `target` (a value of map d) that this lane adds
+// to: an add-only map's values are spread over copies by SM
+// (maps/map_desc.h); other maps have one. The host folds them.
+CUPROBE_HD uint64_t* ValueShard(const cuprobe_map_desc* d, uint64_t* target) {
+#ifdef __CUDA_ARCH__
+  const uint64_t bytes = DescField(d->shard_bytes);
+  if (bytes == 0) return target;
+  return Ptr<uint64_t>(reinterpret_cast<uintptr_t>(target) +
+                       static_cast<uint64_t>(CurrentSm() & DescField(d->shard_mask)) * bytes);
+#else
+  return target;
+#endif
+}
 
 // The value of key `index` of an indexed map of `type` (and `id` for PER*
 // maps), or null when out of range (PER* out-of-range ids are counted in
@@ -761,13 +810,15 @@ CUPROBE_HD uint64_t* HistTarget(const cuprobe_map_desc* d, uint64_t value) {
 
 // ---- RINGBUF ------------------------------------------------------------------
 //
-// Producers reserve with a CAS on control.ring_head (device memory: atomics
-// there cost nanoseconds, unlike host-mapped memory) and check the space
+// Producers reserve on control.ring_head (device memory: atomics there cost
+// nanoseconds, unlike host-mapped memory), with a fetch-and-add while the
+// ring has room and a CAS loop once it is nearly full, and check the space
 // against control.ring_tail_cache, reading the consumer's real tail over the
-// bus only when the cache says the ring is full. A record never wraps: when
-// the records of a group do not fit before the end of the data, a committed
-// PAD record fills the end and the group starts at 0. The consumer
-// (maps/ring_reader.h) reads committed records in position order.
+// bus only when the cache says the ring is full. A record never wraps: bytes
+// reserved across the end of the data become one committed PAD record (it
+// may wrap: the consumer skips it whole, and nothing is written past the
+// end). The consumer (maps/map_ring.h) reads committed records in position
+// order.
 
 CUPROBE_HD uint64_t RingRecordSize(uint64_t body) {
   return (CUPROBE_RING_HEADER_SIZE + body + 7) & ~uint64_t{7};
@@ -791,22 +842,79 @@ CUPROBE_HD uint64_t FitCount(uint64_t bytes, uint64_t record_size, uint32_t n) {
   return count;
 }
 
+// The fast path of RingReserveGroup: one fetch-and-add of `total` bytes on
+// the head when the cached tail says they fit, so producers never retry
+// each other's CAS (a CAS loop on one address serializes its producers on
+// the atomic's round trip: about a microsecond per record on an H200).
+//   kRingGranted: [*position, *position + total) is this group's;
+//   kRingPadded:  the bytes crossed the end of the data and became one pad
+//                 record (the consumer skips it, wrap included): try again;
+//   kRingFull:    nothing is held; the exact path decides.
+// When the bytes turn out not to fit (the cached tail was stale and the
+// consumer's real tail is no better), they are given back with a CAS that
+// succeeds once no producer holds bytes after them: those producers are in
+// the same situation, and the last one gives its bytes back first.
+enum RingFast : uint32_t { kRingFull = 0, kRingGranted = 1, kRingPadded = 2 };
+
+CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
+                                    uint64_t* position) {
+  cuprobe_map_control* c = Control(d);
+  const uint64_t capacity = DescField(d->slot_mask) + 1;
+  uint64_t tail = LoadRelaxed64(&c->ring_tail_cache);
+  if (LoadRelaxed64(&c->ring_head) - tail > capacity - total) return kRingFull;
+  const uint64_t p = AtomicAdd64(&c->ring_head, total);
+  for (;;) {
+    if (p + total - tail <= capacity) {
+      if ((p & (capacity - 1)) + total > capacity) {
+        StoreReleaseSystem32(RingHeaderAt(d, p),
+                             CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
+                                 static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
+        return kRingPadded;
+      }
+      *position = p;
+      return kRingGranted;
+    }
+    // Full by the cached tail: the consumer's real one (over the bus). It
+    // never passes p, whose header is not committed.
+    const uint64_t real =
+        LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
+    if (real > tail && real <= p) {
+      AtomicMax64(&c->ring_tail_cache, real);
+      tail = real;
+      continue;
+    }
+    if (AtomicCas64(&c->ring_head, p + total, p) == p + total) return kRingFull;
+    Pause();  // producers after us are giving their bytes back
+  }
+}
+
 // Reserves up to `n` consecutive records of `record_size` bytes (a multiple
 // of 8) for a group of producers: returns how many it got (k <= n, the first
 // k lanes), and the byte position of the first. The n - k refused records
 // are counted as dropped. With n = 1 this is the plain per-thread reserve.
+// RingReserveFast serves every group that fits; a nearly full ring takes
+// the exact path below (a CAS loop that grants as many records as fit).
 CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
                                      uint64_t* first_position) {
-  // Few values live across the loop (register budget, helpers.cu): the
-  // control block, the capacity and the consumer block are re-derived from
-  // the cached descriptor where they are needed.
+  const uint64_t capacity = DescField(d->slot_mask) + 1;
+  const uint64_t total = static_cast<uint64_t>(n) * record_size;
+  if (record_size != 0 && (record_size & 7) == 0 && total <= capacity) {
+    uint32_t fast = RingReserveFast(d, total, first_position);
+    if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
+    if (fast == kRingGranted) {
+      AtomicAdd64(&Control(d)->ring_reserved, n);
+      return n;
+    }
+  }
+  // The exact path. Few values live across the loop (register budget,
+  // helpers.cu): the control block, the capacity and the consumer block are
+  // re-derived from the cached descriptor where they are needed.
   uint32_t granted = 0;
   bool refreshed = false;
   // tail before head: the cached tail never passes the head loaded after it.
   uint64_t tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
   uint64_t head = LoadRelaxed64(&Control(d)->ring_head);
   for (;;) {
-    const uint64_t capacity = DescField(d->slot_mask) + 1;
     const uint64_t used = head - tail;
     if (used > capacity || (head & 7) != 0 || record_size == 0 || record_size > capacity) break;
     const uint64_t free = capacity - used;

@@ -22,8 +22,27 @@
  *   +0     struct cuprobe_map_desc     128 bytes, written once, read-only
  *   +128   struct cuprobe_map_control  128 bytes, the map's atomics
  *   +256   image                       the map's data (layout per type below)
+ *          value shards 1..S-1         add-only maps only (below)
+ *          aux                         error shards (below)
  *
- * control + image are contiguous: one device-to-host copy is a snapshot.
+ * control + image are contiguous: one device-to-host copy, folded (below),
+ * is a snapshot.
+ *
+ * Spreading hot counters (version 2). Thousands of warps adding to one
+ * address serialize on it in L2 (about a nanosecond each), so:
+ *  - errors: every lane that counts an error adds to its SM's error shard,
+ *    one atomic per warp: aux + CUPROBE_MAP_ERROR_SHARD_STRIDE *
+ *    (%smid & (CUPROBE_MAP_ERROR_SHARDS - 1)). control.errors keeps what
+ *    host code counts.
+ *  - values of an ADD-ONLY map (CUPROBE_MAP_F_ADD_ONLY: the probe compiler
+ *    proved that probes only add to it, through map_add or hist_add, and
+ *    never look a value up): HASH, ARRAY and HIST_* maps get S = shard_mask
+ *    + 1 copies of their values array, shard_bytes apart, the first being
+ *    the image's own; an add goes to copy (%smid & shard_mask). HASH keys and
+ *    states are not copied: a key's slot is the same in every copy.
+ * The host folds before anyone reads (maps/map_layout.h, FoldMapImage):
+ * control.errors += every error shard, each value's first u64 += the same
+ * u64 of every other copy. Readers see one plain image.
  *
  * Image per type (stride = round_up(size, 8); ids = id_slots):
  *   ARRAY, HIST_*   values[max_entries][value_stride]
@@ -48,7 +67,7 @@
 #include "cuprobe/abi.h"
 
 #define CUPROBE_MAP_DESC_MAGIC 0x444D5043u /* "CPMD" in memory */
-#define CUPROBE_MAP_DESC_VERSION 1
+#define CUPROBE_MAP_DESC_VERSION 2
 #define CUPROBE_MAP_DESC_SIZE 128
 #define CUPROBE_MAP_CONTROL_SIZE 128
 #define CUPROBE_MAP_IMAGE_OFFSET 256 /* desc + control */
@@ -90,8 +109,19 @@ struct cuprobe_map_desc {
   cuprobe_u64 control;      /*  80 struct cuprobe_map_control */
   cuprobe_u64 ring_data;    /*  88 RINGBUF data (device address of host memory) */
   cuprobe_u64 ring_host;    /*  96 RINGBUF struct cuprobe_ring_host (host memory) */
-  cuprobe_u64 reserved[3];  /* 104 zero */
+  cuprobe_u64 shard_bytes;  /* 104 ADD-ONLY: bytes from one value copy to the next (0: one) */
+  cuprobe_u64 aux;          /* 112 error shards */
+  cuprobe_u32 shard_mask;   /* 120 ADD-ONLY: value copies - 1 (a power of two - 1) */
+  cuprobe_u32 reserved;     /* 124 zero */
 };
+
+/* MapSpec.flags bit set by the probe compiler (never by a probe: the
+ * compiler clears it from declared map_flags): probes only add to the map. */
+#define CUPROBE_MAP_F_ADD_ONLY 0x80000000u
+#define CUPROBE_MAP_ERROR_SHARDS 128
+#define CUPROBE_MAP_ERROR_SHARD_STRIDE 64 /* one counter per 64 bytes */
+#define CUPROBE_MAP_AUX_BYTES (CUPROBE_MAP_ERROR_SHARDS * CUPROBE_MAP_ERROR_SHARD_STRIDE)
+#define CUPROBE_MAP_MAX_VALUE_SHARDS 128
 
 /* The map's device-side atomics, on their own 128-byte line. Snapshot
  * copies carry it (so readers see counts and drops). */
@@ -139,6 +169,9 @@ static_assert(__builtin_offsetof(struct cuprobe_map_desc, map_extra) == 48, "des
 static_assert(__builtin_offsetof(struct cuprobe_map_desc, values) == 56, "desc.values");
 static_assert(__builtin_offsetof(struct cuprobe_map_desc, control) == 80, "desc.control");
 static_assert(__builtin_offsetof(struct cuprobe_map_desc, ring_host) == 96, "desc.ring_host");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, shard_bytes) == 104, "desc.shard_bytes");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, aux) == 112, "desc.aux");
+static_assert(__builtin_offsetof(struct cuprobe_map_desc, shard_mask) == 120, "desc.shard_mask");
 static_assert(__builtin_offsetof(struct cuprobe_map_control, ring_head) == 16, "ctl.head");
 static_assert(__builtin_offsetof(struct cuprobe_map_control, ring_dropped) == 40, "ctl.drop");
 static_assert(__builtin_offsetof(struct cuprobe_ring_host, tail) == 64, "ring.tail");

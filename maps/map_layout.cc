@@ -1,6 +1,7 @@
 // File: maps/map_layout.cc
 #include "maps/map_layout.h"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -170,7 +171,24 @@ absl::StatusOr<MapGeometry> ComputeMapGeometry(const MapSpec& spec) {
           "(0x4004), HIST_LINEAR (0x4005) (bpftime's numbers are resolved by the compiler)",
           spec.name, spec.type));
   }
-  g.allocation_bytes = CUPROBE_MAP_IMAGE_OFFSET + g.image_bytes;
+  const bool shardable = spec.type == CUPROBE_MAP_HASH || spec.type == CUPROBE_MAP_ARRAY ||
+                         spec.type == CUPROBE_MAP_HIST_LOG2 ||
+                         spec.type == CUPROBE_MAP_HIST_LINEAR;
+  if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) != 0 && shardable && spec.value_size >= 8) {
+    const uint64_t values_bytes = g.image_bytes - g.values_offset;  // values end the image
+    while (g.value_shards < CUPROBE_MAP_MAX_VALUE_SHARDS &&
+           2 * g.value_shards * values_bytes <= kValueShardBudget) {
+      g.value_shards *= 2;
+    }
+    if (g.value_shards > 1) g.shard_bytes = values_bytes;
+  }
+  g.aux_offset = RoundUp(CUPROBE_MAP_IMAGE_OFFSET + g.image_bytes +
+                             (g.value_shards - uint64_t{1}) * g.shard_bytes,
+                         CUPROBE_MAP_ERROR_SHARD_STRIDE);
+  g.allocation_bytes = g.type == CUPROBE_MAP_RINGBUF
+                           ? CUPROBE_MAP_IMAGE_OFFSET
+                           : g.aux_offset + CUPROBE_MAP_AUX_BYTES;
+  if (g.type == CUPROBE_MAP_RINGBUF) g.aux_offset = 0;
   if (g.allocation_bytes > kMaxMapBytes) {
     return Bad(spec, absl::StrFormat("needs %d bytes of device memory", g.allocation_bytes),
                absl::StrFormat("at most %d per map: reduce max_entries%s", kMaxMapBytes,
@@ -214,14 +232,53 @@ cuprobe_map_desc MakeMapDesc(const MapGeometry& g, uint64_t base, uint64_t ring_
   } else {
     d.values = image;
   }
+  if (g.value_shards > 1) {
+    d.shard_bytes = g.shard_bytes;
+    d.shard_mask = g.value_shards - 1;
+  }
+  if (g.aux_offset != 0) d.aux = base + g.aux_offset;
   return d;
+}
+
+void FoldMapImage(const MapGeometry& g, uint8_t* device_copy) {
+  if (g.aux_offset == 0) return;  // RINGBUF: nothing spread
+  auto u64_at = [](uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  };
+  auto add_at = [&](uint8_t* p, uint64_t v) {
+    const uint64_t sum = u64_at(p) + v;
+    std::memcpy(p, &sum, 8);
+  };
+  uint8_t* control = device_copy;  // the copy starts at control
+  const uint8_t* aux = device_copy + (g.aux_offset - CUPROBE_MAP_DESC_SIZE);
+  uint64_t errors = 0;
+  for (uint32_t i = 0; i < CUPROBE_MAP_ERROR_SHARDS; ++i) {
+    errors += u64_at(const_cast<uint8_t*>(aux) + uint64_t{i} * CUPROBE_MAP_ERROR_SHARD_STRIDE);
+  }
+  add_at(control + offsetof(cuprobe_map_control, errors), errors);
+  if (g.value_shards <= 1) return;
+  uint8_t* values = device_copy + CUPROBE_MAP_CONTROL_SIZE + g.values_offset;
+  const uint64_t stride = g.value_stride;  // HIST_*: 8
+  for (uint32_t shard = 1; shard < g.value_shards; ++shard) {
+    uint8_t* copy = values + uint64_t{shard} * g.shard_bytes;
+    for (uint64_t at = 0; at < g.shard_bytes; at += stride) {
+      const uint64_t v = u64_at(copy + at);
+      if (v != 0) add_at(values + at, v);
+    }
+  }
 }
 
 cuprobe_map_desc MakeSnapshotDesc(const MapGeometry& g, const uint8_t* snapshot) {
   // The snapshot is control + image: as if the allocation began 128 bytes
   // before it.
   const uint64_t base = reinterpret_cast<uintptr_t>(snapshot) - CUPROBE_MAP_DESC_SIZE;
-  return MakeMapDesc(g, base, 0, 0);
+  cuprobe_map_desc d = MakeMapDesc(g, base, 0, 0);
+  d.shard_bytes = 0;  // a snapshot is folded: one plain image
+  d.shard_mask = 0;
+  d.aux = 0;
+  return d;
 }
 
 }  // namespace cuprobe

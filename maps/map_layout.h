@@ -10,6 +10,10 @@
 //   uint64_t base = ...;  // g.allocation_bytes of device memory, 256-aligned
 //   cuprobe_map_desc desc = MakeMapDesc(g, base, ring_data, ring_host);
 //
+// Add-only maps (MapSpec.flags & CUPROBE_MAP_F_ADD_ONLY) of type HASH,
+// ARRAY or HIST_* get as many value copies as fit kValueShardBudget bytes,
+// up to CUPROBE_MAP_MAX_VALUE_SHARDS (a power of two).
+//
 // Spec rules (BPF's where BPF has the type; each violation is an
 // INVALID_ARGUMENT that names the map and says what to change):
 //   ARRAY        key_size 4, value_size >= 1, max_entries >= 1;
@@ -45,6 +49,7 @@ inline constexpr uint32_t kDefaultPerSmIds = 1024;
 inline constexpr uint64_t kMinRingBytes = 4096;
 inline constexpr uint64_t kMaxRingBytes = uint64_t{1} << 30;
 inline constexpr uint64_t kMaxMapBytes = uint64_t{16} << 30;
+inline constexpr uint64_t kValueShardBudget = uint64_t{8} << 20;
 
 struct MapGeometry {
   uint32_t type = 0;
@@ -63,8 +68,15 @@ struct MapGeometry {
   uint64_t keys_offset = 0;
   uint64_t values_offset = 0;
   uint64_t image_bytes = 0;       // 0 for RINGBUF
-  uint64_t allocation_bytes = 0;  // desc + control + image
+  uint64_t allocation_bytes = 0;  // desc + control + image + value shards + aux
   uint64_t ring_bytes = 0;        // RINGBUF data bytes (host-mapped)
+  // Hot counters spread over copies (maps/map_desc.h): the value copies of
+  // an add-only map (1: none), the bytes of one (its values array, which
+  // ends the image), and where the aux block (error shards) starts, from
+  // the allocation's base.
+  uint32_t value_shards = 1;
+  uint64_t shard_bytes = 0;
+  uint64_t aux_offset = 0;
 
   // What a snapshot holds: control + image.
   [[nodiscard]] uint64_t snapshot_bytes() const { return CUPROBE_MAP_CONTROL_SIZE + image_bytes; }
@@ -78,6 +90,19 @@ struct MapGeometry {
 // data and struct cuprobe_ring_host (0 for other types).
 [[nodiscard]] cuprobe_map_desc MakeMapDesc(const MapGeometry& g, uint64_t base,
                                            uint64_t ring_data = 0, uint64_t ring_host = 0);
+
+// Bytes of device memory, from control to the end of the allocation: what
+// the host copies from the device (at base + CUPROBE_MAP_DESC_SIZE) to fold
+// a snapshot out of.
+[[nodiscard]] inline uint64_t DeviceCopyBytes(const MapGeometry& g) {
+  return g.allocation_bytes - CUPROBE_MAP_DESC_SIZE;
+}
+
+// Folds a device copy (DeviceCopyBytes bytes, from control on) in place
+// into a snapshot, its first snapshot_bytes(): control.errors gains every
+// error shard, and each value's first u64 gains the same u64 of every other
+// value copy (maps/map_desc.h).
+void FoldMapImage(const MapGeometry& g, uint8_t* device_copy);
 
 // A read-only descriptor over a snapshot copy (control + image at
 // `snapshot`), for the host algorithms (lookups in a HASH snapshot).

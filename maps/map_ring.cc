@@ -103,12 +103,17 @@ size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
     const uint64_t length = word & CUPROBE_RING_LEN_MASK;
     const uint64_t room = capacity_ - index;
     uint64_t total;
+    uint64_t written;  // bytes of the data area this record occupies from `index`
     if ((word & CUPROBE_RING_PAD) != 0) {
+      // A pad reaches the end of the data or wraps past it (bytes reserved
+      // across the end, abandoned: nothing was written after the header).
       total = CUPROBE_RING_HEADER_SIZE + length;
-      if (total != room || (word & CUPROBE_RING_DISCARD) != 0) {
-        Corrupt(tail, word, "a pad record does not end at the end of the data");
+      if (total < room || total > capacity_ || (total & 7) != 0 ||
+          (word & CUPROBE_RING_DISCARD) != 0) {
+        Corrupt(tail, word, "a pad record does not reach the end of the data");
         break;
       }
+      written = room;
     } else {
       total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
       if (total > room) {
@@ -121,10 +126,11 @@ size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
         fn(absl::MakeConstSpan(data_ + index + CUPROBE_RING_HEADER_SIZE, length));
         ++delivered;
       }
+      written = total;
     }
     // Zero before publishing the new tail: producers reuse these bytes as
     // soon as they see it, and a stale header must never read as committed.
-    std::memset(data_ + index + sizeof(uint32_t), 0, total - sizeof(uint32_t));
+    std::memset(data_ + index + sizeof(uint32_t), 0, written - sizeof(uint32_t));
     std::atomic_ref<uint32_t>(*header).store(0, std::memory_order_relaxed);
     tail += total;
     Atomic(host_->tail).store(tail, std::memory_order_release);

@@ -133,7 +133,7 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
 absl::Status MapSet::Initialize(size_t i) {
   const Map& m = maps_[i];
   CUPROBE_RETURN_IF_ERROR(
-      memory_->Zero(m.base + CUPROBE_MAP_DESC_SIZE, m.geometry.snapshot_bytes()));
+      memory_->Zero(m.base + CUPROBE_MAP_DESC_SIZE, DeviceCopyBytes(m.geometry)));
   const std::vector<uint8_t>& init = m.spec.initial_value;
   const uint32_t value_size = m.geometry.value_size;
   for (uint64_t offset = 0; offset < init.size(); offset += value_size) {
@@ -143,6 +143,15 @@ absl::Status MapSet::Initialize(size_t i) {
         m.base + CUPROBE_MAP_IMAGE_OFFSET + entry * m.geometry.value_stride, init.data() + offset,
         n));
   }
+  return absl::OkStatus();
+}
+
+absl::Status MapSet::CopyFolded(size_t i, std::vector<uint8_t>* out) {
+  const Map& m = maps_[i];
+  out->resize(DeviceCopyBytes(m.geometry));
+  CUPROBE_RETURN_IF_ERROR(
+      memory_->CopyFromDevice(out->data(), m.base + CUPROBE_MAP_DESC_SIZE, out->size()));
+  FoldMapImage(m.geometry, out->data());
   return absl::OkStatus();
 }
 
@@ -168,9 +177,8 @@ MapInfo MapSet::InfoFor(size_t i) const {
 absl::StatusOr<MapSnapshot> MapSet::ReadSnapshot(size_t i) {
   if (i >= maps_.size()) return absl::OutOfRangeError(absl::StrFormat("no map %d", i));
   SnapshotBytes bytes;
+  CUPROBE_RETURN_IF_ERROR(CopyFolded(i, &bytes.bytes));
   bytes.bytes.resize(maps_[i].geometry.snapshot_bytes());
-  CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(
-      bytes.bytes.data(), maps_[i].base + CUPROBE_MAP_DESC_SIZE, bytes.bytes.size()));
   return MapSnapshot(InfoFor(i), std::move(bytes));
 }
 
@@ -186,9 +194,7 @@ absl::Status MapSet::Publish(uint64_t now_ns) {
     // Copy to private memory first: a failed copy then publishes nothing,
     // and the seqlocked window (readers retry while it is open) is a memcpy.
     const uint64_t bytes = m.geometry.snapshot_bytes();
-    staging_.resize(bytes);
-    CUPROBE_RETURN_IF_ERROR(
-        memory_->CopyFromDevice(staging_.data(), m.base + CUPROBE_MAP_DESC_SIZE, bytes));
+    CUPROBE_RETURN_IF_ERROR(CopyFolded(i, &staging_));
     uint8_t* dst = region_->BeginSnapshot(i);
     std::memcpy(dst, staging_.data(), bytes);
     region_->EndSnapshot(i, now_ns);

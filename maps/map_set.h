@@ -90,6 +90,9 @@ class MapSet {
   MapSet() = default;
   [[nodiscard]] absl::Status Initialize(size_t i);
   [[nodiscard]] MapInfo InfoFor(size_t i) const;
+  // Map i's device memory from control on, folded (FoldMapImage): its first
+  // snapshot_bytes() are the snapshot.
+  [[nodiscard]] absl::Status CopyFolded(size_t i, std::vector<uint8_t>* out);
 
   DeviceMemory* memory_ = nullptr;
   MapsRegion* region_ = nullptr;
@@ -97,7 +100,7 @@ class MapSet {
   std::vector<uint64_t> table_;
   std::vector<std::optional<MapRing>> rings_;  // per map; nullopt for non-rings
   void* rings_host_ = nullptr;        // mapped rings area, or null
-  std::vector<uint8_t> staging_;      // device -> host, before the seqlocked copy
+  std::vector<uint8_t> staging_;      // device -> host (folded), before the seqlocked copy
 };
 
 }  // namespace cuprobe

@@ -19,6 +19,7 @@
 #include "llvm/IR/Module.h"
 #include "loader/compiler/lower.h"
 #include "loader/compiler/object.h"
+#include "maps/map_desc.h"
 #include "support/status_macros.h"
 
 extern char** environ;
@@ -146,6 +147,48 @@ absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(const std::string& source_pat
   return object;
 }
 
+namespace {
+
+// Sets CUPROBE_MAP_F_ADD_ONLY on the bundle's maps that every program only
+// adds to (map_add, hist_add), and clears it everywhere else (a probe does
+// not get to declare it): their hot counters may then be spread over copies
+// that the host folds (maps/map_desc.h). A call whose map differs between
+// paths could be any map: then no map is add-only.
+void MarkAddOnlyMaps(const BpfObject& object, absl::Span<const VerifiedProgram> verified,
+                     absl::Span<const int32_t> map_slot, std::vector<MapSpec>* maps) {
+  std::vector<int> adds(object.maps.size(), 0);
+  std::vector<bool> other(object.maps.size(), false);
+  bool mixed = false;
+  for (size_t p = 0; p < object.programs.size() && p < verified.size(); ++p) {
+    const std::vector<Insn>& insns = object.programs[p].insns;
+    const std::vector<InsnInfo>& info = verified[p].insns;
+    for (size_t pc = 0; pc < insns.size() && pc < info.size(); ++pc) {
+      const int32_t map = info[pc].call_map;
+      if (map == InsnInfo::kCallMapNone) continue;
+      if (map < 0 || static_cast<size_t>(map) >= object.maps.size()) {
+        mixed = true;
+        continue;
+      }
+      const int32_t helper = insns[pc].imm;
+      if (helper == CUPROBE_HELPER_MAP_ADD || helper == CUPROBE_HELPER_HIST_ADD) {
+        ++adds[map];
+      } else {
+        other[map] = true;
+      }
+    }
+  }
+  for (size_t m = 0; m < object.maps.size(); ++m) {
+    if (map_slot[m] < 0) continue;
+    MapSpec& spec = (*maps)[static_cast<size_t>(map_slot[m])];
+    spec.flags &= ~CUPROBE_MAP_F_ADD_ONLY;
+    if (!mixed && adds[m] > 0 && !other[m] && !object.maps[m].global_data()) {
+      spec.flags |= CUPROBE_MAP_F_ADD_ONLY;
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
                                             std::string_view name,
                                             const ProbeCompileOptions& options) {
@@ -188,6 +231,7 @@ absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
     input.map_slot[i] = static_cast<int32_t>(b.maps.size());
     b.maps.push_back(object.maps[i].spec);
   }
+  MarkAddOnlyMaps(object, result.verified, input.map_slot, &b.maps);
   bool prints = false;
   for (const VerifiedProgram& v : result.verified) prints |= !v.printk_formats.empty();
   if (prints) {

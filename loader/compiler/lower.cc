@@ -100,6 +100,7 @@ class FunctionLowering {
   llvm::Value* ThreadsPerBlock();
   llvm::Value* ThreadLinear();
   llvm::Value* PerId(uint32_t type);
+  void CountError(llvm::Value* map);
   // Inline map operations (abi.h 8.): see IndexedValue.
   struct IndexedRef {
     llvm::Value* address;  // i64: the value's address, 0 on failure
@@ -510,7 +511,11 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   llvm::BasicBlock* start = b_.GetInsertBlock();
   llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "map.desc", fn_);
   llvm::BasicBlock* in_range = llvm::BasicBlock::Create(ctx_, "map.index", fn_);
-  llvm::BasicBlock* count_error = llvm::BasicBlock::Create(ctx_, "map.error", fn_);
+  // Paths that count an error: an id out of range, or an index out of range
+  // of an add (a lookup does not count one, as the helpers).
+  const bool counts_errors = per_id || for_add;
+  llvm::BasicBlock* count_error =
+      counts_errors ? llvm::BasicBlock::Create(ctx_, "map.error", fn_) : nullptr;
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.done", fn_);
   llvm::PHINode* address = nullptr;
   llvm::PHINode* error = nullptr;
@@ -559,14 +564,13 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   llvm::Value* value = b_.CreateAdd(values, b_.CreateMul(slot, stride));
   b_.CreateBr(done);
 
-  b_.SetInsertPoint(count_error);
-  llvm::Value* control = DescLoad(map, offsetof(cuprobe_map_desc, control), I64());
-  llvm::Value* errors = b_.CreateIntToPtr(
-      b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, errors))),
-      llvm::PointerType::get(ctx_, target_ == LowerTarget::kNvptx ? 1 : 0));
-  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, errors, C64(1), llvm::Align(8),
-                     llvm::AtomicOrdering::Monotonic);
-  b_.CreateBr(done);
+  llvm::BasicBlock* count_error_end = nullptr;
+  if (counts_errors) {
+    b_.SetInsertPoint(count_error);
+    CountError(map);
+    count_error_end = b_.GetInsertBlock();
+    b_.CreateBr(done);
+  }
 
   b_.SetInsertPoint(done);
   address = b_.CreatePHI(I64(), 5);
@@ -581,15 +585,47 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   }
   address->addIncoming(value, value_block);
   error->addIncoming(C64(0), value_block);
-  address->addIncoming(C64(0), count_error);
-  error->addIncoming(C64(e2big), count_error);
-  if (!per_id && !for_add) {
-    // No path reaches the error block: drop it (and its phi entries).
-    address->removeIncomingValue(count_error);
-    error->removeIncomingValue(count_error);
-    count_error->eraseFromParent();
+  if (counts_errors) {
+    address->addIncoming(C64(0), count_error_end);
+    error->addIncoming(C64(e2big), count_error_end);
   }
   return IndexedRef{address, error};
+}
+
+// Counts one error of `map` (maps/map_desc.h): on the GPU, the first lane of
+// the warp's lanes here adds for all of them (every lane at this site has
+// the same map) to its SM's error shard; on the host, one add to
+// control.errors.
+void FunctionLowering::CountError(llvm::Value* map) {
+  llvm::Value* control = DescLoad(map, offsetof(cuprobe_map_desc, control), I64());
+  llvm::Value* total =
+      b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, errors)));
+  if (target_ != LowerTarget::kNvptx) {
+    b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(total, b_.getPtrTy()), C64(1),
+                       llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+    return;
+  }
+  llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+  llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+  llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
+  llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.error.lead", fn_);
+  llvm::BasicBlock* after = llvm::BasicBlock::Create(ctx_, "map.error.done", fn_);
+  b_.CreateCondBr(b_.CreateICmpEQ(lane, first), lead, after);
+  b_.SetInsertPoint(lead);
+  llvm::Value* aux = DescLoad(map, offsetof(cuprobe_map_desc, aux), I64());
+  llvm::Value* sm = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_smid, {}, {});
+  llvm::Value* shard = b_.CreateAdd(
+      aux, b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_ERROR_SHARDS - 1)),
+                                      I64()),
+                        C64(CUPROBE_MAP_ERROR_SHARD_STRIDE)));
+  llvm::Value* counter = b_.CreateSelect(b_.CreateICmpEQ(aux, C64(0)), total, shard);
+  llvm::Value* lanes =
+      b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
+  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
+                     b_.CreateIntToPtr(counter, llvm::PointerType::get(ctx_, 1)), lanes,
+                     llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  b_.CreateBr(after);
+  b_.SetInsertPoint(after);
 }
 
 // The key of the map helper call at `pc` (R2 points to it) as an integer of

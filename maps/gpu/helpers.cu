@@ -177,10 +177,11 @@ __device__ __forceinline__ bool IsGroupLeader(uint32_t group) {
 // Adds `delta` to *target with one relaxed atomic per group of lanes that
 // add to the same target (KeyGroup). Lanes with a null target take part in
 // the grouping (every active lane must) and add nothing.
-__device__ __forceinline__ void GroupedAdd(uint64_t* target, uint64_t delta) {
+__device__ __forceinline__ void GroupedAdd(const cuprobe_map_desc* d, uint64_t* target,
+                                           uint64_t delta) {
   const uint32_t group = KeyGroup(__activemask(), reinterpret_cast<uintptr_t>(target));
   const uint64_t sum = GroupSum(group, delta);
-  if (target != nullptr && IsGroupLeader(group)) AtomicAdd64(target, sum);
+  if (target != nullptr && IsGroupLeader(group)) AtomicAdd64(ValueShard(d, target), sum);
 }
 
 // map_add on an indexed map of `type` (ARRAY or PER*): the u32 key is
@@ -199,7 +200,7 @@ __device__ __forceinline__ uint64_t IndexedAdd(uint64_t map, uint32_t index, uin
   } else {
     // ARRAY: hot keys are common. PERWARP / PERSM: all lanes of a warp
     // share the slot of a key, so KeyGroup's first case makes it one atomic.
-    GroupedAdd(target, delta);
+    GroupedAdd(Ptr<const cuprobe_map_desc>(map), target, delta);
   }
   return static_cast<uint64_t>(err);
 }
@@ -218,7 +219,7 @@ __device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uin
   int64_t err = kEINVAL;
   if (ok && IsGroupLeader(group)) {
     uint64_t* target = HashAddTarget(d, WordKey{key, key_size}, &err);
-    if (target != nullptr) AtomicAdd64(target, sum);
+    if (target != nullptr) AtomicAdd64(ValueShard(d, target), sum);
   }
   return static_cast<uint64_t>(__shfl_sync(group, static_cast<long long>(err), __ffs(group) - 1));
 }
@@ -232,8 +233,9 @@ __device__ __forceinline__ uint64_t HashLookupWord(uint64_t map, uint64_t word) 
 
 template <uint32_t kType>
 __device__ __forceinline__ uint64_t HistAdd(uint64_t map, uint64_t value, uint64_t count) {
-  uint64_t* target = HistTargetOf(Ptr<const cuprobe_map_desc>(map), kType, value);
-  GroupedAdd(target, count);
+  const auto* d = Ptr<const cuprobe_map_desc>(map);
+  uint64_t* target = HistTargetOf(d, kType, value);
+  GroupedAdd(d, target, count);
   return target != nullptr ? 0 : static_cast<uint64_t>(kEINVAL);
 }
 
@@ -271,13 +273,14 @@ extern "C" __device__ uint64_t __cuprobe_map_add(uint64_t map, uint64_t key, uin
   // keys): the target per lane, then one grouped add.
   int64_t err = kEINVAL;
   uint64_t* target = ok ? MapAddTarget(d, Ptr<const void>(key), IdFor(d), &err) : nullptr;
-  GroupedAdd(target, delta);
+  GroupedAdd(d, target, delta);
   return static_cast<uint64_t>(err);
 }
 
 extern "C" __device__ uint64_t __cuprobe_hist_add(uint64_t map, uint64_t value, uint64_t count) {
-  uint64_t* target = HistTarget(Ptr<const cuprobe_map_desc>(map), value);
-  GroupedAdd(target, count);
+  const auto* d = Ptr<const cuprobe_map_desc>(map);
+  uint64_t* target = HistTarget(d, value);
+  GroupedAdd(d, target, count);
   return target != nullptr ? 0 : static_cast<uint64_t>(kEINVAL);
 }
 
@@ -346,7 +349,7 @@ extern "C" __device__ uint64_t __cuprobe_map_add_hash(uint64_t map, uint64_t key
   if (DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8 && key != 0) {
     target = HashAddTarget(d, BytesKey{Ptr<const uint8_t>(key), DescField(d->key_size)}, &err);
   }
-  GroupedAdd(target, delta);
+  GroupedAdd(d, target, delta);
   return static_cast<uint64_t>(err);
 }
 

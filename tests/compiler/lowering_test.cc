@@ -3,6 +3,7 @@
 // division rules, atomics, and unreachable code for paths the verifier
 // excluded. Every PTX is also assembled by ptxas.
 #include <fstream>
+#include <map>
 #include <iterator>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "loader/args.h"
 #include "loader/compile_command.h"
 #include "loader/compiler/compiler.h"
+#include "maps/map_desc.h"
 #include "ptx_rewriter/bundle.h"
 #include "tests/compiler/test_util.h"
 
@@ -240,6 +242,41 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add"});
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
+}
+
+TEST(Lowering, MapsThatProbesOnlyAddToAreMarkedAddOnly) {
+  // A probe may not declare the flag itself: the compiler decides.
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
+         __uint(max_entries, 64); __uint(map_flags, 0x80000000); } only_added SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
+         __uint(max_entries, 64); __uint(map_flags, 0x80000000); } also_read SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HIST_LOG2); __uint(max_entries, 65); } hist SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 4); } updated SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 4); } unused SEC(".maps");
+u64 total;  /* .bss: read and written directly */
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u64 k = ctx->kernel_id; u32 i = 0; u64 one = 1;
+  cuprobe_map_add(&only_added, &k, 1);
+  cuprobe_map_add(&also_read, &k, 1);
+  u64 *v = bpf_map_lookup_elem(&also_read, &k);
+  cuprobe_hist_add(&hist, k, 1);
+  bpf_map_update_elem(&updated, &i, &one, 0);
+  cuprobe_map_add(&updated, &i, 1);
+  total += 1;
+  return v ? 1 : 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::map<std::string, bool> add_only;
+  for (const MapSpec& m : r->bundle.maps) add_only[m.name] = (m.flags & CUPROBE_MAP_F_ADD_ONLY) != 0;
+  EXPECT_TRUE(add_only.at("only_added"));
+  EXPECT_FALSE(add_only.at("also_read")) << "looked up: its value must be one copy";
+  EXPECT_TRUE(add_only.at("hist"));
+  EXPECT_FALSE(add_only.at("updated"));
+  EXPECT_FALSE(add_only.at("unused"));
+  EXPECT_FALSE(add_only.at(".bss"));
 }
 
 TEST(Lowering, PrintkWritesARecordIntoTheImplicitRingBuffer) {

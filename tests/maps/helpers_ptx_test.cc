@@ -313,9 +313,12 @@ TEST(HelpersPtx, EveryHelperStaysWithinItsRegisterBudget) {
   // calls them at full occupancy or close (64 registers: 1024 threads/SM).
   const std::map<std::string, int> budget = {
       {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_ARRAY, 32},
-      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERTHREAD, 32},
-      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERWARP, 32},
-      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERSM, 32},
+      // PER* lookups count an out-of-range id, one atomic per
+      // warp: the warp vote costs registers. Compiled probes inline these
+      // lookups; the entry points serve hand-written PTX.
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERTHREAD, 40},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERWARP, 40},
+      {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_PERSM, 40},
       {CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY, 48},
       {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERTHREAD, 48},
       {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERWARP, 48},

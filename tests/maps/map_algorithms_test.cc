@@ -66,8 +66,66 @@ TEST(MapDesc, DescriptorDescribesTheAllocation) {
   EXPECT_EQ(d->states, base + 256);
   EXPECT_EQ(d->keys, base + 256 + 1024);
   EXPECT_EQ(d->values, base + 256 + 1024 + 256 * 16);
-  EXPECT_EQ(m.geometry().allocation_bytes, 256 + 1024 + 256 * 16 + 256 * 24);
-  EXPECT_EQ(m.geometry().snapshot_bytes(), m.geometry().allocation_bytes - 128);
+  const uint64_t image_end = 256 + 1024 + 256 * 16 + 256 * 24;
+  EXPECT_EQ(m.geometry().aux_offset, image_end);
+  EXPECT_EQ(d->aux, base + image_end);
+  EXPECT_EQ(m.geometry().allocation_bytes, image_end + CUPROBE_MAP_AUX_BYTES);
+  EXPECT_EQ(m.geometry().snapshot_bytes(), image_end - 128);
+  EXPECT_EQ(m.geometry().value_shards, 1u) << "not add-only";
+  EXPECT_EQ(d->shard_bytes, 0u);
+}
+
+TEST(MapDesc, AddOnlyMapsSpreadTheirValuesAndTheHostFoldsThem) {
+  MapSpec spec = Spec("h", CUPROBE_MAP_HASH, 8, 8, 4096);
+  spec.flags = CUPROBE_MAP_F_ADD_ONLY;
+  HostMap m = HostMap::Make(spec);
+  const MapGeometry& g = m.geometry();
+  const cuprobe_map_desc* d = m.desc();
+  // 8192 slots of 8-byte values: 64 KiB a copy, 128 copies fit 8 MiB.
+  EXPECT_EQ(g.value_shards, 128u);
+  EXPECT_EQ(g.shard_bytes, 8192u * 8);
+  EXPECT_EQ(d->shard_bytes, g.shard_bytes);
+  EXPECT_EQ(d->shard_mask, 127u);
+  EXPECT_EQ(g.aux_offset, 256 + g.image_bytes + 127 * g.shard_bytes);
+  EXPECT_EQ(d->aux, reinterpret_cast<uintptr_t>(d) + g.aux_offset);
+  EXPECT_EQ(g.allocation_bytes, g.aux_offset + CUPROBE_MAP_AUX_BYTES);
+  // The host algorithms insert the key and add to the first copy; the GPU
+  // adds to its SM's copy and error shard: write those as it would.
+  const uint64_t key = 42;
+  int64_t err = 0;
+  uint64_t* value = algo::MapAddTarget(d, &key, 0, &err);
+  ASSERT_NE(value, nullptr);
+  *value += 5;
+  uint64_t three = 3, seven = 7, errors = 2;
+  std::memcpy(reinterpret_cast<uint8_t*>(value) + 1 * g.shard_bytes, &three, 8);
+  std::memcpy(reinterpret_cast<uint8_t*>(value) + 127 * g.shard_bytes, &seven, 8);
+  std::memcpy(reinterpret_cast<uint8_t*>(d->aux) + 5 * CUPROBE_MAP_ERROR_SHARD_STRIDE, &errors, 8);
+  m.control()->errors = 1;
+  std::vector<uint8_t> copy(DeviceCopyBytes(g));
+  std::memcpy(copy.data(), m.control(), copy.size());
+  FoldMapImage(g, copy.data());
+  copy.resize(g.snapshot_bytes());
+  const cuprobe_map_desc snap = MakeSnapshotDesc(g, copy.data());
+  EXPECT_EQ(snap.shard_bytes, 0u);
+  EXPECT_EQ(snap.aux, 0u);
+  auto* folded = reinterpret_cast<const uint64_t*>(algo::MapLookup(&snap, &key, 0));
+  ASSERT_NE(folded, nullptr);
+  EXPECT_EQ(*folded, 5u + 3 + 7);
+  cuprobe_map_control control;
+  std::memcpy(&control, copy.data(), sizeof(control));
+  EXPECT_EQ(control.errors, 3u);
+  EXPECT_EQ(control.count, 1u);
+
+  // Maps that are not add-only, and types without hot shared counters, keep
+  // one copy.
+  spec.flags = 0;
+  EXPECT_EQ(ComputeMapGeometry(spec)->value_shards, 1u);
+  MapSpec per_thread = Spec("t", CUPROBE_MAP_PERTHREAD, 4, 8, 1);
+  per_thread.flags = CUPROBE_MAP_F_ADD_ONLY;
+  EXPECT_EQ(ComputeMapGeometry(per_thread)->value_shards, 1u);
+  MapSpec big = Spec("b", CUPROBE_MAP_ARRAY, 4, 8, 1u << 20);  // 8 MiB of values
+  big.flags = CUPROBE_MAP_F_ADD_ONLY;
+  EXPECT_EQ(ComputeMapGeometry(big)->value_shards, 1u) << "no room in the budget";
 }
 
 TEST(MapDesc, BadDescriptorsFailCleanly) {
@@ -572,6 +630,32 @@ TEST(RingMap, RecordsNeverWrapAPadFillsTheEnd) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], big);
   EXPECT_EQ(ring.Stats().tail, 4096u + 1008u);
+}
+
+TEST(RingMap, BytesReservedAcrossTheEndBecomeOneWrappingPad) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  std::vector<uint8_t> big(1000, 0xab);  // 1008 bytes per record
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
+  ASSERT_EQ(ConsumeAll(ring).size(), 4u);  // head = tail = 4032
+  // A producer has seen the consumer's tail: the next record takes the
+  // fetch-and-add path, whose 1008 bytes at 4032 cross the end of the data.
+  m.control()->ring_tail_cache = 4032;
+  big.assign(1000, 0xcd);
+  ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
+  EXPECT_EQ(m.control()->ring_head, 4032u + 2 * 1008u) << "a wrapping 1008-byte pad, then the record";
+  auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
+  uint32_t pad = 0;
+  std::memcpy(&pad, data + 4032, 4);
+  EXPECT_EQ(pad, CUPROBE_RING_COMMIT | CUPROBE_RING_PAD | 1000u);
+  const auto got = ConsumeAll(ring);
+  ASSERT_TRUE(ring.status().ok()) << ring.status();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], big);
+  EXPECT_EQ(ring.Stats().tail, 4032u + 2 * 1008u);
+  EXPECT_EQ(m.control()->ring_reserved, 5u) << "the pad is not a record";
+  // The consumer zeroed what it read: every byte but the next header's.
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(data[i], 0) << "byte " << i;
 }
 
 TEST(RingMap, ReserveSubmitDiscard) {

@@ -253,8 +253,16 @@ TEST_F(MapSetTest, ARegionMadeForOtherMapsIsRefused) {
 
 TEST_F(MapSetTest, AFailedAllocationGivesEverythingBack) {
   Session& session = Create(Specs());
-  alignas(256) static uint8_t arena[5120];  // room for the first three maps only
-  HostDeviceMemory memory(arena, sizeof(arena));
+  // Room for the first three maps only.
+  uint64_t room = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    absl::StatusOr<MapGeometry> g = ComputeMapGeometry(Specs()[i]);
+    ASSERT_TRUE(g.ok()) << g.status();
+    room += (g->allocation_bytes + 255) & ~uint64_t{255};
+  }
+  alignas(256) static uint8_t arena[1 << 16];
+  ASSERT_LT(room, sizeof(arena));
+  HostDeviceMemory memory(arena, room);
   absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
   ASSERT_FALSE(maps.ok());
   EXPECT_EQ(maps.status().code(), absl::StatusCode::kResourceExhausted);
