@@ -202,6 +202,67 @@ TEST_F(MapsGpu, HashOneHotKeyAndUniformKeysWithVaryingDeltas) {
   }
 }
 
+TEST_F(MapsGpu, AddOnlyMapsSpreadOverSmCopiesAndFoldExactly) {
+  // What the compiler marks add-only (mem_trace's counters): adds go to the
+  // copy of the SM they run on, and a snapshot folds the copies.
+  MapSpec hot = Spec("hot", CUPROBE_MAP_HASH, 8, 8, 4096);
+  MapSpec array = Spec("array", CUPROBE_MAP_ARRAY, 4, 8, 64);
+  MapSpec hist = Spec("hist", CUPROBE_MAP_HIST_LOG2, 4, 8, 65);
+  for (MapSpec* m : {&hot, &array, &hist}) m->flags = CUPROBE_MAP_F_ADD_ONLY;
+  MakeMaps({hot, array, hist});
+  ASSERT_GT(maps_->geometry(0).value_shards, 1u);
+  std::vector<uint64_t> keys = {0x1234567};
+  const uint64_t keys_dev = Buffer(1);
+  ASSERT_TRUE(gpu_->Upload(keys_dev, keys.data(), 8).ok());
+  uint32_t map = 0, nkeys = 1, mode = 0, modulo = 64;
+  uint64_t keys_ptr = keys_dev;
+  uint64_t* no_rc = nullptr;
+  Run("hash_add_keys", {&map, &keys_ptr, &nkeys, &mode, &no_rc});
+  Run("hash_add_keys", {&map, &keys_ptr, &nkeys, &mode, &no_rc});
+  map = 1;
+  Run("add_u32_key", {&map, &modulo, &no_rc});
+  map = 2;
+  uint32_t no_modulo = 0;
+  Run("hist_add", {&map, &no_modulo});
+
+  MapSnapshot h = Snapshot(0);
+  EXPECT_EQ(h.CountEntries(), 1u);
+  EXPECT_EQ(U64(*h.Lookup(AsBytes(keys[0]))), 2 * kN);
+  EXPECT_EQ(h.control().errors, 0u);
+  MapSnapshot a = Snapshot(1);
+  for (uint32_t i = 0; i < 64; ++i) ASSERT_EQ(U64(*a.Lookup(AsBytes(i))), kN / 64) << i;
+  MapSnapshot g = Snapshot(2);
+  const std::vector<uint64_t> buckets = g.Buckets();
+  uint64_t total = 0;
+  for (uint64_t c : buckets) total += c;
+  EXPECT_EQ(total, kN);
+  EXPECT_EQ(buckets[0], 1u) << "gid 0";
+  EXPECT_EQ(buckets[1], 1u) << "gid 1";
+  EXPECT_EQ(buckets[2], 2u) << "gids 2-3";
+
+  // The hot key's adds really went to several copies.
+  const MapGeometry& geometry = maps_->geometry(0);
+  std::vector<uint8_t> raw(DeviceCopyBytes(geometry));
+  ASSERT_TRUE(gpu_->memory()
+                  .CopyFromDevice(raw.data(), maps_->table()[0] + CUPROBE_MAP_DESC_SIZE, raw.size())
+                  .ok());
+  const uint8_t* values = raw.data() + CUPROBE_MAP_CONTROL_SIZE + geometry.values_offset;
+  uint32_t used = 0;
+  for (uint32_t shard = 0; shard < geometry.value_shards; ++shard) {
+    const uint8_t* copy = values + shard * geometry.shard_bytes;
+    for (uint64_t at = 0; at < geometry.shard_bytes; at += 8) {
+      uint64_t v;
+      std::memcpy(&v, copy + at, 8);
+      if (v != 0) {
+        ++used;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(used, 8u) << "copies written by " << used << " SMs' shards";
+  RecordProperty("hot_key_copies_used", std::to_string(used));
+}
+
 TEST_F(MapsGpu, HashWithCollidingKeysFilledExactlyToItsLimit) {
   const MapSpec spec = Spec("collide", CUPROBE_MAP_HASH, 8, 8, 1024);
   const uint64_t mask = ComputeMapGeometry(spec)->slots - 1;
