@@ -366,6 +366,23 @@ __device__ __forceinline__ uint32_t CurrentSm() {
 }
 #endif
 
+// Adds to one of the map's counters: on the GPU to the calling SM's counter
+// shard (`shard_offset`, a CUPROBE_MAP_SHARD_*), on the host (or for a
+// descriptor without shards) to the control block's field.
+CUPROBE_HD void AddToCounter(const cuprobe_map_desc* d, uint32_t shard_offset, uint64_t* field,
+                             uint64_t v) {
+#ifdef __CUDA_ARCH__
+  const uint64_t aux = DescField(d->aux);
+  if (aux != 0) {
+    field = Ptr<uint64_t>(aux +
+                          static_cast<uint64_t>(CurrentSm() & (CUPROBE_MAP_COUNTER_SHARDS - 1)) *
+                              CUPROBE_MAP_COUNTER_SHARD_STRIDE +
+                          shard_offset);
+  }
+#endif
+  AtomicAdd64(field, v);
+}
+
 // Counts a refused update or out-of-range id. On the GPU: one atomic per
 // warp (the leader of the lanes counting here adds for all of them) on this
 // SM's error shard (maps/map_desc.h), so a kernel whose every thread is out
@@ -383,13 +400,8 @@ CUPROBE_HD void CountError(const cuprobe_map_desc* d) {
   uint32_t lane;
   asm("mov.u32 %0, %%laneid;" : "=r"(lane));
   if (same && lane != leader) return;
-  const uint64_t aux = DescField(d->aux);
-  uint64_t* counter =
-      aux != 0 ? Ptr<uint64_t>(aux + static_cast<uint64_t>(CurrentSm() &
-                                                            (CUPROBE_MAP_ERROR_SHARDS - 1)) *
-                                         CUPROBE_MAP_ERROR_SHARD_STRIDE)
-               : &Control(d)->errors;
-  AtomicAdd64(counter, same ? static_cast<uint64_t>(__popc(active)) : 1);
+  AddToCounter(d, CUPROBE_MAP_SHARD_ERRORS, &Control(d)->errors,
+               same ? static_cast<uint64_t>(__popc(active)) : 1);
 #else
   AtomicAdd64(&Control(d)->errors, 1);
 #endif
@@ -856,6 +868,29 @@ CUPROBE_HD uint64_t FitCount(uint64_t bytes, uint64_t record_size, uint32_t n) {
 // the same situation, and the last one gives its bytes back first.
 enum RingFast : uint32_t { kRingFull = 0, kRingGranted = 1, kRingPadded = 2 };
 
+// Whether this producer may read the consumer's tail over the bus now. A
+// full ring would otherwise have every producer of every SM read host memory
+// once per record: on the GPU, one read per microsecond is enough (the
+// consumer frees space at the host's pace); the host always may.
+CUPROBE_HD bool RingMayRefresh(const cuprobe_map_desc* d) {
+#ifdef __CUDA_ARCH__
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  uint64_t* next = &Control(d)->ring_refresh_ns;
+  if (now < LoadRelaxed64(next)) return false;
+  *reinterpret_cast<volatile uint64_t*>(next) = now + 1000;
+  return true;
+#else
+  (void)d;
+  return true;
+#endif
+}
+
+// The consumer's tail (over the bus, from host memory).
+CUPROBE_HD uint64_t RingConsumerTail(const cuprobe_map_desc* d) {
+  return LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
+}
+
 CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
                                     uint64_t* position) {
   cuprobe_map_control* c = Control(d);
@@ -876,8 +911,7 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
     }
     // Full by the cached tail: the consumer's real one (over the bus). It
     // never passes p, whose header is not committed.
-    const uint64_t real =
-        LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
+    const uint64_t real = RingMayRefresh(d) ? RingConsumerTail(d) : tail;
     if (real > tail && real <= p) {
       AtomicMax64(&c->ring_tail_cache, real);
       tail = real;
@@ -902,7 +936,7 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
     uint32_t fast = RingReserveFast(d, total, first_position);
     if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
     if (fast == kRingGranted) {
-      AtomicAdd64(&Control(d)->ring_reserved, n);
+      AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &Control(d)->ring_reserved, n);
       return n;
     }
   }
@@ -928,11 +962,10 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
         pad = room;
       }
     }
-    if (k < n && !refreshed) {
+    if (k < n && !refreshed && RingMayRefresh(d)) {
       // Maybe the consumer moved on: read its tail (over the bus) once.
       refreshed = true;
-      const uint64_t real =
-          LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
+      const uint64_t real = RingConsumerTail(d);
       if (real != tail && real - tail <= capacity && head - real <= capacity) {
         AtomicMax64(&Control(d)->ring_tail_cache, real);
         tail = real;
@@ -957,10 +990,11 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
   }
   cuprobe_map_control* c = Control(d);
   if (granted < n) {
-    AtomicAdd64(&c->ring_dropped, n - granted);
-    AtomicAdd64(&c->ring_dropped_bytes, (n - granted) * record_size);
+    AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED, &c->ring_dropped, n - granted);
+    AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED_BYTES, &c->ring_dropped_bytes,
+                 (n - granted) * record_size);
   }
-  if (granted > 0) AtomicAdd64(&c->ring_reserved, granted);
+  if (granted > 0) AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &c->ring_reserved, granted);
   return granted;
 }
 

@@ -23,17 +23,19 @@
  *   +128   struct cuprobe_map_control  128 bytes, the map's atomics
  *   +256   image                       the map's data (layout per type below)
  *          value shards 1..S-1         add-only maps only (below)
- *          aux                         error shards (below)
+ *          aux                         counter shards (below)
  *
  * control + image are contiguous: one device-to-host copy, folded (below),
  * is a snapshot.
  *
  * Spreading hot counters (version 2). Thousands of warps adding to one
  * address serialize on it in L2 (about a nanosecond each), so:
- *  - errors: every lane that counts an error adds to its SM's error shard,
- *    one atomic per warp: aux + CUPROBE_MAP_ERROR_SHARD_STRIDE *
- *    (%smid & (CUPROBE_MAP_ERROR_SHARDS - 1)). control.errors keeps what
- *    host code counts.
+ *  - counters: errors and a ring's reserved / dropped counts go to the
+ *    calling SM's counter shard in the aux block, aux +
+ *    CUPROBE_MAP_COUNTER_SHARD_STRIDE * (%smid & (CUPROBE_MAP_COUNTER_SHARDS
+ *    - 1)), at the CUPROBE_MAP_SHARD_* offsets (errors: one atomic per warp
+ *    for all its lanes that count). The control block's own fields keep
+ *    what host code counts.
  *  - values of an ADD-ONLY map (CUPROBE_MAP_F_ADD_ONLY: the probe compiler
  *    proved that probes only add to it, through map_add or hist_add, and
  *    never look a value up): HASH, ARRAY and HIST_* maps get S = shard_mask
@@ -41,8 +43,9 @@
  *    the image's own; an add goes to copy (%smid & shard_mask). HASH keys and
  *    states are not copied: a key's slot is the same in every copy.
  * The host folds before anyone reads (maps/map_layout.h, FoldMapImage):
- * control.errors += every error shard, each value's first u64 += the same
- * u64 of every other copy. Readers see one plain image.
+ * each control counter += its field in every counter shard, each value's
+ * first u64 += the same u64 of every other copy. Readers see one plain
+ * image.
  *
  * Image per type (stride = round_up(size, 8); ids = id_slots):
  *   ARRAY, HIST_*   values[max_entries][value_stride]
@@ -110,7 +113,7 @@ struct cuprobe_map_desc {
   cuprobe_u64 ring_data;    /*  88 RINGBUF data (device address of host memory) */
   cuprobe_u64 ring_host;    /*  96 RINGBUF struct cuprobe_ring_host (host memory) */
   cuprobe_u64 shard_bytes;  /* 104 ADD-ONLY: bytes from one value copy to the next (0: one) */
-  cuprobe_u64 aux;          /* 112 error shards */
+  cuprobe_u64 aux;          /* 112 counter shards */
   cuprobe_u32 shard_mask;   /* 120 ADD-ONLY: value copies - 1 (a power of two - 1) */
   cuprobe_u32 reserved;     /* 124 zero */
 };
@@ -118,9 +121,13 @@ struct cuprobe_map_desc {
 /* MapSpec.flags bit set by the probe compiler (never by a probe: the
  * compiler clears it from declared map_flags): probes only add to the map. */
 #define CUPROBE_MAP_F_ADD_ONLY 0x80000000u
-#define CUPROBE_MAP_ERROR_SHARDS 128
-#define CUPROBE_MAP_ERROR_SHARD_STRIDE 64 /* one counter per 64 bytes */
-#define CUPROBE_MAP_AUX_BYTES (CUPROBE_MAP_ERROR_SHARDS * CUPROBE_MAP_ERROR_SHARD_STRIDE)
+#define CUPROBE_MAP_COUNTER_SHARDS 128
+#define CUPROBE_MAP_COUNTER_SHARD_STRIDE 64 /* one shard per 64 bytes */
+#define CUPROBE_MAP_SHARD_ERRORS 0
+#define CUPROBE_MAP_SHARD_RING_RESERVED 8
+#define CUPROBE_MAP_SHARD_RING_DROPPED 16
+#define CUPROBE_MAP_SHARD_RING_DROPPED_BYTES 24
+#define CUPROBE_MAP_AUX_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
 #define CUPROBE_MAP_MAX_VALUE_SHARDS 128
 
 /* The map's device-side atomics, on their own 128-byte line. Snapshot
@@ -133,7 +140,9 @@ struct cuprobe_map_control {
   cuprobe_u64 ring_reserved;    /*  32 RINGBUF: records reserved (submitted or discarded) */
   cuprobe_u64 ring_dropped;     /*  40 RINGBUF: records refused for lack of space */
   cuprobe_u64 ring_dropped_bytes; /* 48 */
-  cuprobe_u64 reserved[9];      /*  56 zero */
+  cuprobe_u64 ring_refresh_ns;  /*  56 RINGBUF: %globaltimer before which producers of a full
+                                 ring do not read the consumer's tail again */
+  cuprobe_u64 reserved[8];      /*  64 zero */
 };
 
 /* The consumer's side of a ring, in host-mapped segment memory, followed by

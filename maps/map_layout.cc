@@ -184,11 +184,8 @@ absl::StatusOr<MapGeometry> ComputeMapGeometry(const MapSpec& spec) {
   }
   g.aux_offset = RoundUp(CUPROBE_MAP_IMAGE_OFFSET + g.image_bytes +
                              (g.value_shards - uint64_t{1}) * g.shard_bytes,
-                         CUPROBE_MAP_ERROR_SHARD_STRIDE);
-  g.allocation_bytes = g.type == CUPROBE_MAP_RINGBUF
-                           ? CUPROBE_MAP_IMAGE_OFFSET
-                           : g.aux_offset + CUPROBE_MAP_AUX_BYTES;
-  if (g.type == CUPROBE_MAP_RINGBUF) g.aux_offset = 0;
+                         CUPROBE_MAP_COUNTER_SHARD_STRIDE);
+  g.allocation_bytes = g.aux_offset + CUPROBE_MAP_AUX_BYTES;
   if (g.allocation_bytes > kMaxMapBytes) {
     return Bad(spec, absl::StrFormat("needs %d bytes of device memory", g.allocation_bytes),
                absl::StrFormat("at most %d per map: reduce max_entries%s", kMaxMapBytes,
@@ -241,7 +238,6 @@ cuprobe_map_desc MakeMapDesc(const MapGeometry& g, uint64_t base, uint64_t ring_
 }
 
 void FoldMapImage(const MapGeometry& g, uint8_t* device_copy) {
-  if (g.aux_offset == 0) return;  // RINGBUF: nothing spread
   auto u64_at = [](uint8_t* p) {
     uint64_t v;
     std::memcpy(&v, p, 8);
@@ -253,11 +249,23 @@ void FoldMapImage(const MapGeometry& g, uint8_t* device_copy) {
   };
   uint8_t* control = device_copy;  // the copy starts at control
   const uint8_t* aux = device_copy + (g.aux_offset - CUPROBE_MAP_DESC_SIZE);
-  uint64_t errors = 0;
-  for (uint32_t i = 0; i < CUPROBE_MAP_ERROR_SHARDS; ++i) {
-    errors += u64_at(const_cast<uint8_t*>(aux) + uint64_t{i} * CUPROBE_MAP_ERROR_SHARD_STRIDE);
+  constexpr struct {
+    uint32_t shard_offset;
+    uint32_t control_offset;
+  } kCounters[] = {
+      {CUPROBE_MAP_SHARD_ERRORS, offsetof(cuprobe_map_control, errors)},
+      {CUPROBE_MAP_SHARD_RING_RESERVED, offsetof(cuprobe_map_control, ring_reserved)},
+      {CUPROBE_MAP_SHARD_RING_DROPPED, offsetof(cuprobe_map_control, ring_dropped)},
+      {CUPROBE_MAP_SHARD_RING_DROPPED_BYTES, offsetof(cuprobe_map_control, ring_dropped_bytes)},
+  };
+  for (const auto& counter : kCounters) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < CUPROBE_MAP_COUNTER_SHARDS; ++i) {
+      sum += u64_at(const_cast<uint8_t*>(aux) + uint64_t{i} * CUPROBE_MAP_COUNTER_SHARD_STRIDE +
+                    counter.shard_offset);
+    }
+    add_at(control + counter.control_offset, sum);
   }
-  add_at(control + offsetof(cuprobe_map_control, errors), errors);
   if (g.value_shards <= 1) return;
   uint8_t* values = device_copy + CUPROBE_MAP_CONTROL_SIZE + g.values_offset;
   const uint64_t stride = g.value_stride;  // HIST_*: 8

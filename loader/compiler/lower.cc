@@ -615,9 +615,9 @@ void FunctionLowering::CountError(llvm::Value* map) {
   llvm::Value* aux = DescLoad(map, offsetof(cuprobe_map_desc, aux), I64());
   llvm::Value* sm = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_smid, {}, {});
   llvm::Value* shard = b_.CreateAdd(
-      aux, b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_ERROR_SHARDS - 1)),
+      aux, b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_COUNTER_SHARDS - 1)),
                                       I64()),
-                        C64(CUPROBE_MAP_ERROR_SHARD_STRIDE)));
+                        C64(CUPROBE_MAP_COUNTER_SHARD_STRIDE)));
   llvm::Value* counter = b_.CreateSelect(b_.CreateICmpEQ(aux, C64(0)), total, shard);
   llvm::Value* lanes =
       b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());

@@ -205,6 +205,22 @@ __device__ __forceinline__ uint64_t IndexedAdd(uint64_t map, uint32_t index, uin
   return static_cast<uint64_t>(err);
 }
 
+// The value of a key that is LIVE in its home slot, read through L1, or
+// null (the caller then searches). A key's slot never changes while it is
+// LIVE or DELETED (HASH slots are key-stable, map_algorithms.h), so a state
+// word that says LIVE with this key's fingerprint, and a stored key equal to
+// this one, identify the key's slot even when the loads are not ordered: a
+// stale state only sends the caller to the search. A hot key's home slot
+// then stays in each SM's L1 instead of costing an L2 round trip per add.
+__device__ __forceinline__ uint64_t* HashHomeSlotValue(const cuprobe_map_desc* d,
+                                                       const WordKey& key) {
+  const uint64_t h = HashOf(key);
+  const uint64_t slot = h & DescField(d->slot_mask);
+  if (*StateOf(d, slot) != StateWord(Fingerprint(h), CUPROBE_HASH_LIVE)) return nullptr;
+  if (*reinterpret_cast<const uint64_t*>(KeyOf(d, slot)) != key.word) return nullptr;
+  return reinterpret_cast<uint64_t*>(ValueOf(d, slot));
+}
+
 // map_add on a HASH map whose keys have at most 8 bytes, the key as a word.
 // Lanes are grouped by (map, key) before the lookup, so one lane per distinct
 // key of the warp searches (and inserts), then adds the group's sum.
@@ -218,7 +234,12 @@ __device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uin
   const uint64_t sum = GroupSum(group, delta);
   int64_t err = kEINVAL;
   if (ok && IsGroupLeader(group)) {
-    uint64_t* target = HashAddTarget(d, WordKey{key, key_size}, &err);
+    uint64_t* target = HashHomeSlotValue(d, WordKey{key, key_size});
+    if (target != nullptr) {
+      err = 0;
+    } else {
+      target = HashAddTarget(d, WordKey{key, key_size}, &err);
+    }
     if (target != nullptr) AtomicAdd64(ValueShard(d, target), sum);
   }
   return static_cast<uint64_t>(__shfl_sync(group, static_cast<long long>(err), __ffs(group) - 1));

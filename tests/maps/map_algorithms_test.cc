@@ -99,7 +99,7 @@ TEST(MapDesc, AddOnlyMapsSpreadTheirValuesAndTheHostFoldsThem) {
   uint64_t three = 3, seven = 7, errors = 2;
   std::memcpy(reinterpret_cast<uint8_t*>(value) + 1 * g.shard_bytes, &three, 8);
   std::memcpy(reinterpret_cast<uint8_t*>(value) + 127 * g.shard_bytes, &seven, 8);
-  std::memcpy(reinterpret_cast<uint8_t*>(d->aux) + 5 * CUPROBE_MAP_ERROR_SHARD_STRIDE, &errors, 8);
+  std::memcpy(reinterpret_cast<uint8_t*>(d->aux) + 5 * CUPROBE_MAP_COUNTER_SHARD_STRIDE, &errors, 8);
   m.control()->errors = 1;
   std::vector<uint8_t> copy(DeviceCopyBytes(g));
   std::memcpy(copy.data(), m.control(), copy.size());
