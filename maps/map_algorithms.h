@@ -895,23 +895,8 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
                                     uint64_t* position) {
   cuprobe_map_control* c = Control(d);
   const uint64_t capacity = DescField(d->slot_mask) + 1;
-  // Only while a slack of capacity / 8 stays free: producers that passed
-  // this check together overshoot the ring only if they hold more than the
-  // slack between them, and overshooting is what costs (they give their
-  // bytes back one after the other).
-  const uint64_t room = capacity - capacity / 8;
-  if (total > room) return kRingFull;
   uint64_t tail = LoadRelaxed64(&c->ring_tail_cache);
-  const uint64_t head = LoadRelaxed64(&c->ring_head);
-  if (head - tail > room - total) {
-    if (!RingMayRefresh(d)) return kRingFull;
-    const uint64_t real = RingConsumerTail(d);
-    if (real > tail && real <= head) {
-      AtomicMax64(&c->ring_tail_cache, real);
-      tail = real;
-    }
-    if (head - tail > room - total) return kRingFull;
-  }
+  if (LoadRelaxed64(&c->ring_head) - tail > capacity - total) return kRingFull;
   const uint64_t p = AtomicAdd64(&c->ring_head, total);
   for (;;) {
     if (p + total - tail <= capacity) {
@@ -937,24 +922,33 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
   }
 }
 
-// The exact path of RingReserveGroup, for a nearly full ring: grants the
-// prefix of the group that fits (a pad before the end when needed). Few
-// values live across the loop (register budget, helpers.cu): the control
-// block, the capacity and the consumer block are re-derived from the cached
-// descriptor where they are needed.
-CUPROBE_HD uint32_t RingReserveExact(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
+// Reserves up to `n` consecutive records of `record_size` bytes (a multiple
+// of 8) for a group of producers: returns how many it got (k <= n, the first
+// k lanes), and the byte position of the first. The n - k refused records
+// are counted as dropped. With n = 1 this is the plain per-thread reserve.
+// RingReserveFast serves every group that fits; a nearly full ring takes
+// the exact path below (a CAS loop that grants as many records as fit).
+CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
                                      uint64_t* first_position) {
   const uint64_t capacity = DescField(d->slot_mask) + 1;
+  const uint64_t total = static_cast<uint64_t>(n) * record_size;
+  if (record_size != 0 && (record_size & 7) == 0 && total <= capacity) {
+    uint32_t fast = RingReserveFast(d, total, first_position);
+    if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
+    if (fast == kRingGranted) {
+      AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &Control(d)->ring_reserved, n);
+      return n;
+    }
+  }
+  // The exact path. Few values live across the loop (register budget,
+  // helpers.cu): the control block, the capacity and the consumer block are
+  // re-derived from the cached descriptor where they are needed.
   uint32_t granted = 0;
   bool refreshed = false;
   // tail before head: the cached tail never passes the head loaded after it.
   uint64_t tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
   uint64_t head = LoadRelaxed64(&Control(d)->ring_head);
-  // A bounded number of CAS attempts: under contention a CAS loop serializes
-  // its producers on the atomic's round trip, so a producer that keeps
-  // losing drops its records (counted) rather than stall the kernel.
-  CUPROBE_NO_UNROLL
-  for (uint32_t attempt = 0; attempt < 8; ++attempt) {
+  for (;;) {
     const uint64_t used = head - tail;
     if (used > capacity || (head & 7) != 0 || record_size == 0 || record_size > capacity) break;
     const uint64_t free = capacity - used;
@@ -1002,27 +996,6 @@ CUPROBE_HD uint32_t RingReserveExact(const cuprobe_map_desc* d, uint64_t record_
   }
   if (granted > 0) AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &c->ring_reserved, granted);
   return granted;
-}
-
-// Reserves up to `n` consecutive records of `record_size` bytes (a multiple
-// of 8) for a group of producers: returns how many it got (k <= n, the first
-// k lanes), and the byte position of the first. The n - k refused records
-// are counted as dropped. With n = 1 this is the plain per-thread reserve.
-// RingReserveFast serves every group that fits; a nearly full ring takes
-// the exact path below (a CAS loop that grants as many records as fit).
-CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
-                                     uint64_t* first_position) {
-  const uint64_t capacity = DescField(d->slot_mask) + 1;
-  const uint64_t total = static_cast<uint64_t>(n) * record_size;
-  if (record_size != 0 && (record_size & 7) == 0 && total <= capacity) {
-    uint32_t fast = RingReserveFast(d, total, first_position);
-    if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
-    if (fast == kRingGranted) {
-      AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &Control(d)->ring_reserved, n);
-      return n;
-    }
-  }
-  return RingReserveExact(d, record_size, n, first_position);
 }
 
 CUPROBE_HD bool RingUsable(const cuprobe_map_desc* d) {
