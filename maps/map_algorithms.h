@@ -823,10 +823,10 @@ CUPROBE_HD uint64_t* HistTarget(const cuprobe_map_desc* d, uint64_t value) {
 // ---- RINGBUF ------------------------------------------------------------------
 //
 // Producers reserve on control.ring_head (device memory: atomics there cost
-// nanoseconds, unlike host-mapped memory), with a fetch-and-add while the
-// ring has room and a CAS loop once it is nearly full, and check the space
-// against control.ring_tail_cache, reading the consumer's real tail over the
-// bus only when the cache says the ring is full. A record never wraps: bytes
+// nanoseconds, unlike host-mapped memory) with a fetch-and-add, and check
+// the space against control.ring_tail_cache, reading the consumer's real
+// tail over the bus only when the cache says the ring is full. A record
+// never wraps: bytes
 // reserved across the end of the data become one committed PAD record (it
 // may wrap: the consumer skips it whole, and nothing is written past the
 // end). The consumer (maps/map_ring.h) reads committed records in position
@@ -841,31 +841,21 @@ CUPROBE_HD uint32_t* RingHeaderAt(const cuprobe_map_desc* d, uint64_t position) 
   return Ptr<uint32_t>(DescField(d->ring_data) + (position & DescField(d->slot_mask)));
 }
 
-// How many records of `record_size` (> 0) bytes fit in `bytes`, at most n.
-// Without a division: a 64-bit division is a long subroutine on the GPU and
-// would raise the register count of every kernel that can reserve. When not
-// all n fit (the ring is nearly full), count them: fewer than n <= 32 steps
-// for a warp's group.
-CUPROBE_HD uint64_t FitCount(uint64_t bytes, uint64_t record_size, uint32_t n) {
-  if (bytes >= static_cast<uint64_t>(n) * record_size) return n;
-  uint64_t count = 0;
-  CUPROBE_NO_UNROLL
-  for (uint64_t end = record_size; end <= bytes; end += record_size) ++count;
-  return count;
-}
-
-// The fast path of RingReserveGroup: one fetch-and-add of `total` bytes on
-// the head when the cached tail says they fit, so producers never retry
-// each other's CAS (a CAS loop on one address serializes its producers on
-// the atomic's round trip: about a microsecond per record on an H200).
+// Reservations are one fetch-and-add of a group's bytes on the head, taken
+// only while the cached tail says they fit with a slack of capacity / 8 to
+// spare; otherwise the consumer's tail is read (at most once a microsecond
+// per ring on the GPU) and, if the ring is still that full, the group is
+// dropped and counted. No CAS loop: under contention a CAS loop serializes
+// its producers on the atomic's round trip (about a microsecond per record
+// on an H200; a full ring then cost tens of milliseconds per launch).
+// Producers that passed the check together overshoot the ring only if they
+// hold more than the slack between them; an overshooting producer gives its
+// bytes back with a CAS once no producer holds bytes after it (they are in
+// the same situation, and the last one gives back first).
 //   kRingGranted: [*position, *position + total) is this group's;
 //   kRingPadded:  the bytes crossed the end of the data and became one pad
 //                 record (the consumer skips it, wrap included): try again;
-//   kRingFull:    nothing is held; the exact path decides.
-// When the bytes turn out not to fit (the cached tail was stale and the
-// consumer's real tail is no better), they are given back with a CAS that
-// succeeds once no producer holds bytes after them: those producers are in
-// the same situation, and the last one gives its bytes back first.
+//   kRingFull:    nothing is held: drop.
 enum RingFast : uint32_t { kRingFull = 0, kRingGranted = 1, kRingPadded = 2 };
 
 // Whether this producer may read the consumer's tail over the bus now. A
@@ -895,8 +885,17 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
                                     uint64_t* position) {
   cuprobe_map_control* c = Control(d);
   const uint64_t capacity = DescField(d->slot_mask) + 1;
+  const uint64_t room = capacity - capacity / 8;
   uint64_t tail = LoadRelaxed64(&c->ring_tail_cache);
-  if (LoadRelaxed64(&c->ring_head) - tail > capacity - total) return kRingFull;
+  const uint64_t head = LoadRelaxed64(&c->ring_head);
+  if (head - tail > room - total) {
+    if (!RingMayRefresh(d)) return kRingFull;
+    const uint64_t real = RingConsumerTail(d);
+    if (real <= tail || real > head) return kRingFull;
+    AtomicMax64(&c->ring_tail_cache, real);
+    tail = real;
+    if (head - tail > room - total) return kRingFull;
+  }
   const uint64_t p = AtomicAdd64(&c->ring_head, total);
   for (;;) {
     if (p + total - tail <= capacity) {
@@ -909,9 +908,9 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
       *position = p;
       return kRingGranted;
     }
-    // Full by the cached tail: the consumer's real one (over the bus). It
-    // never passes p, whose header is not committed.
-    const uint64_t real = RingMayRefresh(d) ? RingConsumerTail(d) : tail;
+    // Overshot by the cached tail: the consumer's real one (over the bus).
+    // It never passes p, whose header is not committed.
+    const uint64_t real = RingConsumerTail(d);
     if (real > tail && real <= p) {
       AtomicMax64(&c->ring_tail_cache, real);
       tail = real;
@@ -922,80 +921,26 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
   }
 }
 
-// Reserves up to `n` consecutive records of `record_size` bytes (a multiple
-// of 8) for a group of producers: returns how many it got (k <= n, the first
-// k lanes), and the byte position of the first. The n - k refused records
-// are counted as dropped. With n = 1 this is the plain per-thread reserve.
-// RingReserveFast serves every group that fits; a nearly full ring takes
-// the exact path below (a CAS loop that grants as many records as fit).
+// Reserves `n` consecutive records of `record_size` bytes (a multiple of 8)
+// for a group of producers, all or none: returns n with the byte position
+// of the first, or 0 (the n records are counted as dropped). With n = 1
+// this is the plain per-thread reserve.
 CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
                                      uint64_t* first_position) {
   const uint64_t capacity = DescField(d->slot_mask) + 1;
   const uint64_t total = static_cast<uint64_t>(n) * record_size;
-  if (record_size != 0 && (record_size & 7) == 0 && total <= capacity) {
+  cuprobe_map_control* c = Control(d);
+  if (record_size != 0 && (record_size & 7) == 0 && total <= capacity - capacity / 8) {
     uint32_t fast = RingReserveFast(d, total, first_position);
     if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
     if (fast == kRingGranted) {
-      AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &Control(d)->ring_reserved, n);
+      AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &c->ring_reserved, n);
       return n;
     }
   }
-  // The exact path. Few values live across the loop (register budget,
-  // helpers.cu): the control block, the capacity and the consumer block are
-  // re-derived from the cached descriptor where they are needed.
-  uint32_t granted = 0;
-  bool refreshed = false;
-  // tail before head: the cached tail never passes the head loaded after it.
-  uint64_t tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
-  uint64_t head = LoadRelaxed64(&Control(d)->ring_head);
-  for (;;) {
-    const uint64_t used = head - tail;
-    if (used > capacity || (head & 7) != 0 || record_size == 0 || record_size > capacity) break;
-    const uint64_t free = capacity - used;
-    const uint64_t room = capacity - (head & (capacity - 1));  // bytes before the end
-    uint64_t k = FitCount(Min64(free, room), record_size, n);
-    uint64_t pad = 0;
-    if (k < n && free > room) {
-      const uint64_t wrapped = FitCount(free - room, record_size, n);
-      if (wrapped > k) {
-        k = wrapped;
-        pad = room;
-      }
-    }
-    if (k < n && !refreshed && RingMayRefresh(d)) {
-      // Maybe the consumer moved on: read its tail (over the bus) once.
-      refreshed = true;
-      const uint64_t real = RingConsumerTail(d);
-      if (real != tail && real - tail <= capacity && head - real <= capacity) {
-        AtomicMax64(&Control(d)->ring_tail_cache, real);
-        tail = real;
-        continue;
-      }
-    }
-    if (k == 0) break;
-    const uint64_t seen = AtomicCas64(&Control(d)->ring_head, head, head + pad + k * record_size);
-    if (seen != head) {
-      tail = LoadRelaxed64(&Control(d)->ring_tail_cache);
-      head = LoadRelaxed64(&Control(d)->ring_head);
-      continue;
-    }
-    if (pad != 0) {
-      StoreReleaseSystem32(RingHeaderAt(d, head),
-                           CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
-                               static_cast<uint32_t>(pad - CUPROBE_RING_HEADER_SIZE));
-    }
-    *first_position = head + pad;
-    granted = static_cast<uint32_t>(k);
-    break;
-  }
-  cuprobe_map_control* c = Control(d);
-  if (granted < n) {
-    AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED, &c->ring_dropped, n - granted);
-    AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED_BYTES, &c->ring_dropped_bytes,
-                 (n - granted) * record_size);
-  }
-  if (granted > 0) AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &c->ring_reserved, granted);
-  return granted;
+  AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED, &c->ring_dropped, n);
+  AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED_BYTES, &c->ring_dropped_bytes, n * record_size);
+  return 0;
 }
 
 CUPROBE_HD bool RingUsable(const cuprobe_map_desc* d) {

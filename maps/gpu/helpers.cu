@@ -27,7 +27,7 @@
 //  - warp aggregation (KeyGroup): lanes that add to the same counter (same
 //    HASH key, same array slot, same histogram bucket) are grouped, their
 //    deltas summed with redux.sync, and one lane does one atomic; lanes that
-//    emit records of the same size to the same ring reserve them with one CAS.
+//    emit records of the same size to the same ring reserve them with one atomic.
 //    PERTHREAD adds are never grouped: each thread owns its slot.
 //
 // Register budget: nvJitLink compiles each function of an instrumented
@@ -394,8 +394,8 @@ extern "C" __device__ uint64_t __cuprobe_hist_add_linear(uint64_t map, uint64_t 
 namespace {
 
 // Reserves this lane's record of `size` body bytes, aggregated over the
-// lanes that reserve records of the same size in the same ring: one CAS per
-// group. Returns the record's position, or ~0 when refused (counted).
+// lanes that reserve records of the same size in the same ring: one
+// reservation per group. Returns the record's position, or ~0 when refused (counted).
 __device__ __forceinline__ uint64_t GroupReserve(const cuprobe_map_desc* d, uint64_t map,
                                                  uint64_t size, bool ok) {
   const uint64_t record = ok ? RingRecordSize(size) : 0;

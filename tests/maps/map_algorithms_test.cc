@@ -564,17 +564,6 @@ TEST(TypedOps, EntryPointsRefuseDescriptorsOfAnotherType) {
             algo::HistTarget(log2.desc(), 1000));
 }
 
-TEST(TypedOps, FitCountIsTheCappedQuotient) {
-  for (uint64_t bytes : {0ull, 7ull, 8ull, 100ull, 4095ull, 4096ull, (1ull << 33) + 5}) {
-    for (uint64_t record : {8ull, 24ull, 4096ull, (1ull << 29) + 16}) {
-      for (uint32_t n : {1u, 2u, 17u, 32u}) {
-        const uint64_t want = std::min<uint64_t>(n, bytes / record);
-        ASSERT_EQ(algo::FitCount(bytes, record, n), want) << bytes << " " << record << " " << n;
-      }
-    }
-  }
-}
-
 // ---- RINGBUF --------------------------------------------------------------------
 
 std::vector<std::vector<uint8_t>> ConsumeAll(MapRing& ring) {
@@ -608,53 +597,57 @@ TEST(RingMap, ExactDropsWhenFullAndRoomAgainAfterConsuming) {
   const uint8_t body[24] = {1};
   int accepted = 0;
   for (int i = 0; i < 200; ++i) accepted += algo::RingOutput(m.desc(), body, 24, 0) == 0;
-  EXPECT_EQ(accepted, 4096 / 32);
-  EXPECT_EQ(m.control()->ring_dropped, 200u - 4096 / 32);
-  EXPECT_EQ(m.control()->ring_dropped_bytes, (200u - 4096 / 32) * 32);
-  EXPECT_EQ(ConsumeAll(ring).size(), 4096u / 32);
+  constexpr int kFit = (4096 - 4096 / 8) / 32;  // the slack stays free
+  EXPECT_EQ(accepted, kFit);
+  EXPECT_EQ(m.control()->ring_dropped, 200u - kFit);
+  EXPECT_EQ(m.control()->ring_dropped_bytes, (200u - kFit) * 32);
+  EXPECT_EQ(ConsumeAll(ring).size(), uint64_t{kFit});
   // The cached tail is stale: the producer reads the consumer's real one.
   EXPECT_EQ(algo::RingOutput(m.desc(), body, 24, 0), 0);
-  EXPECT_EQ(m.control()->ring_tail_cache, 4096u);
+  EXPECT_EQ(m.control()->ring_tail_cache, uint64_t{kFit} * 32);
 }
 
-TEST(RingMap, RecordsNeverWrapAPadFillsTheEnd) {
+TEST(RingMap, AReservationLeavesASlackOfAnEighthFree) {
   HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
   MapRing ring = m.Ring();
-  std::vector<uint8_t> big(1000, 0xab);  // 1008 bytes per record
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
-  ASSERT_EQ(ConsumeAll(ring).size(), 4u);  // head = tail = 4032, 64 bytes before the end
-  big.assign(1000, 0xcd);
-  ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
-  EXPECT_EQ(m.control()->ring_head, 4096u + 1008u) << "a 64-byte pad, then the record at 0";
-  const auto got = ConsumeAll(ring);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0], big);
-  EXPECT_EQ(ring.Stats().tail, 4096u + 1008u);
+  std::vector<uint8_t> body(504, 0x11);  // 512 bytes per record
+  for (int i = 0; i < 7; ++i) ASSERT_EQ(algo::RingOutput(m.desc(), body.data(), 504, 0), 0) << i;
+  EXPECT_EQ(algo::RingOutput(m.desc(), body.data(), 504, 0), algo::kEAGAIN)
+      << "3584 bytes used: the last 512 stay free";
+  EXPECT_EQ(m.control()->ring_dropped, 1u);
+  EXPECT_EQ(m.control()->ring_dropped_bytes, 512u);
+  ASSERT_EQ(ring.Consume([](absl::Span<const uint8_t>) {}, 1), 1u);
+  EXPECT_EQ(algo::RingOutput(m.desc(), body.data(), 504, 0), 0) << "room again after consuming";
+  EXPECT_EQ(algo::RingOutput(m.desc(), body.data(), 4000, 0), algo::kEAGAIN)
+      << "more than capacity - slack can never fit";
+  EXPECT_EQ(ConsumeAll(ring).size(), 7u);
+  ASSERT_TRUE(ring.status().ok()) << ring.status();
 }
 
 TEST(RingMap, BytesReservedAcrossTheEndBecomeOneWrappingPad) {
   HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
   MapRing ring = m.Ring();
-  std::vector<uint8_t> big(1000, 0xab);  // 1008 bytes per record
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
-  ASSERT_EQ(ConsumeAll(ring).size(), 4u);  // head = tail = 4032
-  // A producer has seen the consumer's tail: the next record takes the
-  // fetch-and-add path, whose 1008 bytes at 4032 cross the end of the data.
-  m.control()->ring_tail_cache = 4032;
-  big.assign(1000, 0xcd);
+  std::vector<uint8_t> small(1192, 0xab);  // 1200 bytes per record
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(algo::RingOutput(m.desc(), small.data(), small.size(), 0), 0) << i;
+    ASSERT_EQ(ConsumeAll(ring).size(), 1u);
+  }
+  ASSERT_EQ(m.control()->ring_head, 3600u);  // tail 3600 too; 496 bytes before the end
+  // The next 1008 bytes at 3600 cross the end of the data.
+  std::vector<uint8_t> big(1000, 0xcd);
   ASSERT_EQ(algo::RingOutput(m.desc(), big.data(), 1000, 0), 0);
-  EXPECT_EQ(m.control()->ring_head, 4032u + 2 * 1008u) << "a wrapping 1008-byte pad, then the record";
+  EXPECT_EQ(m.control()->ring_head, 3600u + 2 * 1008u) << "a wrapping 1008-byte pad, then the record";
   auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
   uint32_t pad = 0;
-  std::memcpy(&pad, data + 4032, 4);
+  std::memcpy(&pad, data + 3600, 4);
   EXPECT_EQ(pad, CUPROBE_RING_COMMIT | CUPROBE_RING_PAD | 1000u);
   const auto got = ConsumeAll(ring);
   ASSERT_TRUE(ring.status().ok()) << ring.status();
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], big);
-  EXPECT_EQ(ring.Stats().tail, 4032u + 2 * 1008u);
-  EXPECT_EQ(m.control()->ring_reserved, 5u) << "the pad is not a record";
-  // The consumer zeroed what it read: every byte but the next header's.
+  EXPECT_EQ(ring.Stats().tail, 3600u + 2 * 1008u);
+  EXPECT_EQ(m.control()->ring_reserved, 4u) << "the pad is not a record";
+  // The consumer zeroed what it read.
   for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(data[i], 0) << "byte " << i;
 }
 
@@ -678,19 +671,19 @@ TEST(RingMap, ReserveSubmitDiscard) {
   EXPECT_EQ(ring.Stats().delivered, 1u);
 }
 
-TEST(RingMap, GroupReservationGrantsAPrefixAndCountsTheRest) {
+TEST(RingMap, GroupReservationIsAllOrNothing) {
   HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
   uint64_t first = 0;
-  // 4096 / 48 = 85 records fit; a group of 32 three times, then 32 more.
+  // 3584 bytes usable: two groups of 32 records of 48 bytes, not a third.
   EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 32u);
   EXPECT_EQ(first, 0u);
   EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 32u);
   EXPECT_EQ(first, 32u * 48);
-  EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 21u);
   EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 32, &first), 0u);
-  EXPECT_EQ(m.control()->ring_reserved, 85u);
-  EXPECT_EQ(m.control()->ring_dropped, 11u + 32u);
-  EXPECT_EQ(m.control()->ring_dropped_bytes, (11u + 32u) * 48);
+  EXPECT_EQ(algo::RingReserveGroup(m.desc(), 48, 1, &first), 1u) << "a smaller group still fits";
+  EXPECT_EQ(m.control()->ring_reserved, 65u);
+  EXPECT_EQ(m.control()->ring_dropped, 32u);
+  EXPECT_EQ(m.control()->ring_dropped_bytes, 32u * 48);
   EXPECT_EQ(algo::RingReserveGroup(m.desc(), 8192, 1, &first), 0u) << "larger than the ring";
 }
 
