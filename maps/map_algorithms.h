@@ -866,10 +866,13 @@ CUPROBE_HD bool RingMayRefresh(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
   uint64_t now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  // One producer per window wins the CAS: the tail's cache line is written
+  // by the consumer's CPU, so every read of it over the bus waits for that
+  // line (hundreds of nanoseconds, one after another).
   uint64_t* next = &Control(d)->ring_refresh_ns;
-  if (now < LoadRelaxed64(next)) return false;
-  *reinterpret_cast<volatile uint64_t*>(next) = now + 1000;
-  return true;
+  const uint64_t until = LoadRelaxed64(next);
+  if (now < until) return false;
+  return AtomicCas64(next, until, now + 1000) == until;
 #else
   (void)d;
   return true;
