@@ -11,7 +11,9 @@ endif()
 
 if(CUPROBE_SANITIZE)
   string(REPLACE ";" "," _cuprobe_san "${CUPROBE_SANITIZE}")
+  # Every report is fatal: a test that trips a sanitizer fails.
   add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${_cuprobe_san}>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
   add_link_options(-fsanitize=${_cuprobe_san})
 endif()

@@ -334,15 +334,41 @@ CUPROBE_HD T DescField(const T& field) {
 #endif
 }
 
+// The descriptor's first 16 bytes (magic, version, size | type, flags) as
+// two words, loaded together: every helper call checks them, and two
+// independent loads wait once where four dependent ones waited four times.
+struct DescHead {
+  uint64_t w0;  // magic | version << 32 | size << 48
+  uint64_t w1;  // type | flags << 32
+};
+
+CUPROBE_HD DescHead LoadDescHead(const cuprobe_map_desc* d) {
+#ifdef __CUDA_ARCH__
+  const auto* p = reinterpret_cast<const ulonglong2*>(d);
+  const ulonglong2 v = __ldg(p);
+  return DescHead{v.x, v.y};
+#else
+  DescHead h;
+  memcpy(&h, d, sizeof(h));
+  return h;
+#endif
+}
+
+CUPROBE_HD bool DescHeadOk(const DescHead& h) {
+  return (h.w0 & 0xffffffffffffull) ==
+         (CUPROBE_MAP_DESC_MAGIC | (static_cast<uint64_t>(CUPROBE_MAP_DESC_VERSION) << 32));
+}
+
 CUPROBE_HD bool DescOk(const cuprobe_map_desc* d) {
-  return d != nullptr && DescField(d->magic) == CUPROBE_MAP_DESC_MAGIC &&
-         DescField(d->version) == CUPROBE_MAP_DESC_VERSION;
+  return d != nullptr && DescHeadOk(LoadDescHead(d));
 }
 
 // A usable descriptor of `type`: the specialized entry points refuse any
 // other one as a bad map (lookup 0, updates -EINVAL).
 CUPROBE_HD bool DescIs(const cuprobe_map_desc* d, uint32_t type) {
-  return DescOk(d) && DescField(d->type) == type;
+  if (d == nullptr) return false;
+  const DescHead h = LoadDescHead(d);
+  return DescHeadOk(h) & (static_cast<uint32_t>(h.w1) == type);
 }
 
 CUPROBE_HD cuprobe_map_control* Control(const cuprobe_map_desc* d) {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The unit tests of everything that parses untrusted bytes or shares memory
+# across threads and processes, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (CUPROBE_SANITIZE) and run in a second build
+# folder; any report fails. The fuzz targets replay their committed seed
+# corpora. scripts/test.sh runs this after the main suite (CI too);
+# CUPROBE_SKIP_SANITIZE=1 skips it there.
+#
+#   scripts/sanitize.sh                       # build/sanitize
+#   CUPROBE_SANITIZE_DIR=/tmp/asan scripts/sanitize.sh
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${CUPROBE_SANITIZE_DIR:-$root/build/sanitize}"
+jobs="$(nproc)"
+tests=(init_state_test hook_test watcher_test module_patcher_test segment_test record_ring_test
+       maps_region_test map_algorithms_test map_set_test ptx_parser_test ptx_rewriter_passes_test
+       trace_report_test support_test)
+fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
+      maps_region_fuzz_corpus)
+
+echo "sanitize: configuring $build (address;undefined)"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUPROBE_WERROR=ON \
+      "-DCUPROBE_SANITIZE=address;undefined" >/dev/null
+echo "sanitize: building ${#tests[@]} test binaries and ${#fuzz[@]} corpus replays"
+cmake --build "$build" -j "$jobs" --target "${tests[@]}" "${fuzz[@]}"
+
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+fails=0
+run() {  # name, command...
+  local name=$1; shift
+  local log="$build/$name.log"
+  if "$@" > "$log" 2>&1; then
+    echo "sanitize: ok   $name $(grep -E '^\[  PASSED  \]' "$log" | head -1)"
+  else
+    fails=$((fails + 1))
+    echo "sanitize: FAIL $name (log: $log)"
+    grep -E "ERROR: AddressSanitizer|runtime error|^\[  FAILED  \]|SUMMARY" "$log" | head -20
+  fi
+}
+for t in "${tests[@]}"; do run "$t" "$build/tests/$t" --gtest_brief=1; done
+corpus="$root/tests/corpus"
+run image_fuzz_corpus "$build/tests/fuzz/image_fuzz_corpus" "$corpus/image"
+run ptx_fuzz_corpus "$build/tests/fuzz/ptx_fuzz_corpus" "$corpus/ptx" "$root/tests/ptx_rewriter/golden"
+run bpf_object_fuzz_corpus "$build/tests/fuzz/bpf_object_fuzz_corpus" "$corpus/bpf_object"
+run bundle_fuzz_corpus "$build/tests/fuzz/bundle_fuzz_corpus" "$corpus/bundle"
+run maps_region_fuzz_corpus "$build/tests/fuzz/maps_region_fuzz_corpus" "$build/tests/fuzz/maps_region_seeds"
+if [[ $fails -ne 0 ]]; then
+  echo "sanitize: $fails failed"
+  exit 1
+fi
+echo "sanitize: all clean"
