@@ -17,7 +17,25 @@
 #include "ptx_rewriter/compile_cache.h"
 #include "support/log.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace cuprobe {
+namespace {
+
+// The hook's long-lived objects are never deleted (CUPTI may call back after
+// teardown, hook.h); under LeakSanitizer they are reachable on purpose.
+template <typename T>
+T* KeptForever(T* object) {
+#if defined(__SANITIZE_ADDRESS__)
+  __lsan_ignore_object(object);
+#endif
+  return object;
+}
+
+}  // namespace
+
 namespace {
 
 // CUPTI's activity callbacks carry no user data; they find the tracer here.
@@ -130,7 +148,7 @@ HookState Hook::Start() {
     DisableWith(std::string(output.status().message()));
     return lifecycle_.state();
   }
-  output_ = *output;
+  output_ = KeptForever(*output);
 
   std::string other_tool;
   absl::Status status = seam_.Subscribe(&Hook::Callback, this, "cuprobe", &other_tool);
@@ -149,7 +167,7 @@ HookState Hook::Start() {
   }
   subscribed_ = true;
 
-  tracer_ = new Tracer(seam_, *output_, config_.pid);
+  tracer_ = KeptForever(new Tracer(seam_, *output_, config_.pid));
   if (!output_->BundleBytes().empty()) StartProbes();
   status = EnableCallbacks();
   if (status.ok()) {
@@ -166,7 +184,8 @@ HookState Hook::Start() {
     return lifecycle_.state();
   }
   tracer_->Begin(config_.program);
-  watcher_ = new Watcher(std::chrono::milliseconds(config_.interval_ms), [this] { Tick(); });
+  watcher_ = KeptForever(
+      new Watcher(std::chrono::milliseconds(config_.interval_ms), [this] { Tick(); }));
   watcher_->Start();
 
   if (!lifecycle_.FinishInit()) return lifecycle_.state();
@@ -189,18 +208,18 @@ void Hook::StartProbes() {
   size_t programs = bundle->programs.size();
   std::vector<MapSpec> specs = bundle->maps;
   Tracer* tracer = tracer_;
-  instrumenter_ = new BundleInstrumenter(
+  instrumenter_ = KeptForever(new BundleInstrumenter(
       *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(),
-      [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); });
+      [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
   CuptiSeam* seam = &seam_;
-  device_maps_ = new DeviceMaps(std::move(specs), output_->Maps(),
-                                [seam, tracer](CUcontext context, CUstream stream) {
-                                  absl::StatusOr<uint32_t> id = seam->StreamId(context, stream);
-                                  if (id.ok()) tracer->IgnoreStream(*id);
-                                });
+  device_maps_ = KeptForever(new DeviceMaps(
+      std::move(specs), output_->Maps(), [seam, tracer](CUcontext context, CUstream stream) {
+        absl::StatusOr<uint32_t> id = seam->StreamId(context, stream);
+        if (id.ok()) tracer->IgnoreStream(*id);
+      }));
   const char* tmp = std::getenv("TMPDIR");
-  patcher_ = new ModulePatcher(seam_, *instrumenter_, *device_maps_,
-                               tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+  patcher_ = KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_,
+                                           tmp != nullptr && *tmp != '\0' ? tmp : "/tmp"));
   uint64_t pid_tgid = (uint64_t{config_.pid} << 32) | config_.pid;
   std::vector<uint8_t> value(sizeof(pid_tgid));
   std::memcpy(value.data(), &pid_tgid, sizeof(pid_tgid));

@@ -35,16 +35,16 @@ run() {  # name, command...
   else
     fails=$((fails + 1))
     echo "sanitize: FAIL $name (log: $log)"
-    grep -E "ERROR: AddressSanitizer|runtime error|^\[  FAILED  \]|SUMMARY" "$log" | head -20
+    grep -E "ERROR: AddressSanitizer|runtime error|^\[  FAILED  \]|SUMMARY|No such" "$log" | head -20 || true
   fi
 }
 for t in "${tests[@]}"; do run "$t" "$build/tests/$t" --gtest_brief=1; done
 corpus="$root/tests/corpus"
-run image_fuzz_corpus "$build/tests/fuzz/image_fuzz_corpus" "$corpus/image"
-run ptx_fuzz_corpus "$build/tests/fuzz/ptx_fuzz_corpus" "$corpus/ptx" "$root/tests/ptx_rewriter/golden"
-run bpf_object_fuzz_corpus "$build/tests/fuzz/bpf_object_fuzz_corpus" "$corpus/bpf_object"
-run bundle_fuzz_corpus "$build/tests/fuzz/bundle_fuzz_corpus" "$corpus/bundle"
-run maps_region_fuzz_corpus "$build/tests/fuzz/maps_region_fuzz_corpus" "$build/tests/fuzz/maps_region_seeds"
+run image_fuzz_corpus "$build/bin/image_fuzz_corpus" "$corpus/image"
+run ptx_fuzz_corpus "$build/bin/ptx_fuzz_corpus" "$corpus/ptx" "$root/tests/ptx_rewriter/golden"
+run bpf_object_fuzz_corpus "$build/bin/bpf_object_fuzz_corpus" "$corpus/bpf_object"
+run bundle_fuzz_corpus "$build/bin/bundle_fuzz_corpus" "$corpus/bundle"
+run maps_region_fuzz_corpus "$build/bin/maps_region_fuzz_corpus" "$build/tests/fuzz/maps_region_seeds"
 if [[ $fails -ne 0 ]]; then
   echo "sanitize: $fails failed"
   exit 1

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, configures, builds (Release, all
-# cores) and runs the whole ctest suite. GPU tests skip (reported as skipped)
-# on a machine without a GPU. CI (.ci/run) calls exactly this script.
+# cores) and runs the whole ctest suite, then the unit tests of the parsers,
+# maps, segment and hook under ASan and UBSan (scripts/sanitize.sh). GPU
+# tests skip (reported as skipped) on a machine without a GPU. CI (.ci/run)
+# calls exactly this script.
 #
 #   scripts/test.sh                  # everything
 #   CUPROBE_BUILD_DIR=/tmp/b scripts/test.sh
+#   CUPROBE_SKIP_SANITIZE=1 scripts/test.sh    # without the sanitizer pass
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CUPROBE_BUILD_DIR:-$root/build}"
@@ -17,3 +20,6 @@ echo "test: building with $jobs jobs"
 cmake --build "$build" -j "$jobs"
 echo "test: running ctest"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
+if [[ "${CUPROBE_SKIP_SANITIZE:-0}" != 1 ]]; then
+  CUPROBE_SANITIZE_DIR="${CUPROBE_SANITIZE_DIR:-$build/sanitize}" "$root/scripts/sanitize.sh"
+fi
