@@ -2,12 +2,16 @@
 #include "ptx_rewriter/compile.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "ptx_rewriter/content_hash.h"
+#include "ptx_rewriter/inline_pass.h"
+#include "ptx_rewriter/ptx_parser.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -154,8 +158,24 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   std::sort(skip.begin(), skip.end());
   for (const std::string& s : skip) key.Add("skip", s);
   key.Add("compile.sm", uint64_t{compile.sm});
+  const char* inline_env = std::getenv("CUPROBE_INLINE");
+  key.Add("inline", uint64_t{inline_env != nullptr && std::string_view(inline_env) == "0" ? 0u : 1u});
   for (const std::string& e : compile.extra) key.Add("compile.extra", e);
   return key.Hex();
+}
+
+// ptxas does not inline .func calls: the probes' bodies go into the kernels
+// here (ptx_rewriter/inline_pass.h), on the text that is compiled (the
+// instrumented PTX a user asks for stays readable, with calls).
+// CUPROBE_INLINE=0 keeps the calls; a module this pass cannot read is
+// compiled as it is.
+static void InlineForCompile(std::string& ptx) {
+  const char* env = std::getenv("CUPROBE_INLINE");
+  if (env != nullptr && std::string_view(env) == "0") return;
+  absl::StatusOr<Module> m = ParsePtx(ptx, "<instrumented>");
+  if (!m.ok()) return;
+  if (InlineProbeCalls(*m) == 0) return;
+  ptx = PrintPtx(*m);
 }
 
 absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
@@ -164,6 +184,7 @@ absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
   CompiledInstrumentation out;
   CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
   if (out.result.instrumented.empty()) return out;
+  InlineForCompile(out.result.ptx);
   absl::StatusOr<CompiledCubin> c = CompilePtx(out.result.ptx, compile);
   if (!c.ok() && !options.indirect_calls &&
       absl::StrContains(c.status().message(), "Register allocation failed")) {

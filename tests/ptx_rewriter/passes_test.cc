@@ -18,6 +18,9 @@
 #include "cuprobe/abi.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "maps/gpu/helpers_ptx.h"
+#include "ptx_rewriter/bundle.h"
+#include "ptx_rewriter/inline_pass.h"
 #include "ptx_rewriter/instrument.h"
 #include "ptx_rewriter/kernel_editor.h"
 #include "ptx_rewriter/memory_pass.h"
@@ -403,6 +406,90 @@ TEST(KernelEditorTest, RegisterPrefixAvoidsTakenNamesAndBadSnippetsChangeNothing
   EXPECT_EQ(k.body[0].text, absl::StrCat(".reg .b64 ", reg, ";"));
   EXPECT_EQ(k.body[3].text, "membar.gl;");
   EXPECT_EQ(k.body[4].text, "ret;");
+}
+
+// ---- Inlining (ptx_rewriter/inline_pass.h) -----------------------------------
+
+// Instruments golden/passes_input.ptx with `bundle` and `helper`, inlines,
+// and checks that no direct probe call is left and that ptxas accepts it.
+void ExpectInlined(const ProbeBundle& bundle, std::string_view helper, size_t min_sites) {
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  options.module_name = "passes_input.ptx";
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(Golden("passes_input.ptx"), bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<Module> m = ParsePtx(r->ptx);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const size_t calls = Count(r->ptx, "call (__cp_ret)");
+  ASSERT_GE(calls, min_sites);
+  EXPECT_EQ(InlineProbeCalls(*m), calls);
+  const std::string inlined = PrintPtx(*m);
+  EXPECT_EQ(Count(inlined, "call (__cp_ret)"), 0) << inlined;
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(inlined);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status() << "\n" << inlined;
+  // Printed and parsed again, it is stable.
+  absl::StatusOr<Module> again = ParsePtx(inlined);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(PrintPtx(*again), inlined);
+}
+
+TEST(InlinePassTest, TestBundleProbesReplaceTheirCalls) {
+  ExpectInlined(TestBundle({Program("entry", AttachKind::kEntry, "on_entry", /*reads_args=*/true),
+                            Program("exit", AttachKind::kExit, "on_exit"),
+                            Program("mem", AttachKind::kMemory, "on_mem")}),
+                Golden("test_helper.ptx"), 3);
+}
+
+TEST(InlinePassTest, CompiledReferenceProbesReplaceTheirCalls) {
+  // What the probe compiler emits: helper calls in nested blocks, guarded
+  // returns, 64-bit arguments (kernel_trace: ring reserve/submit; mem_trace:
+  // HASH adds; count_entries and vec_add_args: maps, args, printk).
+  for (const char* name : {"kernel_trace", "mem_trace", "empty", "count_entries", "vec_add_args"}) {
+    SCOPED_TRACE(name);
+    const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/", name, ".cpb");
+    const std::string bytes = testing::ReadTextFile(path);
+    ASSERT_FALSE(bytes.empty()) << path;
+    absl::StatusOr<ProbeBundle> bundle =
+        ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    ASSERT_TRUE(bundle.ok()) << bundle.status();
+    for (ProbeProgram& p : bundle->programs) p.kernel_glob.assign(1, '*');
+    ExpectInlined(*bundle, HelpersPtx(), 1);
+  }
+}
+
+TEST(InlinePassTest, AFunctionThatTakesAParameterAddressStaysACall) {
+  absl::StatusOr<Module> parsed = ParsePtx(R"(.version 8.0
+.target sm_90
+.address_size 64
+.func (.param .b32 r) p(.param .b64 a, .param .b32 b, .param .b32 c, .param .b32 d, .param .b64 e)
+{
+.reg .b64 %rd<2>;
+mov.u64 %rd1, a;
+st.param.b32 [r], 0;
+ret;
+}
+.visible .entry k()
+{
+{
+.param .b64 __cp_a0;
+.param .b32 __cp_a1;
+.param .b32 __cp_a2;
+.param .b32 __cp_a3;
+.param .b64 __cp_a4;
+.param .b32 __cp_ret;
+st.param.b64 [__cp_a0], 0;
+st.param.b32 [__cp_a1], 0;
+st.param.b32 [__cp_a2], 0;
+st.param.b32 [__cp_a3], 0;
+st.param.b64 [__cp_a4], 0;
+call (__cp_ret), p, (__cp_a0, __cp_a1, __cp_a2, __cp_a3, __cp_a4);
+}
+ret;
+}
+)");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(InlineProbeCalls(*parsed), 0u);
+  EXPECT_THAT(PrintPtx(*parsed), HasSubstr("call (__cp_ret), p"));
 }
 
 }  // namespace
