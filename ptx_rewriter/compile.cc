@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -169,13 +170,15 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
 // instrumented PTX a user asks for stays readable, with calls).
 // CUPROBE_INLINE=0 keeps the calls; a module this pass cannot read is
 // compiled as it is.
-static void InlineForCompile(std::string& ptx) {
+// Returns whether `ptx` changed.
+static bool InlineForCompile(std::string& ptx) {
   const char* env = std::getenv("CUPROBE_INLINE");
-  if (env != nullptr && std::string_view(env) == "0") return;
+  if (env != nullptr && std::string_view(env) == "0") return false;
   absl::StatusOr<Module> m = ParsePtx(ptx, "<instrumented>");
-  if (!m.ok()) return;
-  if (InlineProbeCalls(*m) == 0) return;
+  if (!m.ok()) return false;
+  if (InlineProbeCalls(*m) == 0) return false;
   ptx = PrintPtx(*m);
+  return true;
 }
 
 absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
@@ -184,8 +187,18 @@ absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
   CompiledInstrumentation out;
   CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
   if (out.result.instrumented.empty()) return out;
-  InlineForCompile(out.result.ptx);
+  std::string with_calls = out.result.ptx;
+  const bool inlined = InlineForCompile(out.result.ptx);
   absl::StatusOr<CompiledCubin> c = CompilePtx(out.result.ptx, compile);
+  if (!c.ok() && inlined) {
+    // Never worse than without inlining: compile the calls instead.
+    out.result.ptx = std::move(with_calls);
+    c = CompilePtx(out.result.ptx, compile);
+    if (c.ok()) {
+      out.result.warnings.push_back("the probes could not be inlined into this module's kernels "
+                                    "(ptxas refused the result); they are called instead");
+    }
+  }
   if (!c.ok() && !options.indirect_calls &&
       absl::StrContains(c.status().message(), "Register allocation failed")) {
     options.indirect_calls = true;

@@ -236,6 +236,10 @@ size_t InlineProbeCalls(Module& module) {
   size_t inlined = 0;
   for (Function& kernel : module.functions) {
     if (!kernel.is_kernel || !kernel.has_body) continue;
+    // The names this pass gives must be new in the kernel.
+    bool clash = false;
+    for (const Statement& s : kernel.body) clash |= absl::StrContains(s.text, "__ci");
+    if (clash) continue;
     std::vector<Statement> body;
     body.reserve(kernel.body.size());
     bool changed = false;
