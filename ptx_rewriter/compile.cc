@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -16,6 +17,15 @@
 #include "support/status_macros.h"
 
 namespace cuprobe {
+
+// ptxas does not inline .func calls: the probes' bodies go into the kernels
+// before compiling (ptx_rewriter/inline_pass.h), on the text that is compiled
+// (the instrumented PTX a user asks for stays readable, with calls).
+// CUPROBE_INLINE=0 keeps the calls.
+static bool InliningEnabled() {
+  const char* env = std::getenv("CUPROBE_INLINE");
+  return env == nullptr || std::string_view(env) != "0";
+}
 namespace {
 
 // --- A tiny length-prefixed encoding for cache entries.
@@ -159,26 +169,18 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   std::sort(skip.begin(), skip.end());
   for (const std::string& s : skip) key.Add("skip", s);
   key.Add("compile.sm", uint64_t{compile.sm});
-  const char* inline_env = std::getenv("CUPROBE_INLINE");
-  key.Add("inline", uint64_t{inline_env != nullptr && std::string_view(inline_env) == "0" ? 0u : 1u});
+  key.Add("inline", uint64_t{InliningEnabled() ? 1u : 0u});
   for (const std::string& e : compile.extra) key.Add("compile.extra", e);
   return key.Hex();
 }
 
-// ptxas does not inline .func calls: the probes' bodies go into the kernels
-// here (ptx_rewriter/inline_pass.h), on the text that is compiled (the
-// instrumented PTX a user asks for stays readable, with calls).
-// CUPROBE_INLINE=0 keeps the calls; a module this pass cannot read is
-// compiled as it is.
-// Returns whether `ptx` changed.
-static bool InlineForCompile(std::string& ptx) {
-  const char* env = std::getenv("CUPROBE_INLINE");
-  if (env != nullptr && std::string_view(env) == "0") return false;
+// The instrumented PTX with the probes inlined, or nullopt when there is
+// nothing to inline, inlining is off, or the module cannot be read.
+static std::optional<std::string> InlinedPtx(std::string_view ptx) {
+  if (!InliningEnabled()) return std::nullopt;
   absl::StatusOr<Module> m = ParsePtx(ptx, "<instrumented>");
-  if (!m.ok()) return false;
-  if (InlineProbeCalls(*m) == 0) return false;
-  ptx = PrintPtx(*m);
-  return true;
+  if (!m.ok() || InlineProbeCalls(*m) == 0) return std::nullopt;
+  return PrintPtx(*m);
 }
 
 absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
@@ -187,12 +189,12 @@ absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
   CompiledInstrumentation out;
   CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
   if (out.result.instrumented.empty()) return out;
-  std::string with_calls = out.result.ptx;
-  const bool inlined = InlineForCompile(out.result.ptx);
-  absl::StatusOr<CompiledCubin> c = CompilePtx(out.result.ptx, compile);
-  if (!c.ok() && inlined) {
+  std::optional<std::string> inlined = InlinedPtx(out.result.ptx);
+  absl::StatusOr<CompiledCubin> c = CompilePtx(inlined ? *inlined : out.result.ptx, compile);
+  if (inlined && c.ok()) {
+    out.result.ptx = *std::move(inlined);
+  } else if (inlined) {
     // Never worse than without inlining: compile the calls instead.
-    out.result.ptx = std::move(with_calls);
     c = CompilePtx(out.result.ptx, compile);
     if (c.ok()) {
       out.result.warnings.push_back("the probes could not be inlined into this module's kernels "
