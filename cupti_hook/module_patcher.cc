@@ -257,6 +257,16 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
                   s.message());
     }
   }
+  if (!pending->image.site_counters.empty()) {
+    const size_t n = pending->image.site_counters.size();
+    absl::Status s = FillSiteCounts(cbid, handle, std::move(pending->image.site_counters));
+    if (!s.ok()) {
+      // The kernels see a null address and skip the flush: the counts of
+      // these sites are lost, the program is unaffected.
+      CUPROBE_LOG(kWarning, "%s: the counts of %d probe site counter(s) cannot be kept: %s",
+                  pending->source.Describe(), n, s.message());
+    }
+  }
   for (const auto& [symbol, value] : module_globals_) {
     absl::StatusOr<DeviceGlobal> g = Global(cbid, handle, symbol.c_str());
     if (!g.ok() || g->bytes < value.size()) continue;  // the module does not use it
@@ -288,6 +298,20 @@ absl::Status ModulePatcher::FillMapTable(CUpti_CallbackId cbid, void* handle, ui
                                             " bytes, expected ", bytes));
   }
   return seam_.MemcpyHtoD(global->address, table->data(), bytes);
+}
+
+absl::Status ModulePatcher::FillSiteCounts(CUpti_CallbackId cbid, void* handle,
+                                           std::vector<SiteCounter> counters) {
+  absl::StatusOr<DeviceGlobal> global = Global(cbid, handle, CUPROBE_SITE_COUNTS_SYMBOL);
+  if (!global.ok()) return global.status();
+  if (global->bytes < sizeof(uint64_t)) {
+    return absl::InternalError(absl::StrCat(CUPROBE_SITE_COUNTS_SYMBOL, " is ", global->bytes,
+                                            " bytes"));
+  }
+  absl::StatusOr<uint64_t> base = maps_.AddSiteCounters(std::move(counters));
+  if (!base.ok()) return base.status();
+  const uint64_t address = *base;
+  return seam_.MemcpyHtoD(global->address, &address, sizeof(address));
 }
 
 absl::StatusOr<DeviceGlobal> ModulePatcher::Global(CUpti_CallbackId cbid, void* handle,

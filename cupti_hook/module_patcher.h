@@ -46,6 +46,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "cupti_hook/seam.h"
+#include "ptx_rewriter/bundle.h"
 
 namespace cuprobe {
 
@@ -64,6 +65,8 @@ struct InstrumentedImage {
   // only), for the one message per module.
   std::vector<std::string> not_instrumented;
   uint32_t map_table_entries = 0;  // __cuprobe_map_table length; 0: none
+  // The module's site counters (CUPROBE_SITE_COUNTS_SYMBOL to fill); empty: none.
+  std::vector<SiteCounter> site_counters;
 };
 
 // The rewriter seen from the hook (implemented over ptx_rewriter in
@@ -83,6 +86,11 @@ class MapTableProvider {
  public:
   virtual ~MapTableProvider() = default;
   [[nodiscard]] virtual absl::StatusOr<std::vector<uint64_t>> MapTable() = 0;
+  // Registers a module's site counters (after MapTable succeeded) and
+  // returns the device address of their block (maps/map_set.h).
+  [[nodiscard]] virtual absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter>) {
+    return absl::UnimplementedError("site counters are not supported here");
+  }
 };
 
 struct ModulePatcherStats {
@@ -128,6 +136,8 @@ class ModulePatcher {
   void OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   absl::Status FillMapTable(CUpti_CallbackId cbid, void* handle, uint32_t entries);
+  absl::Status FillSiteCounts(CUpti_CallbackId cbid, void* handle,
+                              std::vector<SiteCounter> counters);
   absl::StatusOr<DeviceGlobal> Global(CUpti_CallbackId cbid, void* handle, const char* symbol);
 
   CuptiSeam& seam_;

@@ -252,6 +252,7 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
   InstrumentedImage out;
   out.cubin = std::move(module->cubin);
   out.map_table_entries = static_cast<uint32_t>(bundle_.maps.size());
+  out.site_counters = std::move(module->site_counters);
   for (const InstrumentedKernel& k : module->instrumented) {
     out.kernels.emplace_back(k.name, k.kernel_id);
   }
@@ -315,6 +316,13 @@ absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   }
   CUPROBE_LOG(kInfo, "allocated %d map(s) in device memory", maps_->size());
   return maps_->table();
+}
+
+absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> counters) {
+  absl::MutexLock lock(&mu_);
+  if (!maps_.has_value()) return absl::FailedPreconditionError("the maps do not exist");
+  ScopedContext scope(driver_, context_);
+  return maps_->AddSiteCounters(std::move(counters));
 }
 
 void DeviceMaps::Prepare(CUcontext context) {

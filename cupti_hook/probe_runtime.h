@@ -81,6 +81,7 @@ class DeviceMaps final : public MapTableProvider {
   ~DeviceMaps() override;
 
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
+  absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
   // Creates the maps in `context` ahead of the first module load (at context
   // creation). Failures are kept and reported by MapTable().
   void Prepare(CUcontext context);

@@ -1,10 +1,12 @@
 // File: maps/map_set.cc
 #include "maps/map_set.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "maps/map_algorithms.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -44,9 +46,11 @@ MapSet::MapSet(MapSet&& other) noexcept
       table_(std::move(other.table_)),
       rings_(std::move(other.rings_)),
       rings_host_(std::exchange(other.rings_host_, nullptr)),
-      staging_(std::move(other.staging_)) {
+      staging_(std::move(other.staging_)),
+      site_blocks_(std::move(other.site_blocks_)) {
   other.maps_.clear();
   other.table_.clear();
+  other.site_blocks_.clear();
 }
 
 MapSet& MapSet::operator=(MapSet&& other) noexcept {
@@ -58,8 +62,10 @@ MapSet& MapSet::operator=(MapSet&& other) noexcept {
     rings_ = std::move(other.rings_);
     rings_host_ = std::exchange(other.rings_host_, nullptr);
     staging_ = std::move(other.staging_);
+    site_blocks_ = std::move(other.site_blocks_);
     other.maps_.clear();
     other.table_.clear();
+    other.site_blocks_.clear();
   }
   return *this;
 }
@@ -146,13 +152,115 @@ absl::Status MapSet::Initialize(size_t i) {
   return absl::OkStatus();
 }
 
-absl::Status MapSet::CopyFolded(size_t i, std::vector<uint8_t>* out) {
+absl::Status MapSet::CopyFolded(size_t i, std::vector<uint8_t>* out,
+                                const std::vector<std::vector<uint64_t>>* counts) {
   const Map& m = maps_[i];
   out->resize(DeviceCopyBytes(m.geometry));
   CUPROBE_RETURN_IF_ERROR(
       memory_->CopyFromDevice(out->data(), m.base + CUPROBE_MAP_DESC_SIZE, out->size()));
   FoldMapImage(m.geometry, out->data());
+  if (!site_blocks_.empty()) {
+    if (counts != nullptr) {
+      ApplySiteCounts(i, *counts, out->data());
+    } else {
+      CUPROBE_ASSIGN_OR_RETURN(auto read, SiteCounts());
+      ApplySiteCounts(i, read, out->data());
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counters) {
+  if (memory_ == nullptr) return absl::FailedPreconditionError("the maps were released");
+  SiteBlock block;
+  block.cleared.resize(counters.size());
+  for (size_t c = 0; c < counters.size(); ++c) {
+    for (const SiteAdd& a : counters[c].adds) {
+      if (a.map >= maps_.size() || maps_[a.map].geometry.type == CUPROBE_MAP_RINGBUF) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("a site counter adds to map %d, which is not a counting map", a.map));
+      }
+    }
+    block.cleared[c].assign(counters[c].adds.size(), 0);
+  }
+  const uint64_t bytes =
+      std::max<uint64_t>(counters.size(), 1) * CUPROBE_SITE_COUNTER_SHARDS * sizeof(uint64_t);
+  CUPROBE_ASSIGN_OR_RETURN(block.base, memory_->Allocate(bytes));
+  if (absl::Status s = memory_->Zero(block.base, bytes); !s.ok()) {
+    (void)memory_->Free(block.base);
+    return s;
+  }
+  block.counters = std::move(counters);
+  site_blocks_.push_back(std::move(block));
+  return site_blocks_.back().base;
+}
+
+absl::StatusOr<std::vector<std::vector<uint64_t>>> MapSet::SiteCounts() {
+  std::vector<std::vector<uint64_t>> counts(site_blocks_.size());
+  std::vector<uint64_t> shards;
+  for (size_t b = 0; b < site_blocks_.size(); ++b) {
+    const SiteBlock& block = site_blocks_[b];
+    shards.resize(block.counters.size() * CUPROBE_SITE_COUNTER_SHARDS);
+    if (!shards.empty()) {
+      CUPROBE_RETURN_IF_ERROR(
+          memory_->CopyFromDevice(shards.data(), block.base, shards.size() * sizeof(uint64_t)));
+    }
+    counts[b].assign(block.counters.size(), 0);
+    for (size_t c = 0; c < block.counters.size(); ++c) {
+      for (uint32_t k = 0; k < CUPROBE_SITE_COUNTER_SHARDS; ++k) {
+        counts[b][c] += shards[c * CUPROBE_SITE_COUNTER_SHARDS + k];
+      }
+    }
+  }
+  return counts;
+}
+
+void MapSet::ApplySiteCounts(size_t i, const std::vector<std::vector<uint64_t>>& counts,
+                             uint8_t* snapshot) const {
+  const MapGeometry& g = maps_[i].geometry;
+  const cuprobe_map_desc desc = MakeSnapshotDesc(g, snapshot);
+  auto* control = reinterpret_cast<cuprobe_map_control*>(snapshot);
+  for (size_t b = 0; b < site_blocks_.size() && b < counts.size(); ++b) {
+    const SiteBlock& block = site_blocks_[b];
+    for (size_t c = 0; c < block.counters.size() && c < counts[b].size(); ++c) {
+      const std::vector<SiteAdd>& adds = block.counters[c].adds;
+      for (size_t a = 0; a < adds.size(); ++a) {
+        const SiteAdd& add = adds[a];
+        if (add.map != i) continue;
+        const uint64_t count = counts[b][c] - block.cleared[c][a];
+        if (count == 0) continue;
+        uint64_t* target = nullptr;
+        if (add.hist) {
+          uint64_t value = 0;
+          std::memcpy(&value, add.key.data(), std::min<size_t>(add.key.size(), 8));
+          target = mapalgo::HistTarget(&desc, value);
+        } else if (add.key.size() >= g.key_size) {
+          int64_t err = 0;
+          target = mapalgo::MapAddTarget(&desc, add.key.data(), 0, &err);
+        }
+        if (target != nullptr) {
+          *target += count * add.delta;
+        } else {
+          control->errors += count;  // as many refusals as the GPU would have counted
+        }
+      }
+    }
+  }
+}
+
+absl::Status MapSet::ClearMap(size_t i) {
+  if (!site_blocks_.empty()) {
+    CUPROBE_ASSIGN_OR_RETURN(auto counts, SiteCounts());
+    for (size_t b = 0; b < site_blocks_.size(); ++b) {
+      SiteBlock& block = site_blocks_[b];
+      for (size_t c = 0; c < block.counters.size(); ++c) {
+        for (size_t a = 0; a < block.counters[c].adds.size(); ++a) {
+          if (block.counters[c].adds[a].map == i) block.cleared[c][a] = counts[b][c];
+        }
+      }
+    }
+  }
+  return Initialize(i);
 }
 
 absl::Status MapSet::Clear(size_t i) {
@@ -161,7 +269,7 @@ absl::Status MapSet::Clear(size_t i) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "map '%s' is a ring buffer: its records are consumed, not cleared", maps_[i].spec.name));
   }
-  return Initialize(i);
+  return ClearMap(i);
 }
 
 MapInfo MapSet::InfoFor(size_t i) const {
@@ -185,16 +293,22 @@ absl::StatusOr<MapSnapshot> MapSet::ReadSnapshot(size_t i) {
 absl::Status MapSet::Publish(uint64_t now_ns) {
   if (region_ == nullptr) return absl::OkStatus();
   for (size_t i = 0; i < maps_.size(); ++i) {
-    const Map& m = maps_[i];
     const uint64_t requests = region_->clear_requests(i);
     if (requests != region_->clears_done(i)) {
-      if (m.geometry.type != CUPROBE_MAP_RINGBUF) CUPROBE_RETURN_IF_ERROR(Initialize(i));
+      if (maps_[i].geometry.type != CUPROBE_MAP_RINGBUF) CUPROBE_RETURN_IF_ERROR(ClearMap(i));
       region_->AcknowledgeClear(i, requests);
     }
+  }
+  std::vector<std::vector<uint64_t>> counts;
+  if (!site_blocks_.empty()) {
+    CUPROBE_ASSIGN_OR_RETURN(counts, SiteCounts());
+  }
+  for (size_t i = 0; i < maps_.size(); ++i) {
+    const Map& m = maps_[i];
     // Copy to private memory first: a failed copy then publishes nothing,
     // and the seqlocked window (readers retry while it is open) is a memcpy.
     const uint64_t bytes = m.geometry.snapshot_bytes();
-    CUPROBE_RETURN_IF_ERROR(CopyFolded(i, &staging_));
+    CUPROBE_RETURN_IF_ERROR(CopyFolded(i, &staging_, &counts));
     uint8_t* dst = region_->BeginSnapshot(i);
     std::memcpy(dst, staging_.data(), bytes);
     region_->EndSnapshot(i, now_ns);
@@ -217,6 +331,10 @@ absl::Status MapSet::Release() {
       if (first.ok() && !s.ok()) first = s;
       m.base = 0;
     }
+    for (SiteBlock& block : site_blocks_) {
+      absl::Status s = memory_->Free(block.base);
+      if (first.ok() && !s.ok()) first = s;
+    }
     if (rings_host_ != nullptr) {
       absl::Status s = memory_->UnmapHost(rings_host_);
       if (first.ok() && !s.ok()) first = s;
@@ -225,6 +343,7 @@ absl::Status MapSet::Release() {
   }
   maps_.clear();
   table_.clear();
+  site_blocks_.clear();
   rings_.clear();
   return first;
 }

@@ -77,6 +77,15 @@ class MapSet {
   // Map i straight from the device (control + image), as a snapshot.
   [[nodiscard]] absl::StatusOr<MapSnapshot> ReadSnapshot(size_t i);
 
+  // Site counters of one module (include/cuprobe/abi.h, "Site counters"):
+  // allocates and zeroes its [counter][CUPROBE_SITE_COUNTER_SHARDS] u64
+  // block and returns its device address, for the module's
+  // CUPROBE_SITE_COUNTS_SYMBOL. From then on every snapshot of a map gains,
+  // for each add of a counter that targets it, count x delta (a HASH key is
+  // inserted at its first count, as the GPU would). INVALID_ARGUMENT for an
+  // add that names no map of the set.
+  [[nodiscard]] absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters);
+
   // Frees the device memory and unmaps the rings area. Idempotent; the
   // MapSet is empty afterwards. Call while the context is still valid.
   [[nodiscard]] absl::Status Release();
@@ -87,12 +96,27 @@ class MapSet {
     MapGeometry geometry;
     uint64_t base = 0;  // device address of the allocation
   };
+  struct SiteBlock {
+    uint64_t base = 0;  // device address
+    std::vector<SiteCounter> counters;
+    // Per counter and add: the count when the add's map was last cleared.
+    std::vector<std::vector<uint64_t>> cleared;
+  };
   MapSet() = default;
   [[nodiscard]] absl::Status Initialize(size_t i);
+  // Clears map i: Initialize, and its site counts start again from 0.
+  [[nodiscard]] absl::Status ClearMap(size_t i);
+  // Every block's counts (shards summed), by block and counter.
+  [[nodiscard]] absl::StatusOr<std::vector<std::vector<uint64_t>>> SiteCounts();
+  // Adds the site counts that target map i to its folded copy.
+  void ApplySiteCounts(size_t i, const std::vector<std::vector<uint64_t>>& counts,
+                       uint8_t* snapshot) const;
   [[nodiscard]] MapInfo InfoFor(size_t i) const;
   // Map i's device memory from control on, folded (FoldMapImage): its first
   // snapshot_bytes() are the snapshot.
-  [[nodiscard]] absl::Status CopyFolded(size_t i, std::vector<uint8_t>* out);
+  // `counts`: SiteCounts(), read once per Publish (null: read here).
+  [[nodiscard]] absl::Status CopyFolded(size_t i, std::vector<uint8_t>* out,
+                                        const std::vector<std::vector<uint64_t>>* counts = nullptr);
 
   DeviceMemory* memory_ = nullptr;
   MapsRegion* region_ = nullptr;
@@ -101,6 +125,7 @@ class MapSet {
   std::vector<std::optional<MapRing>> rings_;  // per map; nullopt for non-rings
   void* rings_host_ = nullptr;        // mapped rings area, or null
   std::vector<uint8_t> staging_;      // device -> host (folded), before the seqlocked copy
+  std::vector<SiteBlock> site_blocks_;
 };
 
 }  // namespace cuprobe

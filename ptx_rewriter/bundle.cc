@@ -9,7 +9,9 @@
 //
 // Chunks: META (once), PROG (per program, in order), MAP (per map, in table
 // order), PTX (once), HELP (helper symbols), PRTF (printk formats, in id
-// order). Unknown tags are skipped, so a newer writer's optional chunks do
+// order), SUMM (optional, per program that has summary code: u32 program
+// index, the instructions as bytes, u32 count and (u32 insn, u32 map) pairs
+// of its map references). Unknown tags are skipped, so a newer writer's optional chunks do
 // not break an older reader; a new *required* meaning bumps the version.
 // Payload fields are u32 / u64 or strings (u32 length + bytes); every read is
 // bounds-checked against the chunk, every chunk against the file.
@@ -33,6 +35,8 @@ constexpr uint32_t kTagMap = 0x2050414d;   // "MAP "
 constexpr uint32_t kTagPtx = 0x20585450;   // "PTX "
 constexpr uint32_t kTagHelpers = 0x504c4548;  // "HELP"
 constexpr uint32_t kTagPrintk = 0x46545250;   // "PRTF"
+constexpr uint32_t kTagSummary = 0x4d4d5553;  // "SUMM"
+constexpr uint64_t kMaxSummaryInsns = 1u << 16;
 // Sanity bounds: far above anything a probe produces, low enough that a
 // lying count cannot make the reader allocate without limit.
 constexpr uint64_t kMaxItems = 1u << 16;
@@ -212,6 +216,19 @@ std::vector<uint8_t> WriteBundle(const ProbeBundle& bundle) {
     w.U32(p.mem_spaces);
     Chunk(body, kTagProg, w);
   }
+  for (size_t i = 0; i < bundle.programs.size(); ++i) {
+    const ProbeProgram& p = bundle.programs[i];
+    if (p.summary_code.empty()) continue;
+    Writer w;
+    w.U32(static_cast<uint32_t>(i));
+    w.Bytes(p.summary_code);
+    w.U32(static_cast<uint32_t>(p.summary_maps.size()));
+    for (const auto& [insn, map] : p.summary_maps) {
+      w.U32(insn);
+      w.U32(map);
+    }
+    Chunk(body, kTagSummary, w);
+  }
   for (const MapSpec& s : bundle.maps) {
     Writer w;
     w.Str(s.name);
@@ -375,6 +392,37 @@ absl::StatusOr<ProbeBundle> ReadBundle(absl::Span<const uint8_t> bytes) {
           return r.Error(absl::StrCat("map '", s.name, "': zero key or value size"));
         }
         b.maps.push_back(std::move(s));
+        break;
+      }
+      case kTagSummary: {
+        CUPROBE_ASSIGN_OR_RETURN(uint32_t index, r.U32("program index"));
+        if (index >= b.programs.size()) {
+          return r.Error(absl::StrCat("summary code for program ", index, " of ",
+                                      b.programs.size(), " read so far"));
+        }
+        ProbeProgram& p = b.programs[index];
+        if (!p.summary_code.empty()) return r.Error("second summary of one program");
+        CUPROBE_ASSIGN_OR_RETURN(std::string code, r.Str("summary code"));
+        if (code.empty() || code.size() % 8 != 0 || code.size() / 8 > kMaxSummaryInsns) {
+          return r.Error(absl::StrCat("summary code of ", code.size(),
+                                      " bytes is not a whole number of instructions"));
+        }
+        CUPROBE_ASSIGN_OR_RETURN(uint32_t refs, r.Count("map reference count", 8));
+        for (uint32_t k = 0; k < refs; ++k) {
+          CUPROBE_ASSIGN_OR_RETURN(uint32_t insn, r.U32("reference instruction"));
+          CUPROBE_ASSIGN_OR_RETURN(uint32_t map, r.U32("reference map"));
+          // An ld_imm64 (opcode 0x18) with room for its second half.
+          if (uint64_t{insn} + 1 >= code.size() / 8 ||
+              static_cast<uint8_t>(code[size_t{insn} * 8]) != 0x18) {
+            return r.Error(absl::StrCat("map reference at instruction ", insn,
+                                        " is not an ld_imm64 of the code"));
+          }
+          if (map >= want_maps) {
+            return r.Error(absl::StrCat("map reference to map ", map, " of ", want_maps));
+          }
+          p.summary_maps.emplace_back(insn, map);
+        }
+        p.summary_code.assign(code.begin(), code.end());
         break;
       }
       case kTagPtx: {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,14 @@ struct ProbeProgram {
   // Memory probes: which spaces to instrument, a bit per CUPROBE_SPACE_*
   // (1 << space). Default: global and generic.
   uint32_t mem_spaces = (1u << CUPROBE_SPACE_GLOBAL) | (1u << CUPROBE_SPACE_GENERIC);
+  // The program's eBPF instructions (8 bytes each), present only when the
+  // compiler found that the program may reduce to adds of site constants
+  // (abi.h, "Site counters"): it calls no helper but map_add and hist_add,
+  // on add-only maps, never uses their results, and reads no argument. The
+  // rewriter runs it per site (site_summary.h). Empty: always called.
+  std::vector<uint8_t> summary_code;
+  // Its ld_imm64 map references: (instruction index, bundle map index).
+  std::vector<std::pair<uint32_t, uint32_t>> summary_maps;
 };
 
 // Field names and types of a map's key or value, from BTF, so readers can
@@ -88,6 +97,22 @@ struct ProbeBundle {
   std::string ptx;
   std::vector<std::string> helpers;         // helper library symbols used
   std::vector<std::string> printk_formats;  // index = format_id
+};
+
+// Site counters (include/cuprobe/abi.h, ptx_rewriter/site_summary.h): one
+// constant add that the sites of a counter make each time they run.
+struct SiteAdd {
+  uint32_t map = 0;          // bundle map index
+  bool hist = false;         // hist_add(map, value, delta); else map_add(map, key, delta)
+  std::vector<uint8_t> key;  // map_add: the key's bytes; hist_add: the value, 8 bytes LE
+  uint64_t delta = 0;
+  bool operator==(const SiteAdd&) const = default;
+};
+
+// What one execution of the sites that share a counter adds.
+struct SiteCounter {
+  std::vector<SiteAdd> adds;
+  bool operator==(const SiteCounter&) const = default;
 };
 
 // Serialization (bundle.cc). ReadBundle validates every size and offset.

@@ -71,7 +71,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr uint32_t kEntryVersion = 1;
+constexpr uint32_t kEntryVersion = 2;
 constexpr uint32_t kMaxCount = 1u << 20;
 
 }  // namespace
@@ -90,6 +90,7 @@ std::string EncodeInstrumentedModule(const InstrumentedModule& m) {
     w.U32(k.stats.memory_sites);
     w.U32(k.stats.memory_sites_skipped);
     w.U32(k.stats.args_copied ? 1 : 0);
+    w.U32(k.stats.counted_calls);
   }
   w.U32(static_cast<uint32_t>(m.skipped.size()));
   for (const SkippedKernel& k : m.skipped) {
@@ -98,6 +99,17 @@ std::string EncodeInstrumentedModule(const InstrumentedModule& m) {
   }
   w.U32(static_cast<uint32_t>(m.warnings.size()));
   for (const std::string& s : m.warnings) w.Str(s);
+  w.U32(static_cast<uint32_t>(m.site_counters.size()));
+  for (const SiteCounter& c : m.site_counters) {
+    w.U32(static_cast<uint32_t>(c.adds.size()));
+    for (const SiteAdd& a : c.adds) {
+      w.U32(a.map);
+      w.U32(a.hist ? 1 : 0);
+      w.Str(std::string_view(reinterpret_cast<const char*>(a.key.data()), a.key.size()));
+      w.U32(static_cast<uint32_t>(a.delta));
+      w.U32(static_cast<uint32_t>(a.delta >> 32));
+    }
+  }
   w.Str(std::string_view(reinterpret_cast<const char*>(m.cubin.data()), m.cubin.size()));
   return w.Take();
 }
@@ -119,7 +131,8 @@ absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view byt
       if (!r.Str(&p)) return bad();
     }
     if (!r.U32(&k.stats.entry_sites) || !r.U32(&k.stats.exit_sites) ||
-        !r.U32(&k.stats.memory_sites) || !r.U32(&k.stats.memory_sites_skipped) || !r.U32(&args)) {
+        !r.U32(&k.stats.memory_sites) || !r.U32(&k.stats.memory_sites_skipped) || !r.U32(&args) ||
+        !r.U32(&k.stats.counted_calls)) {
       return bad();
     }
     k.stats.args_copied = args != 0;
@@ -133,6 +146,24 @@ absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view byt
   m.warnings.resize(n);
   for (std::string& s : m.warnings) {
     if (!r.Str(&s)) return bad();
+  }
+  if (!r.U32(&n) || n > kMaxCount) return bad();
+  m.site_counters.resize(n);
+  for (SiteCounter& c : m.site_counters) {
+    uint32_t adds = 0;
+    if (!r.U32(&adds) || adds > kMaxCount) return bad();
+    c.adds.resize(adds);
+    for (SiteAdd& a : c.adds) {
+      uint32_t hist = 0, lo = 0, hi = 0;
+      std::string key;
+      if (!r.U32(&a.map) || !r.U32(&hist) || hist > 1 || !r.Str(&key) || !r.U32(&lo) ||
+          !r.U32(&hi)) {
+        return bad();
+      }
+      a.hist = hist == 1;
+      a.key.assign(key.begin(), key.end());
+      a.delta = (uint64_t{hi} << 32) | lo;
+    }
   }
   std::string_view cubin;
   if (!r.View(&cubin) || !r.AtEnd()) return bad();
@@ -152,10 +183,20 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   key.Add(is_identity ? "module-identity" : "module", module_ptx);
   key.Add("bundle.ptx", bundle.ptx);
   key.Add("bundle.maps", uint64_t{bundle.maps.size()});
+  // Site counters depend on the maps' types, key sizes and add-only flags.
+  for (const MapSpec& m : bundle.maps) {
+    key.Add("map", absl::StrCat(m.type, ",", m.key_size, ",", m.flags));
+  }
   for (const ProbeProgram& p : bundle.programs) {
     key.Add("program", absl::StrCat(p.name, "\n", static_cast<uint32_t>(p.attach), "\n",
                                     p.kernel_glob, "\n", p.ptx_function, "\n",
                                     p.reads_args ? 1 : 0, "\n", p.mem_spaces));
+    key.Add("program.summary",
+            std::string_view(reinterpret_cast<const char*>(p.summary_code.data()),
+                             p.summary_code.size()));
+    for (const auto& [insn, map] : p.summary_maps) {
+      key.Add("program.summary_map", absl::StrCat(insn, "=", map));
+    }
   }
   key.Add("helpers", options.helper_ptx);
   key.Add("sm", uint64_t{options.sm});
@@ -170,6 +211,7 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   for (const std::string& s : skip) key.Add("skip", s);
   key.Add("compile.sm", uint64_t{compile.sm});
   key.Add("inline", uint64_t{InliningEnabled() ? 1u : 0u});
+  key.Add("site_counters", uint64_t{options.site_counters && SiteCountersEnabled() ? 1u : 0u});
   for (const std::string& e : compile.extra) key.Add("compile.extra", e);
   return key.Hex();
 }
@@ -231,6 +273,7 @@ absl::StatusOr<InstrumentedModule> CompileAndStore(std::string_view module_ptx,
   m.instrumented = std::move(c.result.instrumented);
   m.skipped = std::move(c.result.skipped);
   m.warnings = std::move(c.result.warnings);
+  m.site_counters = std::move(c.result.site_counters);
   m.cache_key = key;
   if (m.instrumented.empty()) return m;
   m.cubin = std::move(c.compiled.cubin);

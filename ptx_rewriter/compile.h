@@ -32,13 +32,14 @@ namespace cuprobe {
 
 // Bumped whenever the rewriter's output for the same inputs changes, so old
 // cache entries stop matching.
-inline constexpr char kRewriterVersion[] = "cuprobe-rewriter 1";
+inline constexpr char kRewriterVersion[] = "cuprobe-rewriter 2";
 
 struct InstrumentedModule {
   std::vector<uint8_t> cubin;  // empty when no kernel was instrumented
   std::vector<InstrumentedKernel> instrumented;
   std::vector<SkippedKernel> skipped;
   std::vector<std::string> warnings;
+  std::vector<SiteCounter> site_counters;  // InstrumentResult::site_counters
   bool cache_hit = false;
   std::string cache_key;
 };

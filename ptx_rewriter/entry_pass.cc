@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ptx_rewriter/site_counter_pass.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -18,6 +19,12 @@ absl::Status RunEntryPass(KernelEditor& editor, const KernelProbes& probes,
     call.indirect = probes.indirect_calls;
     call.site_index = 0;
     call.args = p.reads_args ? args : "0";
+    if (std::optional<std::string> counted =
+            SiteCounterIncrement(editor, probes, p, AttachKind::kEntry, call)) {
+      ptx += *counted;
+      ++stats->counted_calls;
+      continue;
+    }
     ptx += ProbeCallText(call);
   }
   CUPROBE_RETURN_IF_ERROR(editor.InsertBefore(editor.EntryPoint(), std::move(ptx)));

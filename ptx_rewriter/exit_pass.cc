@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ptx_rewriter/site_counter_pass.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -27,6 +28,12 @@ absl::Status RunExitPass(KernelEditor& editor, const KernelProbes& probes, std::
       call.args = p.reads_args ? args : "0";
       call.guard = s.guard;
       call.guard_negated = s.guard_negated;
+      if (std::optional<std::string> counted =
+              SiteCounterIncrement(editor, probes, p, AttachKind::kExit, call)) {
+        ptx += *counted;
+        ++stats->counted_calls;
+        continue;
+      }
       ptx += ProbeCallText(call);
     }
     CUPROBE_RETURN_IF_ERROR(editor.InsertBefore(i, std::move(ptx)));

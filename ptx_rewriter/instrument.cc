@@ -1,6 +1,8 @@
 // File: ptx_rewriter/instrument.cc
 #include "ptx_rewriter/instrument.h"
 
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -13,6 +15,8 @@
 #include "ptx_rewriter/link_pass.h"
 #include "ptx_rewriter/memory_pass.h"
 #include "ptx_rewriter/ptx_parser.h"
+#include "ptx_rewriter/site_counter_pass.h"
+#include "ptx_rewriter/site_summary.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -25,10 +29,17 @@ absl::Status RewriteKernel(Module& module, Function& kernel, const KernelProbes&
   CUPROBE_RETURN_IF_ERROR(RunEntryPass(editor, probes, args, stats));
   CUPROBE_RETURN_IF_ERROR(RunExitPass(editor, probes, args, stats));
   CUPROBE_RETURN_IF_ERROR(RunMemoryPass(editor, probes, args, stats));
+  CUPROBE_RETURN_IF_ERROR(RunSiteCounterPass(editor, probes));
   return editor.Finish();
 }
 
+
 }  // namespace
+
+bool SiteCountersEnabled() {
+  const char* v = std::getenv("CUPROBE_SITE_COUNTERS");
+  return v == nullptr || std::string_view(v) != "0";
+}
 
 absl::Status CheckProbeSignature(const Function& f) {
   auto bad = [&](std::string_view what) {
@@ -112,10 +123,14 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
 
   CUPROBE_ASSIGN_OR_RETURN(ProbeLinker linker, ProbeLinker::Create(main, added));
   uint32_t next_id = options.first_kernel_id;
+  SiteCounterTable counters;
+  const bool count_sites = options.site_counters && SiteCountersEnabled();
   for (const Plan& plan : plans) {
     Function& kernel = main.functions[plan.function_index];
+    SiteCounterState sites{&counters, bundle.maps, {}};
     KernelProbes kp;
     kp.indirect_calls = options.indirect_calls;
+    if (count_sites) kp.sites = &sites;
     if (auto it = options.kernel_ids.find(kernel.name); it != options.kernel_ids.end()) {
       kp.kernel_id = it->second;
     } else {
@@ -125,7 +140,8 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
     done.name = std::string(kernel.name);
     done.kernel_id = kp.kernel_id;
     for (const ProbeProgram* p : plan.programs) {
-      ProbeRef ref{std::string(linker.LinkedName(p->ptx_function)), p->reads_args, p->mem_spaces};
+      ProbeRef ref{std::string(linker.LinkedName(p->ptx_function)), p->reads_args, p->mem_spaces,
+                   p};
       switch (p->attach) {
         case AttachKind::kEntry: kp.entry.push_back(std::move(ref)); break;
         case AttachKind::kExit: kp.exit.push_back(std::move(ref)); break;
@@ -144,7 +160,9 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
     result.ptx = std::string(module_ptx);
     return result;
   }
-  CUPROBE_RETURN_IF_ERROR(linker.Link(static_cast<uint32_t>(bundle.maps.size())));
+  result.site_counters = counters.counters();
+  CUPROBE_RETURN_IF_ERROR(
+      linker.Link(static_cast<uint32_t>(bundle.maps.size()), !result.site_counters.empty()));
   result.warnings = linker.warnings();
   result.ptx = PrintPtx(main);
   return result;

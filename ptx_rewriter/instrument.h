@@ -32,6 +32,7 @@
 #include "ptx_rewriter/bundle.h"
 #include "ptx_rewriter/kernel_editor.h"
 #include "ptx_rewriter/ptx_module.h"
+#include "ptx_rewriter/site_summary.h"
 
 namespace cuprobe {
 
@@ -53,6 +54,9 @@ struct InstrumentOptions {
   // kernel_editor.h). InstrumentAndCompile sets it when ptxas fails register
   // allocation around direct calls.
   bool indirect_calls = false;
+  // Replace the calls of probes that reduce to adds of site constants by
+  // site counters (site_summary.h). CUPROBE_SITE_COUNTERS=0 turns it off too.
+  bool site_counters = true;
 };
 
 struct InstrumentedKernel {
@@ -76,11 +80,17 @@ struct InstrumentResult {
   std::vector<SkippedKernel> skipped;  // matched but not instrumented, and why
   std::vector<std::string> warnings;
   uint32_t kernels_in_module = 0;
+  // The module's site counters (index order); when not empty the module
+  // defines CUPROBE_SITE_COUNTS_SYMBOL, which the hook must fill.
+  std::vector<SiteCounter> site_counters;
 };
 
 [[nodiscard]] absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
                                                              const ProbeBundle& bundle,
                                                              const InstrumentOptions& options);
+
+// False when CUPROBE_SITE_COUNTERS=0 (then every probe site calls its probe).
+[[nodiscard]] bool SiteCountersEnabled();
 
 // Checks that `f` has the probe signature of abi.h: (.param .b32 r)
 // f(.b64, .b32, .b32, .b32, .b64), with a body.

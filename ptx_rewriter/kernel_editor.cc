@@ -137,6 +137,15 @@ absl::Status KernelEditor::InsertBefore(size_t index, std::string ptx) {
   return absl::OkStatus();
 }
 
+absl::Status KernelEditor::InsertAtEntryFront(std::string ptx) {
+  std::string_view text = module_.Own(std::move(ptx));
+  CUPROBE_ASSIGN_OR_RETURN(std::vector<Statement> statements,
+                           ParseBodyStatements(text, absl::StrCat("<rewrite of ", kernel_.name, ">")));
+  for (Statement& s : statements) s.line = 0;
+  inserts_.insert(inserts_.begin(), {EntryPoint(), std::move(statements)});
+  return absl::OkStatus();
+}
+
 absl::Status KernelEditor::Declare(std::string ptx) {
   std::string_view text = module_.Own(std::move(ptx));
   CUPROBE_ASSIGN_OR_RETURN(std::vector<Statement> statements,

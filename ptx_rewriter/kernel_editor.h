@@ -49,7 +49,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "ptx_rewriter/bundle.h"
 #include "ptx_rewriter/ptx_module.h"
+#include "ptx_rewriter/site_summary.h"
 
 namespace cuprobe {
 
@@ -58,6 +61,15 @@ struct ProbeRef {
   std::string function;
   bool reads_args = false;
   uint32_t mem_spaces = 0;  // memory probes: bit (1 << CUPROBE_SPACE_*) per space
+  const ProbeProgram* program = nullptr;  // for site counters; may be null
+};
+
+// Site counters of a module (site_summary.h): the table, the bundle's maps,
+// and the counters the kernel being rewritten uses.
+struct SiteCounterState {
+  SiteCounterTable* table = nullptr;
+  absl::Span<const MapSpec> maps;
+  std::vector<uint32_t> used;  // counter indices, in first-use order
 };
 
 // Everything the passes insert into one kernel.
@@ -67,6 +79,7 @@ struct KernelProbes {
   std::vector<ProbeRef> entry;
   std::vector<ProbeRef> exit;
   std::vector<ProbeRef> memory;
+  SiteCounterState* sites = nullptr;  // null: every site calls its probes
   [[nodiscard]] bool NeedsArgs() const;
 };
 
@@ -77,6 +90,7 @@ struct PassStats {
   uint32_t memory_sites = 0;          // accesses instrumented
   uint32_t memory_sites_skipped = 0;  // accesses whose address could not be formed
   bool args_copied = false;
+  uint32_t counted_calls = 0;  // probe calls replaced by site counter increments
 };
 
 // One call of a probe, in operand text.
@@ -129,6 +143,9 @@ class KernelEditor {
   // body[index] (index == body size: at the end). Calls for the same index
   // keep their order.
   [[nodiscard]] absl::Status InsertBefore(size_t index, std::string ptx);
+  // Queues `ptx` at EntryPoint() ahead of everything queued there, before
+  // or after this call (e.g. what must run before any probe site).
+  [[nodiscard]] absl::Status InsertAtEntryFront(std::string ptx);
   // Queues a declaration for the top of the body (`.local .align 8 .b8 x[136];`).
   [[nodiscard]] absl::Status Declare(std::string ptx);
   // A name for a function-scope variable that no module-level symbol uses.

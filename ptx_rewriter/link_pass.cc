@@ -107,7 +107,8 @@ absl::Status ProbeLinker::Prepare() {
       main_symbols.insert(item.statement.operands);
     }
   }
-  if (main_symbols.contains(CUPROBE_MAP_TABLE_SYMBOL)) {
+  if (main_symbols.contains(CUPROBE_MAP_TABLE_SYMBOL) ||
+      main_symbols.contains(CUPROBE_SITE_COUNTS_SYMBOL)) {
     return absl::FailedPreconditionError(absl::StrCat(
         main.name, ": the module already has ", CUPROBE_MAP_TABLE_SYMBOL,
         " (was it instrumented by cuprobe before?); instrument the original module"));
@@ -256,7 +257,7 @@ absl::flat_hash_set<std::string> Reachable(const std::vector<Module*>& added) {
 
 }  // namespace
 
-absl::Status ProbeLinker::Link(uint32_t map_count) {
+absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
   if (linked_) return absl::FailedPreconditionError("ProbeLinker::Link called twice");
   linked_ = true;
   Module& main = *main_;
@@ -314,6 +315,13 @@ absl::Status ProbeLinker::Link(uint32_t map_count) {
                                                CUPROBE_MAP_TABLE_SYMBOL, "[",
                                                map_count == 0 ? 1 : map_count, "];"));
   items.push_back(table);
+  if (site_counts) {
+    ModuleItem counts = table;
+    counts.statement.operands = CUPROBE_SITE_COUNTS_SYMBOL;
+    counts.statement.text = main.Own(
+        absl::StrCat(".visible .global .align 8 .u64 ", CUPROBE_SITE_COUNTS_SYMBOL, ";"));
+    items.push_back(counts);
+  }
 
   // Declarations kept so far (by name), to drop duplicates.
   absl::flat_hash_set<std::string_view> declared;

@@ -72,7 +72,9 @@ class ProbeLinker {
   }
 
   // Merges the added modules into `main` (see the file comment). Once.
-  [[nodiscard]] absl::Status Link(uint32_t map_count);
+  // With `site_counts`, also defines CUPROBE_SITE_COUNTS_SYMBOL (abi.h), the
+  // address of the module's site counters, which the hook fills.
+  [[nodiscard]] absl::Status Link(uint32_t map_count, bool site_counts = false);
 
   // Notes for the user, e.g. a probe compiled for a newer SM than the module.
   [[nodiscard]] const std::vector<std::string>& warnings() const { return warnings_; }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "ptx_rewriter/ptx_lexer.h"
+#include "ptx_rewriter/site_counter_pass.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -168,6 +169,12 @@ absl::Status RunMemoryPass(KernelEditor& editor, const KernelProbes& probes,
       call.args = p.reads_args ? args : "0";
       call.guard = s.guard;
       call.guard_negated = s.guard_negated;
+      if (std::optional<std::string> counted =
+              SiteCounterIncrement(editor, probes, p, AttachKind::kMemory, call)) {
+        ptx += *counted;
+        ++stats->counted_calls;
+        continue;
+      }
       ptx += ProbeCallText(call);
     }
     CUPROBE_RETURN_IF_ERROR(editor.InsertBefore(i, std::move(ptx)));

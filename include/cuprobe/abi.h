@@ -254,5 +254,19 @@ struct cuprobe_ctx {
  * data, size) is lowered to __cuprobe_ringbuf_output(map, data, size, 0). */
 #define CUPROBE_PRINTK_MAP_NAME "__cuprobe_printk"
 #define CUPROBE_MAP_TABLE_SYMBOL "__cuprobe_map_table"
+/* (Version 3) Site counters. When a probe program's effect at a site is
+ * only adds of constants to add-only maps (map_add / hist_add with a key,
+ * value and delta that depend on nothing but the site: kernel id, attach
+ * kind, memory access kind, space and size, site index), the rewriter runs
+ * the program once on the host for that site and replaces the call by an
+ * increment of a per-thread register; every thread adds its registers to
+ * the module's site counters when it exits (one atomic per warp and
+ * counter), and the host folds count x delta into the maps' snapshots
+ * (ptx_rewriter/site_summary.h). The module global below holds the device
+ * address of its counters, [counter][CUPROBE_SITE_COUNTER_SHARDS] u64
+ * (shard = %smid & (shards - 1)), filled by the hook after the load; 0
+ * leaves the counts unflushed. */
+#define CUPROBE_SITE_COUNTS_SYMBOL "__cuprobe_site_counts"
+#define CUPROBE_SITE_COUNTER_SHARDS 128
 
 #endif /* CUPROBE_ABI_H_ */

@@ -187,6 +187,100 @@ void MarkAddOnlyMaps(const BpfObject& object, absl::Span<const VerifiedProgram> 
   }
 }
 
+// Whether r0 may be read after the helper call at `call` before it is
+// written again (the probe's own return value is ignored by the ABI, so
+// exit does not read it). Follows every path.
+bool CallResultUsed(const std::vector<Insn>& insns, size_t call) {
+  std::vector<bool> seen(insns.size(), false);
+  std::vector<size_t> work = {call + 1};
+  while (!work.empty()) {
+    size_t pc = work.back();
+    work.pop_back();
+    if (pc >= insns.size()) return true;  // malformed: assume the worst
+    if (seen[pc]) continue;
+    seen[pc] = true;
+    const Insn& i = insns[pc];
+    const uint8_t cls = i.Class();
+    if (cls == kClassAlu || cls == kClassAlu64) {
+      const bool reads_dst = i.Op() != kAluMov;
+      if ((reads_dst && i.dst == 0) || (i.UsesSrcReg() && i.src == 0)) return true;
+      if (i.dst == 0) continue;  // r0 redefined
+      work.push_back(pc + 1);
+    } else if (cls == kClassLdx) {
+      if (i.src == 0) return true;
+      if (i.dst == 0) continue;
+      work.push_back(pc + 1);
+    } else if (cls == kClassSt || cls == kClassStx) {
+      if (i.dst == 0 || (cls == kClassStx && i.src == 0)) return true;
+      if (cls == kClassStx && i.Mode() == kModeAtomic) return true;  // may write r0
+      work.push_back(pc + 1);
+    } else if (cls == kClassLd) {
+      if (i.code != kLdImm64) return true;
+      if (i.dst == 0) continue;
+      work.push_back(pc + 2);
+    } else {  // jumps
+      const uint8_t op = i.Op();
+      if (op == kJmpExit) continue;
+      if (op == kJmpCall) continue;  // r0 redefined (r1-r5 are the arguments)
+      if (op == kJmpJa) {
+        const int64_t off = cls == kClassJmp32 ? i.imm : i.off;
+        work.push_back(static_cast<size_t>(static_cast<int64_t>(pc) + 1 + off));
+        continue;
+      }
+      if (i.dst == 0 || (i.UsesSrcReg() && i.src == 0)) return true;
+      work.push_back(pc + 1);
+      work.push_back(static_cast<size_t>(static_cast<int64_t>(pc) + 1 + i.off));
+    }
+  }
+  return false;
+}
+
+// Fills `pp`'s summary code when the program may reduce to adds of site
+// constants (bundle.h, ProbeProgram::summary_code): it calls only map_add
+// and hist_add, on add-only maps, ignores what they return, reads no
+// argument and no global data, and calls no function of its own. Whether it
+// reads anything a site does not fix (thread ids, timers, the address) is
+// found per site, by running it (ptx_rewriter/site_summary.h).
+void AddSummaryCode(const BpfProgram& program, const VerifiedProgram& verified,
+                    absl::Span<const int32_t> map_slot, absl::Span<const MapSpec> maps,
+                    ProbeProgram* pp) {
+  if (verified.reads_args || verified.helpers_used.empty()) return;
+  for (int32_t h : verified.helpers_used) {
+    if (h != CUPROBE_HELPER_MAP_ADD && h != CUPROBE_HELPER_HIST_ADD) return;
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> refs;
+  for (const auto& [insn, ref] : program.map_refs) {
+    if (ref.value || ref.map >= map_slot.size() || map_slot[ref.map] < 0) return;
+    const uint32_t slot = static_cast<uint32_t>(map_slot[ref.map]);
+    if ((maps[slot].flags & CUPROBE_MAP_F_ADD_ONLY) == 0) return;
+    refs.emplace_back(insn, slot);
+  }
+  const std::vector<Insn>& insns = program.insns;
+  for (size_t pc = 0; pc < insns.size(); ++pc) {
+    const Insn& i = insns[pc];
+    if ((i.Class() == kClassJmp || i.Class() == kClassJmp32) && i.Op() == kJmpCall) {
+      if (i.src != 0 || CallResultUsed(insns, pc)) return;  // a bpf-to-bpf call or a used result
+    }
+    if (i.code == kLdImm64 && i.src != 0 && !program.map_refs.contains(static_cast<uint32_t>(pc))) {
+      return;
+    }
+  }
+  std::vector<uint8_t> code(insns.size() * 8);
+  for (size_t k = 0; k < insns.size(); ++k) {
+    const Insn& i = insns[k];
+    uint8_t* b = &code[k * 8];
+    b[0] = i.code;
+    b[1] = static_cast<uint8_t>((i.src << 4) | (i.dst & 0x0f));
+    const uint16_t off = static_cast<uint16_t>(i.off);
+    b[2] = static_cast<uint8_t>(off);
+    b[3] = static_cast<uint8_t>(off >> 8);
+    const uint32_t imm = static_cast<uint32_t>(i.imm);
+    for (int j = 0; j < 4; ++j) b[4 + j] = static_cast<uint8_t>(imm >> (8 * j));
+  }
+  pp->summary_code = std::move(code);
+  pp->summary_maps = std::move(refs);
+}
+
 }  // namespace
 
 absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
@@ -261,6 +355,7 @@ absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
     pp.kernel_glob = v.kernel_glob;
     pp.ptx_function = lp.function_name;
     pp.reads_args = v.reads_args;
+    AddSummaryCode(p, v, input.map_slot, b.maps, &pp);
     b.programs.push_back(std::move(pp));
     input.programs.push_back(std::move(lp));
   }

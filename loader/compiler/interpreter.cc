@@ -18,17 +18,29 @@ absl::StatusOr<uint64_t> Interpret(const BpfProgram& program, const InterpreterE
   reg[10] = reinterpret_cast<uint64_t>(stack + kStackSize);
   const std::vector<Insn>& insns = program.insns;
   const uint64_t n = insns.size();
+  const uint64_t stack_lo = reinterpret_cast<uint64_t>(stack);
+  bool fault = false;  // confine_memory: an access left the stack and the context
+  auto allowed = [&](uint64_t addr, int size) {
+    if (!env.confine_memory) return true;
+    const uint64_t n = static_cast<uint64_t>(size);
+    const bool in_stack = addr >= stack_lo && addr - stack_lo <= kStackSize - n;
+    if (!in_stack) fault = true;
+    return in_stack;
+  };
   auto load = [&](uint64_t addr, int size) -> uint64_t {
     if (addr >= ctx_lo && addr < ctx_hi) return env.ctx_field(static_cast<int32_t>(addr - ctx_lo));
     uint64_t v = 0;
-    std::memcpy(&v, reinterpret_cast<const void*>(addr), size);
+    if (allowed(addr, size)) std::memcpy(&v, reinterpret_cast<const void*>(addr), size);
     return v;
   };
   auto store = [&](uint64_t addr, int size, uint64_t v) {
-    std::memcpy(reinterpret_cast<void*>(addr), &v, size);
+    if (allowed(addr, size)) std::memcpy(reinterpret_cast<void*>(addr), &v, size);
   };
   uint64_t pc = 0;
   for (uint64_t step = 0; step < env.max_steps; ++step) {
+    if (fault) {
+      return absl::InvalidArgumentError(absl::StrCat("memory access outside the stack before ", pc));
+    }
     if (pc >= n) return absl::InvalidArgumentError(absl::StrCat("pc ", pc, " out of range"));
     const Insn& insn = insns[pc];
     const uint64_t imm = static_cast<uint64_t>(static_cast<int64_t>(insn.imm));
@@ -104,7 +116,8 @@ absl::StatusOr<uint64_t> Interpret(const BpfProgram& program, const InterpreterE
         const uint8_t op = insn.Op();
         if (op == kJmpExit) return reg[0];
         if (op == kJmpCall) {
-          reg[0] = env.helper(insn.imm, &reg[1]);
+          reg[0] = env.helper_on_stack ? env.helper_on_stack(insn.imm, &reg[1], stack, stack_lo)
+                                       : env.helper(insn.imm, &reg[1]);
           ++pc;
           break;
         }

@@ -32,10 +32,20 @@ struct InterpreterEnv {
   std::function<uint64_t(uint32_t map)> map_handle;
   std::function<uint64_t(uint32_t map)> value_address;
   uint64_t max_steps = 1'000'000;
+  // For programs that are not trusted to be verified (the hook runs bundle
+  // code, site_summary.h): every load and store must fall inside the stack
+  // or the context, else the run fails; and helper_on_stack, when set, is
+  // called instead of `helper` with the stack's bytes and their address, so
+  // that it can read arguments pointing into the stack without trusting them.
+  bool confine_memory = false;
+  std::function<uint64_t(int32_t id, const uint64_t* args, const uint8_t* stack,
+                         uint64_t stack_address)>
+      helper_on_stack;
 };
 
 // Runs the program from instruction 0 with r1 = the context; returns r0 at
-// exit. Errors: out-of-range jumps, the step limit, unknown opcodes.
+// exit. Errors: out-of-range jumps, the step limit, unknown opcodes, and
+// with confine_memory, an access outside the stack and the context.
 [[nodiscard]] absl::StatusOr<uint64_t> Interpret(const BpfProgram& program,
                                                  const InterpreterEnv& env);
 

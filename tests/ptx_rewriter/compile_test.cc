@@ -370,9 +370,12 @@ TEST(InstrumentAndCompileTest, LazyExtractsThePtxOnlyOnAMiss) {
 TEST(InstrumentAndCompileTest, CacheEntryEncoding) {
   InstrumentedModule m;
   m.cubin = {1, 2, 3};
-  m.instrumented.push_back({"k", 9, {"count_entry"}, {1, 2, 3, 4, true}});
+  m.instrumented.push_back({"k", 9, {"count_entry"}, {1, 2, 3, 4, true, 5}});
   m.skipped.push_back({"s", "why"});
   m.warnings.push_back("w");
+  m.site_counters.push_back(SiteCounter{{SiteAdd{1, false, {7, 0, 0, 0, 1, 0, 0, 0}, 1},
+                                         SiteAdd{2, true, {9, 0, 0, 0, 0, 0, 0, 0}, 1ull << 40}}});
+  m.site_counters.push_back(SiteCounter{});
   const std::string bytes = EncodeInstrumentedModule(m);
   absl::StatusOr<InstrumentedModule> d = DecodeInstrumentedModule(bytes);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -381,6 +384,8 @@ TEST(InstrumentAndCompileTest, CacheEntryEncoding) {
   EXPECT_EQ(d->instrumented[0].kernel_id, 9u);
   EXPECT_EQ(d->instrumented[0].stats.memory_sites, 3u);
   EXPECT_TRUE(d->instrumented[0].stats.args_copied);
+  EXPECT_EQ(d->instrumented[0].stats.counted_calls, 5u);
+  EXPECT_EQ(d->site_counters, m.site_counters);
   EXPECT_EQ(d->skipped[0].reason, "why");
   EXPECT_EQ(d->warnings[0], "w");
   for (size_t n = 0; n < bytes.size(); ++n) {
