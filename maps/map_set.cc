@@ -183,8 +183,10 @@ absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counte
     }
     block.cleared[c].assign(counters[c].adds.size(), 0);
   }
-  const uint64_t bytes =
-      std::max<uint64_t>(counters.size(), 1) * CUPROBE_SITE_COUNTER_SHARDS * sizeof(uint64_t);
+  const uint64_t groups =
+      (std::max<uint64_t>(counters.size(), 1) + CUPROBE_SITE_COUNTERS_PER_LINE - 1) /
+      CUPROBE_SITE_COUNTERS_PER_LINE;
+  const uint64_t bytes = groups * CUPROBE_SITE_COUNTER_GROUP_BYTES;
   CUPROBE_ASSIGN_OR_RETURN(block.base, memory_->Allocate(bytes));
   if (absl::Status s = memory_->Zero(block.base, bytes); !s.ok()) {
     (void)memory_->Free(block.base);
@@ -200,15 +202,19 @@ absl::StatusOr<std::vector<std::vector<uint64_t>>> MapSet::SiteCounts() {
   std::vector<uint64_t> shards;
   for (size_t b = 0; b < site_blocks_.size(); ++b) {
     const SiteBlock& block = site_blocks_[b];
-    shards.resize(block.counters.size() * CUPROBE_SITE_COUNTER_SHARDS);
+    // Layout: include/cuprobe/abi.h, "Site counters".
+    const size_t n = block.counters.size();
+    const size_t groups = (n + CUPROBE_SITE_COUNTERS_PER_LINE - 1) / CUPROBE_SITE_COUNTERS_PER_LINE;
+    shards.resize(groups * CUPROBE_SITE_COUNTER_GROUP_BYTES / sizeof(uint64_t));
     if (!shards.empty()) {
       CUPROBE_RETURN_IF_ERROR(
           memory_->CopyFromDevice(shards.data(), block.base, shards.size() * sizeof(uint64_t)));
     }
-    counts[b].assign(block.counters.size(), 0);
-    for (size_t c = 0; c < block.counters.size(); ++c) {
+    counts[b].assign(n, 0);
+    for (size_t c = 0; c < n; ++c) {
+      const size_t group = c / CUPROBE_SITE_COUNTERS_PER_LINE * CUPROBE_SITE_COUNTER_GROUP_BYTES / 8;
       for (uint32_t k = 0; k < CUPROBE_SITE_COUNTER_SHARDS; ++k) {
-        counts[b][c] += shards[c * CUPROBE_SITE_COUNTER_SHARDS + k];
+        counts[b][c] += shards[group + k * 16 + c % CUPROBE_SITE_COUNTERS_PER_LINE];
       }
     }
   }

@@ -50,9 +50,13 @@ std::optional<std::string> SiteCounterIncrement(KernelEditor& editor, const Kern
 absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes) {
   if (probes.sites == nullptr || probes.sites->used.empty()) return absl::OkStatus();
   const std::vector<uint32_t>& used = probes.sites->used;
-  std::string zero;
-  for (uint32_t c : used) absl::StrAppend(&zero, "mov.u64 ", CounterRegister(editor, c), ", 0;\n");
-  if (absl::Status s = editor.InsertAtEntryFront(std::move(zero)); !s.ok()) return s;
+  // The counters' address is loaded at entry, so that its latency is hidden
+  // by the time a thread exits.
+  const std::string counts = editor.KernelRegister("scbase", ".b64");
+  std::string entry = absl::StrCat("ld.global.nc.u64 ", counts, ", [", CUPROBE_SITE_COUNTS_SYMBOL,
+                                   "];\n");
+  for (uint32_t c : used) absl::StrAppend(&entry, "mov.u64 ", CounterRegister(editor, c), ", 0;\n");
+  if (absl::Status s = editor.InsertAtEntryFront(std::move(entry)); !s.ok()) return s;
 
   const std::string base = editor.ScratchRegister(".b64", 1);
   const std::string sum = editor.ScratchRegister(".b64", 2);
@@ -61,30 +65,66 @@ absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes
   const std::string lo = editor.ScratchRegister(".b32", 1);
   const std::string mid = editor.ScratchRegister(".b32", 2);
   const std::string hi = editor.ScratchRegister(".b32", 3);
-  const std::string none = editor.ScratchRegister(".pred", 0);
+  const std::string flag = editor.ScratchRegister(".pred", 0);
   const std::string leader = editor.ScratchRegister(".pred", 1);
-  const uint64_t stride = uint64_t{CUPROBE_SITE_COUNTER_SHARDS} * 8;
+  auto add = [&](std::string* ptx, uint32_t counter, const std::string& value) {
+    const uint64_t offset =
+        uint64_t{counter / CUPROBE_SITE_COUNTERS_PER_LINE} * CUPROBE_SITE_COUNTER_GROUP_BYTES +
+        uint64_t{counter % CUPROBE_SITE_COUNTERS_PER_LINE} * 8;
+    absl::StrAppend(ptx, "@", leader, " red.global.add.u64 [", base, "+", offset, "], ", value,
+                    ";\n");
+  };
   const std::vector<Statement>& body = editor.kernel().body;
   uint32_t exits = 0;
   for (size_t i = 0; i < body.size(); ++i) {
     const Statement& s = body[i];
     if (!s.IsInstruction() || (s.Op() != "ret" && s.Op() != "exit")) continue;
-    const std::string skip = absl::StrCat("$__cp_sc_done", exits++);
+    const std::string done = absl::StrCat("$__cp_sc_done", exits);
+    const std::string wide = absl::StrCat("$__cp_sc_wide", exits);
+    ++exits;
     std::string ptx;
     if (!s.guard.empty()) {
-      absl::StrAppend(&ptx, GuardPrefix(s.guard, !s.guard_negated), "bra ", skip, ";\n");
+      absl::StrAppend(&ptx, GuardPrefix(s.guard, !s.guard_negated), "bra ", done, ";\n");
     }
-    absl::StrAppend(&ptx, "ld.global.nc.u64 ", base, ", [", CUPROBE_SITE_COUNTS_SYMBOL, "];\n",
-                    "setp.eq.u64 ", none, ", ", base, ", 0;\n",
-                    "@", none, " bra.uni ", skip, ";\n",
+    absl::StrAppend(&ptx, "setp.eq.u64 ", flag, ", ", counts, ", 0;\n",
+                    "@", flag, " bra.uni ", done, ";\n",
                     "activemask.b32 ", mask, ";\n",
                     "mov.u32 ", lo, ", %lanemask_lt;\n",
                     "and.b32 ", lo, ", ", lo, ", ", mask, ";\n",
                     "setp.eq.u32 ", leader, ", ", lo, ", 0;\n",
                     "mov.u32 ", lo, ", %smid;\n",
                     "and.b32 ", lo, ", ", lo, ", ", CUPROBE_SITE_COUNTER_SHARDS - 1, ";\n",
-                    "mul.wide.u32 ", part, ", ", lo, ", 8;\n",
-                    "add.u64 ", base, ", ", base, ", ", part, ";\n");
+                    "mul.wide.u32 ", part, ", ", lo, ", 128;\n",
+                    "add.u64 ", base, ", ", counts, ", ", part, ";\n");
+    // Usual case: every lane's counts are below 2^11, so two counters share
+    // one 32-bit warp sum (16 bits each, at most 32 * 2047).
+    absl::StrAppend(&ptx, "mov.u64 ", part, ", ", CounterRegister(editor, used[0]), ";\n");
+    for (size_t k = 1; k < used.size(); ++k) {
+      absl::StrAppend(&ptx, "or.b64 ", part, ", ", part, ", ", CounterRegister(editor, used[k]),
+                      ";\n");
+    }
+    absl::StrAppend(&ptx, "setp.lt.u64 ", flag, ", ", part, ", 2048;\n",
+                    "vote.sync.all.pred ", flag, ", ", flag, ", ", mask, ";\n",
+                    "@!", flag, " bra.uni ", wide, ";\n");
+    for (size_t k = 0; k < used.size(); k += 2) {
+      const std::string a = CounterRegister(editor, used[k]);
+      absl::StrAppend(&ptx, "cvt.u32.u64 ", lo, ", ", a, ";\n");
+      if (k + 1 < used.size()) {
+        absl::StrAppend(&ptx, "cvt.u32.u64 ", mid, ", ", CounterRegister(editor, used[k + 1]),
+                        ";\n", "shl.b32 ", mid, ", ", mid, ", 16;\n",
+                        "or.b32 ", lo, ", ", lo, ", ", mid, ";\n");
+      }
+      absl::StrAppend(&ptx, "redux.sync.add.u32 ", lo, ", ", lo, ", ", mask, ";\n",
+                      "and.b32 ", mid, ", ", lo, ", 65535;\n",
+                      "cvt.u64.u32 ", sum, ", ", mid, ";\n");
+      add(&ptx, used[k], sum);
+      if (k + 1 < used.size()) {
+        absl::StrAppend(&ptx, "shr.u32 ", mid, ", ", lo, ", 16;\n",
+                        "cvt.u64.u32 ", sum, ", ", mid, ";\n");
+        add(&ptx, used[k + 1], sum);
+      }
+    }
+    absl::StrAppend(&ptx, "bra.uni ", done, ";\n", wide, ":\n");
     for (uint32_t c : used) {
       const std::string reg = CounterRegister(editor, c);
       // The lanes' sum modulo 2^64, from three 32-bit sums: bits 0-15 and
@@ -103,11 +143,10 @@ absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes
                       "mul.wide.u32 ", part, ", ", mid, ", 65536;\n",
                       "add.u64 ", sum, ", ", sum, ", ", part, ";\n",
                       "cvt.u64.u32 ", part, ", ", lo, ";\n",
-                      "add.u64 ", sum, ", ", sum, ", ", part, ";\n",
-                      "@", leader, " red.global.add.u64 [", base, "+", uint64_t{c} * stride,
-                      "], ", sum, ";\n");
+                      "add.u64 ", sum, ", ", sum, ", ", part, ";\n");
+      add(&ptx, c, sum);
     }
-    absl::StrAppend(&ptx, skip, ":\n");
+    absl::StrAppend(&ptx, done, ":\n");
     if (absl::Status st = editor.InsertBefore(i, std::move(ptx)); !st.ok()) return st;
   }
   return absl::OkStatus();

@@ -263,10 +263,14 @@ struct cuprobe_ctx {
  * the module's site counters when it exits (one atomic per warp and
  * counter), and the host folds count x delta into the maps' snapshots
  * (ptx_rewriter/site_summary.h). The module global below holds the device
- * address of its counters, [counter][CUPROBE_SITE_COUNTER_SHARDS] u64
- * (shard = %smid & (shards - 1)), filled by the hook after the load; 0
- * leaves the counts unflushed. */
+ * address of its counters, filled by the hook after the load (0 leaves the
+ * counts unflushed): groups of 16 counters, each group one 128-byte line
+ * per shard (shard = %smid & (CUPROBE_SITE_COUNTER_SHARDS - 1)), so that
+ * the atomics of different SMs never meet on one line:
+ *   u64 at base + (c / 16) * SHARDS * 128 + shard * 128 + (c % 16) * 8 */
 #define CUPROBE_SITE_COUNTS_SYMBOL "__cuprobe_site_counts"
 #define CUPROBE_SITE_COUNTER_SHARDS 128
+#define CUPROBE_SITE_COUNTERS_PER_LINE 16
+#define CUPROBE_SITE_COUNTER_GROUP_BYTES (CUPROBE_SITE_COUNTER_SHARDS * 128)
 
 #endif /* CUPROBE_ABI_H_ */

@@ -78,6 +78,32 @@ TEST(Bundle, RoundTripIsByteExactAndFieldExact) {
   EXPECT_EQ(b.helpers.size(), 2u);
 }
 
+TEST(Bundle, SummaryCodeRoundTripsAndBadReferencesAreRejected) {
+  ProbeBundle b = Sample();
+  // ld_imm64 r1, map 1; exit
+  b.programs[1].summary_code = {0x18, 0x11, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                0x95, 0, 0, 0, 0, 0, 0, 0};
+  b.programs[1].summary_maps = {{0, 1}};
+  const std::vector<uint8_t> bytes = WriteBundle(b);
+  absl::StatusOr<ProbeBundle> read = ReadBundle(bytes);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(WriteBundle(*read), bytes);
+  EXPECT_TRUE(read->programs[0].summary_code.empty());
+  EXPECT_EQ(read->programs[1].summary_code, b.programs[1].summary_code);
+  EXPECT_EQ(read->programs[1].summary_maps, b.programs[1].summary_maps);
+  // A reference to a map the bundle lacks, to an instruction that is not an
+  // ld_imm64, and code that is not whole instructions: each refused.
+  for (int bad = 0; bad < 3; ++bad) {
+    ProbeBundle c = b;
+    if (bad == 0) c.programs[1].summary_maps = {{0, 9}};
+    if (bad == 1) c.programs[1].summary_maps = {{2, 0}};
+    if (bad == 2) c.programs[1].summary_code.pop_back();
+    absl::StatusOr<ProbeBundle> r = ReadBundle(WriteBundle(c));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("chunk 'SUMM'")) << bad;
+  }
+}
+
 TEST(Bundle, EveryTruncationIsRejected) {
   const std::vector<uint8_t> bytes = WriteBundle(Sample());
   for (size_t n = 0; n < bytes.size(); ++n) {

@@ -288,6 +288,76 @@ TEST_F(MapSetTest, MapsWithoutASessionStillWork) {
   ASSERT_TRUE(maps->Release().ok());
 }
 
+// Site counters (include/cuprobe/abi.h): the hook registers a module's
+// counters; the GPU adds to their shards; every snapshot gains count x
+// delta for each add, a HASH key appearing at its first count.
+TEST_F(MapSetTest, SiteCountersFoldIntoSnapshotsExactly) {
+  HostDeviceMemory memory;
+  std::vector<MapSpec> specs = {Spec("counts", CUPROBE_MAP_HASH, 8, 8, 64),
+                                Spec("lat", CUPROBE_MAP_HIST_LOG2, 4, 8, 65)};
+  absl::StatusOr<MapSet> maps = MapSet::Create(specs, &memory, nullptr);
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  const uint64_t key_a = 0x0000000100000007, key_b = 0x0000000200000007;
+  auto bytes = [](uint64_t v) {
+    std::vector<uint8_t> b(8);
+    std::memcpy(b.data(), &v, 8);
+    return b;
+  };
+  // 17 counters: the 17th lives in the second group of 16.
+  std::vector<SiteCounter> counters(17);
+  counters[0].adds = {SiteAdd{0, false, bytes(key_a), 1}, SiteAdd{0, false, bytes(key_b), 4}};
+  counters[1].adds = {SiteAdd{0, false, bytes(key_a), 2}, SiteAdd{1, true, bytes(1000), 3}};
+  counters[16].adds = {SiteAdd{0, false, bytes(key_b), 1}};
+  // A key that was never counted must not appear.
+  counters[5].adds = {SiteAdd{0, false, bytes(0x99), 1}};
+  EXPECT_FALSE(maps->AddSiteCounters({SiteCounter{{SiteAdd{2, false, {}, 1}}}}).ok());  // no map 2
+  absl::StatusOr<uint64_t> base = maps->AddSiteCounters(counters);
+  ASSERT_TRUE(base.ok()) << base.status();
+  // What the flush code does: counter c, shard s at
+  // base + (c / 16) * GROUP + s * 128 + (c % 16) * 8.
+  auto shard = [&](uint32_t c, uint32_t s) {
+    return algo::Ptr<uint64_t>(*base + (c / 16) * CUPROBE_SITE_COUNTER_GROUP_BYTES + s * 128 +
+                               (c % 16) * 8);
+  };
+  *shard(0, 0) += 10;
+  *shard(0, 127) += 5;   // 15 executions of counter 0
+  *shard(1, 3) += 2;     // 2 of counter 1
+  *shard(16, 64) += 7;   // 7 of counter 16
+  auto value_of = [&](const MapSnapshot& snap, uint64_t key) -> std::optional<uint64_t> {
+    std::optional<absl::Span<const uint8_t>> v = snap.Lookup(AsBytes(key));
+    if (!v) return std::nullopt;
+    uint64_t got = 0;
+    std::memcpy(&got, v->data(), 8);
+    return got;
+  };
+  absl::StatusOr<MapSnapshot> snap = maps->ReadSnapshot(0);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(value_of(*snap, key_a), 15u * 1 + 2u * 2);
+  EXPECT_EQ(value_of(*snap, key_b), 15u * 4 + 7u);
+  EXPECT_FALSE(value_of(*snap, 0x99).has_value());
+  absl::StatusOr<MapSnapshot> hist = maps->ReadSnapshot(1);
+  ASSERT_TRUE(hist.ok()) << hist.status();
+  // log2 bucket of 1000 is 10.
+  const uint32_t bucket = 10;
+  uint64_t got = 0;
+  std::memcpy(&got, hist->Lookup(AsBytes(bucket))->data(), 8);
+  EXPECT_EQ(got, 2u * 3);
+  // Clearing a map restarts its site counts; the other map keeps its own.
+  ASSERT_TRUE(maps->Clear(0).ok());
+  snap = maps->ReadSnapshot(0);
+  ASSERT_TRUE(snap.ok());
+  EXPECT_FALSE(value_of(*snap, key_a).has_value());
+  *shard(0, 1) += 1;
+  snap = maps->ReadSnapshot(0);
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(value_of(*snap, key_a), 1u);
+  EXPECT_EQ(value_of(*snap, key_b), 4u);
+  hist = maps->ReadSnapshot(1);
+  std::memcpy(&got, hist->Lookup(AsBytes(bucket))->data(), 8);
+  EXPECT_EQ(got, 6u);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
 // Waits for a child and returns its exit code (-1 on a signal).
 int Wait(pid_t pid) {
   int status = 0;

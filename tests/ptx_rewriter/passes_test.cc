@@ -8,6 +8,7 @@
 //   CUPROBE_UPDATE_GOLDEN=1 build/tests/ptx_rewriter_passes_test
 // and review the diff.
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,12 +20,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "maps/gpu/helpers_ptx.h"
+#include "maps/map_desc.h"
 #include "ptx_rewriter/bundle.h"
 #include "ptx_rewriter/inline_pass.h"
 #include "ptx_rewriter/instrument.h"
 #include "ptx_rewriter/kernel_editor.h"
 #include "ptx_rewriter/memory_pass.h"
 #include "ptx_rewriter/ptx_parser.h"
+#include "ptx_rewriter/site_summary.h"
 #include "tests/ptx_rewriter/ptx_test_util.h"
 
 namespace cuprobe {
@@ -491,6 +494,172 @@ ret;
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(InlineProbeCalls(*parsed), 0u);
   EXPECT_THAT(PrintPtx(*parsed), HasSubstr("call (__cp_ret), p"));
+}
+
+// ---- Site counters (ptx_rewriter/site_summary.h, site_counter_pass.h) -------
+
+ProbeBundle CompiledBundle(const char* name) {
+  const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/", name, ".cpb");
+  const std::string bytes = testing::ReadTextFile(path);
+  absl::StatusOr<ProbeBundle> bundle =
+      ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  EXPECT_TRUE(bundle.ok()) << path << ": " << bundle.status();
+  if (!bundle.ok()) return {};
+  for (ProbeProgram& p : bundle->programs) p.kernel_glob.assign(1, '*');
+  return *std::move(bundle);
+}
+
+std::vector<uint8_t> Key(uint32_t kernel_id, uint32_t kind) {
+  std::vector<uint8_t> k(8, 0);
+  std::memcpy(k.data(), &kernel_id, 4);
+  std::memcpy(k.data() + 4, &kind, 4);
+  return k;
+}
+
+TEST(SiteCountersTest, TheCompilerShipsSummaryCodeOnlyForConstantAdders) {
+  EXPECT_FALSE(CompiledBundle("mem_trace").programs.at(0).summary_code.empty());
+  // threadhist writes through a PERTHREAD lookup, kernel_trace reads thread
+  // ids and fills a ring: both are always called.
+  EXPECT_TRUE(CompiledBundle("threadhist").programs.at(0).summary_code.empty());
+  EXPECT_TRUE(CompiledBundle("kernel_trace").programs.at(0).summary_code.empty());
+}
+
+TEST(SiteCountersTest, MemTraceSitesReduceToTheirKeysAndSizes) {
+  const ProbeBundle b = CompiledBundle("mem_trace");
+  ASSERT_EQ(b.maps.size(), 2u);
+  SiteConstants site;
+  site.attach = AttachKind::kMemory;
+  site.kernel_id = 7;
+  site.mem_info = CUPROBE_MEM_INFO(16, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_LOAD);
+  site.site_index = 3;
+  std::optional<std::vector<SiteAdd>> adds = SummarizeSite(b.programs[0], b.maps, site);
+  ASSERT_TRUE(adds.has_value());
+  const std::vector<SiteAdd> want = {SiteAdd{0, false, Key(7, CUPROBE_ACCESS_LOAD), 1},
+                                     SiteAdd{1, false, Key(7, CUPROBE_ACCESS_LOAD), 16}};
+  EXPECT_EQ(*adds, want);
+  // The probe ignores shared memory: nothing to count there.
+  site.mem_info = CUPROBE_MEM_INFO(4, CUPROBE_SPACE_SHARED, CUPROBE_ACCESS_STORE);
+  adds = SummarizeSite(b.programs[0], b.maps, site);
+  ASSERT_TRUE(adds.has_value());
+  EXPECT_TRUE(adds->empty());
+  // A map that is not add-only makes the site a call.
+  ProbeBundle changed = b;
+  changed.maps[1].flags &= ~CUPROBE_MAP_F_ADD_ONLY;
+  site.mem_info = CUPROBE_MEM_INFO(4, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_STORE);
+  EXPECT_FALSE(SummarizeSite(changed.programs[0], changed.maps, site).has_value());
+}
+
+// Summary code built by hand: 8-byte eBPF instructions.
+void Emit(std::vector<uint8_t>* code, uint8_t op, uint8_t dst, uint8_t src, int16_t off,
+          int32_t imm) {
+  const uint8_t b[8] = {op,
+                        static_cast<uint8_t>((src << 4) | dst),
+                        static_cast<uint8_t>(off),
+                        static_cast<uint8_t>(static_cast<uint16_t>(off) >> 8),
+                        static_cast<uint8_t>(imm),
+                        static_cast<uint8_t>(imm >> 8),
+                        static_cast<uint8_t>(imm >> 16),
+                        static_cast<uint8_t>(imm >> 24)};
+  code->insert(code->end(), b, b + 8);
+}
+
+TEST(SiteCountersTest, CodeThatDependsOnMoreThanTheSiteOrMisbehavesIsCalled) {
+  ProbeBundle b = CompiledBundle("mem_trace");
+  ProbeProgram p = b.programs.at(0);
+  SiteConstants site;
+  site.attach = AttachKind::kMemory;
+  site.mem_info = CUPROBE_MEM_INFO(4, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_LOAD);
+  auto run = [&](std::vector<uint8_t> code) {
+    p.summary_code = std::move(code);
+    p.summary_maps.clear();
+    return SummarizeSite(p, b.maps, site);
+  };
+  // r2 = ctx->thread_idx[0]; exit
+  std::vector<uint8_t> code;
+  Emit(&code, 0x61, 2, 1, 20, 0);
+  Emit(&code, 0xb7, 0, 0, 0, 0);
+  Emit(&code, 0x95, 0, 0, 0, 0);
+  EXPECT_FALSE(run(code).has_value());
+  // A load far outside the stack: refused, not performed.
+  code.clear();
+  Emit(&code, 0xbf, 2, 10, 0, 0);      // r2 = r10
+  Emit(&code, 0x07, 2, 0, 0, 1 << 20);  // r2 += 1 MiB
+  Emit(&code, 0x79, 3, 2, 0, 0);        // r3 = *(u64 *)(r2 + 0)
+  Emit(&code, 0x95, 0, 0, 0, 0);
+  EXPECT_FALSE(run(code).has_value());
+  // An endless loop: the step limit ends it.
+  code.clear();
+  Emit(&code, 0x05, 0, 0, -1, 0);
+  EXPECT_FALSE(run(code).has_value());
+  // A jump out of the code.
+  code.clear();
+  Emit(&code, 0x05, 0, 0, 100, 0);
+  EXPECT_FALSE(run(code).has_value());
+  // Any other helper (ktime_get_ns).
+  code.clear();
+  Emit(&code, 0x85, 0, 0, 0, CUPROBE_HELPER_KTIME_GET_NS);
+  Emit(&code, 0x95, 0, 0, 0, 0);
+  EXPECT_FALSE(run(code).has_value());
+  // Doing nothing at all is a summary: no adds.
+  code.clear();
+  Emit(&code, 0xb7, 0, 0, 0, 0);
+  Emit(&code, 0x95, 0, 0, 0, 0);
+  std::optional<std::vector<SiteAdd>> none = run(code);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(SiteCountersTest, TableSharesACounterBetweenEqualSites) {
+  SiteCounterTable t;
+  EXPECT_EQ(t.IndexOf({SiteAdd{0, false, {1, 2}, 1}}), 0u);
+  EXPECT_EQ(t.IndexOf({SiteAdd{0, false, {1, 2}, 2}}), 1u);
+  EXPECT_EQ(t.IndexOf({SiteAdd{0, true, {1, 2}, 1}}), 2u);
+  EXPECT_EQ(t.IndexOf({SiteAdd{0, false, {1, 2}, 1}}), 0u);
+  EXPECT_EQ(t.counters().size(), 3u);
+}
+
+TEST(SiteCountersTest, MemTraceBecomesCountersFlushedAtEveryExit) {
+  const ProbeBundle bundle = CompiledBundle("mem_trace");
+  InstrumentOptions options;
+  options.helper_ptx = HelpersPtx();
+  options.module_name = "passes_input.ptx";
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(Golden("passes_input.ptx"), bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // `sites` (kernel 0): a 16-byte global load, two 4-byte atomics (atom and
+  // red: one counter), an 8-byte global store and a guarded 4-byte generic
+  // store. Shared, local and const accesses are not instrumented.
+  ASSERT_EQ(r->site_counters.size(), 4u);
+  EXPECT_EQ(r->site_counters[0].adds,
+            (std::vector<SiteAdd>{SiteAdd{0, false, Key(0, CUPROBE_ACCESS_LOAD), 1},
+                                  SiteAdd{1, false, Key(0, CUPROBE_ACCESS_LOAD), 16}}));
+  EXPECT_EQ(r->site_counters[1].adds,
+            (std::vector<SiteAdd>{SiteAdd{0, false, Key(0, CUPROBE_ACCESS_ATOMIC), 1},
+                                  SiteAdd{1, false, Key(0, CUPROBE_ACCESS_ATOMIC), 4}}));
+  EXPECT_EQ(r->site_counters[2].adds[1].delta, 8u);
+  EXPECT_EQ(r->site_counters[3].adds[1].delta, 4u);
+  ASSERT_FALSE(r->instrumented.empty());
+  EXPECT_EQ(r->instrumented[0].stats.counted_calls, 5u);
+  const std::string& ptx = r->ptx;
+  EXPECT_EQ(Count(ptx, "call (__cp_ret)"), 0) << ptx;
+  EXPECT_THAT(ptx, HasSubstr(".visible .global .align 8 .u64 __cuprobe_site_counts;"));
+  EXPECT_THAT(ptx, HasSubstr("@%p2 add.u64 %__cp_sc3, %__cp_sc3, 1;"));  // the guarded store
+  // Zeroed before the first increment; flushed before each of the 3 exits,
+  // the guarded ones under their guards.
+  EXPECT_LT(ptx.find("mov.u64 %__cp_sc0, 0;"), ptx.find("add.u64 %__cp_sc0"));
+  EXPECT_THAT(ptx, HasSubstr("@!%p1 bra $__cp_sc_done0;"));
+  EXPECT_THAT(ptx, HasSubstr("@!%p2 bra $__cp_sc_done1;"));
+  EXPECT_THAT(ptx, HasSubstr("$__cp_sc_done2:"));
+  EXPECT_EQ(Count(ptx, "redux.sync.add.u32 %__cp_"), 3 * (2 + 3 * 4));  // per exit: fast + wide paths
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status() << "\n" << ptx;
+
+  options.site_counters = false;
+  absl::StatusOr<InstrumentResult> calls =
+      InstrumentPtx(Golden("passes_input.ptx"), bundle, options);
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  EXPECT_TRUE(calls->site_counters.empty());
+  EXPECT_THAT(calls->ptx, Not(HasSubstr("__cp_sc")));
+  EXPECT_EQ(Count(calls->ptx, "call (__cp_ret)"), 5);
 }
 
 }  // namespace
