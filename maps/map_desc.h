@@ -42,6 +42,8 @@
  *    + 1 copies of their values array, shard_bytes apart, the first being
  *    the image's own; an add goes to copy (%smid & shard_mask). HASH keys and
  *    states are not copied: a key's slot is the same in every copy.
+ * (Version 3: counter shards are 128 bytes apart, one cache line each:
+ * atomics of two SMs on one line serialize in L2 as if on one address.)
  * The host folds before anyone reads (maps/map_layout.h, FoldMapImage):
  * each control counter += its field in every counter shard, each value's
  * first u64 += the same u64 of every other copy. Readers see one plain
@@ -70,7 +72,7 @@
 #include "cuprobe/abi.h"
 
 #define CUPROBE_MAP_DESC_MAGIC 0x444D5043u /* "CPMD" in memory */
-#define CUPROBE_MAP_DESC_VERSION 2
+#define CUPROBE_MAP_DESC_VERSION 3
 #define CUPROBE_MAP_DESC_SIZE 128
 #define CUPROBE_MAP_CONTROL_SIZE 128
 #define CUPROBE_MAP_IMAGE_OFFSET 256 /* desc + control */
@@ -122,7 +124,7 @@ struct cuprobe_map_desc {
  * compiler clears it from declared map_flags): probes only add to the map. */
 #define CUPROBE_MAP_F_ADD_ONLY 0x80000000u
 #define CUPROBE_MAP_COUNTER_SHARDS 128
-#define CUPROBE_MAP_COUNTER_SHARD_STRIDE 64 /* one shard per 64 bytes */
+#define CUPROBE_MAP_COUNTER_SHARD_STRIDE 128 /* one shard per 128-byte line: SMs never share one */
 #define CUPROBE_MAP_SHARD_ERRORS 0
 #define CUPROBE_MAP_SHARD_RING_RESERVED 8
 #define CUPROBE_MAP_SHARD_RING_DROPPED 16
