@@ -258,6 +258,9 @@ absl::StatusOr<std::string> InstrumentFile(const InstrumentCommandOptions& o) {
                                                       " without a usable address)")
                                        : ""));
     }
+    if (k.stats.counted_calls) {
+      sites.push_back(absl::StrCat(k.stats.counted_calls, " probe call(s) as site counters"));
+    }
     if (!sites.empty()) absl::StrAppend(&report, "           ", absl::StrJoin(sites, ", "), "\n");
     if (o.stats) {
       auto b = before.find(k.name);

@@ -41,7 +41,8 @@ class Run : public ::testing::Test {
   // Runs `cuprobe run -p probe [extra] -- app`, checks the app's stdout
   // against its native run, and returns the final maps text.
   std::string RunProbe(const std::string& probe, const std::vector<std::string>& app,
-                       const std::vector<std::string>& extra = {}) {
+                       const std::vector<std::string>& extra = {},
+                       std::vector<std::pair<std::string, std::string>> env = {}) {
     ProcessResult native = RunProcess(app);
     EXPECT_EQ(native.exit_code, 0) << native.err;
     prefix_ = dir_ + "/run" + std::to_string(runs_++);
@@ -50,7 +51,8 @@ class Run : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.push_back("--");
     argv.insert(argv.end(), app.begin(), app.end());
-    last_ = RunProcess(argv, {{"CUPROBE_LOG", "info"}}, 300);
+    env.emplace_back("CUPROBE_LOG", "info");
+    last_ = RunProcess(argv, env, 300);
     EXPECT_EQ(last_.exit_code, 0) << last_.err;
     EXPECT_EQ(last_.out, native.out) << "the program's results must not change";
     EXPECT_THAT(last_.err, HasSubstr("instrumented")) << last_.err;
@@ -117,6 +119,14 @@ TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
     EXPECT_EQ((count[{ids["scale"], kStore}]), n) << maps;
     EXPECT_EQ((bytes[{ids["vec_add"], kLoad}]), 4 * 2 * n * iterations) << maps;
     EXPECT_EQ(count.size(), 4u) << "no other kind of access: " << maps;
+    // Its sites reduce to constant adds, so they were site counters; calling
+    // the probe at every access instead gives the same maps.
+    std::string called = RunProbe(Probe("mem_trace"),
+                                  {SamplePath("vec_add"), std::to_string(n),
+                                   std::to_string(iterations)},
+                                  {}, {{"CUPROBE_SITE_COUNTERS", "0"}});
+    EXPECT_EQ(AccessCounts(called, "accesses"), count) << called;
+    EXPECT_EQ(AccessCounts(called, "bytes"), bytes) << called;
   }
   {
     const uint64_t n = 512, iterations = 3, tile = 16;

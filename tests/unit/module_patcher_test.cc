@@ -24,6 +24,7 @@ namespace {
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ScriptedInstrumenter : public ImageInstrumenter {
  public:
@@ -45,6 +46,12 @@ class FixedMaps : public MapTableProvider {
   absl::StatusOr<std::vector<uint64_t>> MapTable() override {
     ++calls;
     return table;
+  }
+  absl::StatusOr<uint64_t> site_base = uint64_t{0xC0FFEE00};
+  std::vector<SiteCounter> site_counters;
+  absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override {
+    site_counters = std::move(counters);
+    return site_base;
   }
 };
 
@@ -185,6 +192,40 @@ TEST(ModulePatcher, ModuleGlobalsAreWrittenWhenTheModuleHasThem) {
   std::memcpy(&got, rig.seam.device_memory.data() + 256, 8);
   EXPECT_EQ(got, pid_tgid);
   EXPECT_EQ(rig.patcher->stats().modules_instrumented, 1u);
+}
+
+TEST(ModulePatcher, SiteCountersGetTheirBlockAddressAfterTheMapTable) {
+  for (bool fails : {false, true}) {
+    SCOPED_TRACE(fails);
+    Rig rig;
+    InstrumentedImage image = SomeImage();
+    image.site_counters = {SiteCounter{{SiteAdd{1, false, {7, 0, 0, 0}, 4}}}};
+    rig.instrumenter.result = std::optional<InstrumentedImage>(image);
+    if (fails) rig.maps.site_base = absl::ResourceExhaustedError("out of device memory");
+    CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+    rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+    rig.seam.globals[{lib, CUPROBE_SITE_COUNTS_SYMBOL}] = DeviceGlobal{128, 8};
+    LogCapture log;
+    int code = 0;
+    CUlibrary out = nullptr;
+    cuLibraryLoadData_params p = {};
+    p.library = &out;
+    p.code = &code;
+    rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+    EXPECT_EQ(rig.maps.site_counters, image.site_counters);
+    uint64_t got = 0;
+    std::memcpy(&got, rig.seam.device_memory.data() + 128, 8);
+    // On failure the address stays 0: the kernels skip their flush.
+    EXPECT_EQ(got, fails ? 0u : 0xC0FFEE00u);
+    EXPECT_EQ(rig.patcher->stats().modules_instrumented, 1u);
+    const std::string lines = log.Read();
+    if (fails) {
+      EXPECT_THAT(lines, HasSubstr("the counts of 1 probe site counter(s) cannot be kept: out of "
+                                   "device memory"));
+    } else {
+      EXPECT_THAT(lines, Not(HasSubstr("cannot be kept")));
+    }
+  }
 }
 
 TEST(ModulePatcher, ModuleLoadDataExUsesTheModuleGlobal) {
