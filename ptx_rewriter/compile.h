@@ -32,7 +32,7 @@ namespace cuprobe {
 
 // Bumped whenever the rewriter's output for the same inputs changes, so old
 // cache entries stop matching.
-inline constexpr char kRewriterVersion[] = "cuprobe-rewriter 4";
+inline constexpr char kRewriterVersion[] = "cuprobe-rewriter 5";
 
 struct InstrumentedModule {
   std::vector<uint8_t> cubin;  // empty when no kernel was instrumented

@@ -74,82 +74,88 @@ absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes
     absl::StrAppend(ptx, "@", leader, " red.global.add.u64 [", base, "+", offset, "], ", value,
                     ";\n");
   };
+  // Every ret / exit branches (under its guard) to one flush at the end of
+  // the body, which then returns: one copy of the code, and threads leaving
+  // by different exits meet there, so their counts share warp sums.
+  const std::string flush = "$__cp_sc_flush";
+  const std::string wide = "$__cp_sc_wide";
+  const std::string done = "$__cp_sc_done";
   const std::vector<Statement>& body = editor.kernel().body;
   uint32_t exits = 0;
   for (size_t i = 0; i < body.size(); ++i) {
     const Statement& s = body[i];
     if (!s.IsInstruction() || (s.Op() != "ret" && s.Op() != "exit")) continue;
-    const std::string done = absl::StrCat("$__cp_sc_done", exits);
-    const std::string wide = absl::StrCat("$__cp_sc_wide", exits);
     ++exits;
-    std::string ptx;
-    if (!s.guard.empty()) {
-      absl::StrAppend(&ptx, GuardPrefix(s.guard, !s.guard_negated), "bra ", done, ";\n");
+    if (absl::Status st = editor.InsertBefore(
+            i, absl::StrCat(GuardPrefix(s.guard, s.guard_negated), "bra ", flush, ";\n"));
+        !st.ok()) {
+      return st;
     }
-    absl::StrAppend(&ptx, "setp.eq.u64 ", flag, ", ", counts, ", 0;\n",
-                    "@", flag, " bra.uni ", done, ";\n",
-                    "activemask.b32 ", mask, ";\n",
-                    "mov.u32 ", lo, ", %lanemask_lt;\n",
-                    "and.b32 ", lo, ", ", lo, ", ", mask, ";\n",
-                    "setp.eq.u32 ", leader, ", ", lo, ", 0;\n",
-                    "mov.u32 ", lo, ", %smid;\n",
-                    "and.b32 ", lo, ", ", lo, ", ", CUPROBE_SITE_COUNTER_SHARDS - 1, ";\n",
-                    "mul.wide.u32 ", part, ", ", lo, ", 128;\n",
-                    "add.u64 ", base, ", ", counts, ", ", part, ";\n");
-    // Usual case: every lane's counts are below 2^11, so two counters share
-    // one 32-bit warp sum (16 bits each, at most 32 * 2047).
-    absl::StrAppend(&ptx, "mov.u64 ", part, ", ", CounterRegister(editor, used[0]), ";\n");
-    for (size_t k = 1; k < used.size(); ++k) {
-      absl::StrAppend(&ptx, "or.b64 ", part, ", ", part, ", ", CounterRegister(editor, used[k]),
-                      ";\n");
-    }
-    absl::StrAppend(&ptx, "setp.lt.u64 ", flag, ", ", part, ", 2048;\n",
-                    "vote.sync.all.pred ", flag, ", ", flag, ", ", mask, ";\n",
-                    "@!", flag, " bra.uni ", wide, ";\n");
-    for (size_t k = 0; k < used.size(); k += 2) {
-      const std::string a = CounterRegister(editor, used[k]);
-      absl::StrAppend(&ptx, "cvt.u32.u64 ", lo, ", ", a, ";\n");
-      if (k + 1 < used.size()) {
-        absl::StrAppend(&ptx, "cvt.u32.u64 ", mid, ", ", CounterRegister(editor, used[k + 1]),
-                        ";\n", "shl.b32 ", mid, ", ", mid, ", 16;\n",
-                        "or.b32 ", lo, ", ", lo, ", ", mid, ";\n");
-      }
-      absl::StrAppend(&ptx, "redux.sync.add.u32 ", lo, ", ", lo, ", ", mask, ";\n",
-                      "and.b32 ", mid, ", ", lo, ", 65535;\n",
-                      "cvt.u64.u32 ", sum, ", ", mid, ";\n");
-      add(&ptx, used[k], sum);
-      if (k + 1 < used.size()) {
-        absl::StrAppend(&ptx, "shr.u32 ", mid, ", ", lo, ", 16;\n",
-                        "cvt.u64.u32 ", sum, ", ", mid, ";\n");
-        add(&ptx, used[k + 1], sum);
-      }
-    }
-    absl::StrAppend(&ptx, "bra.uni ", done, ";\n", wide, ":\n");
-    for (uint32_t c : used) {
-      const std::string reg = CounterRegister(editor, c);
-      // The lanes' sum modulo 2^64, from three 32-bit sums: bits 0-15 and
-      // 16-31 cannot overflow over 32 lanes; bits 32-63 wrap as a 64-bit
-      // add would.
-      absl::StrAppend(&ptx, "cvt.u32.u64 ", mid, ", ", reg, ";\n",
-                      "and.b32 ", lo, ", ", mid, ", 65535;\n",
-                      "shr.u32 ", mid, ", ", mid, ", 16;\n",
-                      "shr.u64 ", part, ", ", reg, ", 32;\n",
-                      "cvt.u32.u64 ", hi, ", ", part, ";\n",
-                      "redux.sync.add.u32 ", lo, ", ", lo, ", ", mask, ";\n",
-                      "redux.sync.add.u32 ", mid, ", ", mid, ", ", mask, ";\n",
-                      "redux.sync.add.u32 ", hi, ", ", hi, ", ", mask, ";\n",
-                      "cvt.u64.u32 ", sum, ", ", hi, ";\n",
-                      "shl.b64 ", sum, ", ", sum, ", 32;\n",
-                      "mul.wide.u32 ", part, ", ", mid, ", 65536;\n",
-                      "add.u64 ", sum, ", ", sum, ", ", part, ";\n",
-                      "cvt.u64.u32 ", part, ", ", lo, ";\n",
-                      "add.u64 ", sum, ", ", sum, ", ", part, ";\n");
-      add(&ptx, c, sum);
-    }
-    absl::StrAppend(&ptx, done, ":\n");
-    if (absl::Status st = editor.InsertBefore(i, std::move(ptx)); !st.ok()) return st;
   }
-  return absl::OkStatus();
+  if (exits == 0) return absl::OkStatus();  // no thread ever leaves normally
+  std::string ptx = absl::StrCat(flush, ":\n");
+  absl::StrAppend(&ptx, "setp.eq.u64 ", flag, ", ", counts, ", 0;\n",
+                  "@", flag, " bra.uni ", done, ";\n",
+                  "activemask.b32 ", mask, ";\n",
+                  "mov.u32 ", lo, ", %lanemask_lt;\n",
+                  "and.b32 ", lo, ", ", lo, ", ", mask, ";\n",
+                  "setp.eq.u32 ", leader, ", ", lo, ", 0;\n",
+                  "mov.u32 ", lo, ", %smid;\n",
+                  "and.b32 ", lo, ", ", lo, ", ", CUPROBE_SITE_COUNTER_SHARDS - 1, ";\n",
+                  "mul.wide.u32 ", part, ", ", lo, ", 128;\n",
+                  "add.u64 ", base, ", ", counts, ", ", part, ";\n");
+  // Usual case: every lane's counts are below 2^11, so two counters share
+  // one 32-bit warp sum (16 bits each, at most 32 * 2047).
+  absl::StrAppend(&ptx, "mov.u64 ", part, ", ", CounterRegister(editor, used[0]), ";\n");
+  for (size_t k = 1; k < used.size(); ++k) {
+    absl::StrAppend(&ptx, "or.b64 ", part, ", ", part, ", ", CounterRegister(editor, used[k]),
+                    ";\n");
+  }
+  absl::StrAppend(&ptx, "setp.lt.u64 ", flag, ", ", part, ", 2048;\n",
+                  "vote.sync.all.pred ", flag, ", ", flag, ", ", mask, ";\n",
+                  "@!", flag, " bra.uni ", wide, ";\n");
+  for (size_t k = 0; k < used.size(); k += 2) {
+    const std::string a = CounterRegister(editor, used[k]);
+    absl::StrAppend(&ptx, "cvt.u32.u64 ", lo, ", ", a, ";\n");
+    if (k + 1 < used.size()) {
+      absl::StrAppend(&ptx, "cvt.u32.u64 ", mid, ", ", CounterRegister(editor, used[k + 1]),
+                      ";\n", "shl.b32 ", mid, ", ", mid, ", 16;\n",
+                      "or.b32 ", lo, ", ", lo, ", ", mid, ";\n");
+    }
+    absl::StrAppend(&ptx, "redux.sync.add.u32 ", lo, ", ", lo, ", ", mask, ";\n",
+                    "and.b32 ", mid, ", ", lo, ", 65535;\n",
+                    "cvt.u64.u32 ", sum, ", ", mid, ";\n");
+    add(&ptx, used[k], sum);
+    if (k + 1 < used.size()) {
+      absl::StrAppend(&ptx, "shr.u32 ", mid, ", ", lo, ", 16;\n",
+                      "cvt.u64.u32 ", sum, ", ", mid, ";\n");
+      add(&ptx, used[k + 1], sum);
+    }
+  }
+  absl::StrAppend(&ptx, "bra.uni ", done, ";\n", wide, ":\n");
+  for (uint32_t c : used) {
+    const std::string reg = CounterRegister(editor, c);
+    // The lanes' sum modulo 2^64, from three 32-bit sums: bits 0-15 and
+    // 16-31 cannot overflow over 32 lanes; bits 32-63 wrap as a 64-bit add
+    // would.
+    absl::StrAppend(&ptx, "cvt.u32.u64 ", mid, ", ", reg, ";\n",
+                    "and.b32 ", lo, ", ", mid, ", 65535;\n",
+                    "shr.u32 ", mid, ", ", mid, ", 16;\n",
+                    "shr.u64 ", part, ", ", reg, ", 32;\n",
+                    "cvt.u32.u64 ", hi, ", ", part, ";\n",
+                    "redux.sync.add.u32 ", lo, ", ", lo, ", ", mask, ";\n",
+                    "redux.sync.add.u32 ", mid, ", ", mid, ", ", mask, ";\n",
+                    "redux.sync.add.u32 ", hi, ", ", hi, ", ", mask, ";\n",
+                    "cvt.u64.u32 ", sum, ", ", hi, ";\n",
+                    "shl.b64 ", sum, ", ", sum, ", 32;\n",
+                    "mul.wide.u32 ", part, ", ", mid, ", 65536;\n",
+                    "add.u64 ", sum, ", ", sum, ", ", part, ";\n",
+                    "cvt.u64.u32 ", part, ", ", lo, ";\n",
+                    "add.u64 ", sum, ", ", sum, ", ", part, ";\n");
+    add(&ptx, c, sum);
+  }
+  absl::StrAppend(&ptx, done, ":\nret;\n");
+  return editor.InsertBefore(body.size(), std::move(ptx));
 }
 
 }  // namespace cuprobe

@@ -5,19 +5,22 @@
 // whether the call reduces to adds of site constants; if so, they emit an
 // increment of the kernel register of that site's counter instead of the
 // call. RunSiteCounterPass, after every other pass, zeroes those registers
-// first thing at entry and flushes them before every ret / exit:
+// first thing at entry, sends every ret / exit (under its guard) to one
+// flush at the end of the body, and returns from there:
 //
-//   mov.u64 %__cp_sc0, 0;                  // entry, before any probe site
+//   ld.global.nc.u64 %__cp_scbase, [__cuprobe_site_counts];   // entry
+//   mov.u64 %__cp_sc0, 0;
 //   ...
 //   @%p3 add.u64 %__cp_sc0, %__cp_sc0, 1;  // was: @%p3 call probe, (...)
 //   ...
-//   { flush: skip when __cuprobe_site_counts is 0; per counter, the sum over
-//     the active lanes (three redux.sync.add.u32 of 16 + 16 + 32 bits), and
-//     the lowest active lane does
-//     red.global.add.u64 [counts + (counter * shards + smid % shards) * 8] }
+//   @%p1 bra $__cp_sc_flush;                // before `@%p1 ret;`
+//   ...
+//   $__cp_sc_flush:
+//   { skip when the address is 0; per counter, the sum over the active
+//     lanes (redux.sync: two counters per 32-bit sum while every count is
+//     below 2^11, else three 16/16/32-bit sums), and the lowest active lane
+//     does red.global.add.u64 into its SM's line (abi.h, "Site counters") }
 //   ret;
-//
-// A guarded `@%p ret` flushes under the same guard.
 #ifndef CUPROBE_PTX_REWRITER_SITE_COUNTER_PASS_H_
 #define CUPROBE_PTX_REWRITER_SITE_COUNTER_PASS_H_
 

@@ -643,13 +643,14 @@ TEST(SiteCountersTest, MemTraceBecomesCountersFlushedAtEveryExit) {
   EXPECT_EQ(Count(ptx, "call (__cp_ret)"), 0) << ptx;
   EXPECT_THAT(ptx, HasSubstr(".visible .global .align 8 .u64 __cuprobe_site_counts;"));
   EXPECT_THAT(ptx, HasSubstr("@%p2 add.u64 %__cp_sc3, %__cp_sc3, 1;"));  // the guarded store
-  // Zeroed before the first increment; flushed before each of the 3 exits,
-  // the guarded ones under their guards.
+  // Zeroed before the first increment; each of the 3 exits (the guarded
+  // ones under their guards) goes to the one flush, which returns.
   EXPECT_LT(ptx.find("mov.u64 %__cp_sc0, 0;"), ptx.find("add.u64 %__cp_sc0"));
-  EXPECT_THAT(ptx, HasSubstr("@!%p1 bra $__cp_sc_done0;"));
-  EXPECT_THAT(ptx, HasSubstr("@!%p2 bra $__cp_sc_done1;"));
-  EXPECT_THAT(ptx, HasSubstr("$__cp_sc_done2:"));
-  EXPECT_EQ(Count(ptx, "redux.sync.add.u32 %__cp_"), 3 * (2 + 3 * 4));  // per exit: fast + wide paths
+  EXPECT_THAT(ptx, HasSubstr("@%p1 bra $__cp_sc_flush;\n\t@%p1 ret;"));
+  EXPECT_THAT(ptx, HasSubstr("@%p2 bra $__cp_sc_flush;\n\t@%p2 exit;"));
+  EXPECT_EQ(Count(ptx, "bra $__cp_sc_flush;"), 3);
+  EXPECT_THAT(ptx, HasSubstr("$__cp_sc_done:\n\tret;"));
+  EXPECT_EQ(Count(ptx, "redux.sync.add.u32 %__cp_"), 2 + 3 * 4);  // fast + wide paths
   absl::StatusOr<std::string> ptxas = testing::RunPtxas(ptx);
   EXPECT_TRUE(ptxas.ok()) << ptxas.status() << "\n" << ptx;
 
