@@ -243,6 +243,17 @@ extern "C" __global__ void baseline_atomic_add(uint64_t* counters, uint32_t modu
   atomicAdd(reinterpret_cast<unsigned long long*>(counters) + GID % modulo, 1ull);
 }
 
+// The uniform-key pattern of a hash table without its bookkeeping: each
+// thread loads its key (as hash_word_add_keys does) and adds to the counter
+// its hash picks among 2 * nkeys (a HASH map's slot count), so the warp's
+// atomics scatter over lines as the map's do; collisions simply share.
+extern "C" __global__ void baseline_atomic_add_hashed(uint64_t* counters, const uint64_t* keys,
+                                                      uint32_t nkeys) {
+  const uint64_t key = keys[GID % nkeys];
+  const uint64_t slot = (key * 0x9E3779B97F4A7C15ull) >> 32;
+  atomicAdd(reinterpret_cast<unsigned long long*>(counters) + slot % (2 * nkeys), 1ull);
+}
+
 extern "C" __global__ void baseline_per_thread(uint64_t* counters) { counters[GID] += 1; }
 
 extern "C" __global__ void baseline_hist_log2(uint64_t* buckets) {
