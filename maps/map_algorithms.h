@@ -392,19 +392,26 @@ __device__ __forceinline__ uint32_t CurrentSm() {
 }
 #endif
 
+#ifdef __CUDA_ARCH__
+// Field `shard_offset` (a CUPROBE_MAP_SHARD_*) of the calling SM's counter
+// shard, or null for a descriptor without shards.
+__device__ __forceinline__ uint64_t* ShardField(const cuprobe_map_desc* d, uint32_t shard_offset) {
+  const uint64_t aux = DescField(d->aux);
+  if (aux == 0) return nullptr;
+  return Ptr<uint64_t>(aux +
+                       static_cast<uint64_t>(CurrentSm() & (CUPROBE_MAP_COUNTER_SHARDS - 1)) *
+                           CUPROBE_MAP_COUNTER_SHARD_STRIDE +
+                       shard_offset);
+}
+#endif
+
 // Adds to one of the map's counters: on the GPU to the calling SM's counter
 // shard (`shard_offset`, a CUPROBE_MAP_SHARD_*), on the host (or for a
 // descriptor without shards) to the control block's field.
 CUPROBE_HD void AddToCounter(const cuprobe_map_desc* d, uint32_t shard_offset, uint64_t* field,
                              uint64_t v) {
 #ifdef __CUDA_ARCH__
-  const uint64_t aux = DescField(d->aux);
-  if (aux != 0) {
-    field = Ptr<uint64_t>(aux +
-                          static_cast<uint64_t>(CurrentSm() & (CUPROBE_MAP_COUNTER_SHARDS - 1)) *
-                              CUPROBE_MAP_COUNTER_SHARD_STRIDE +
-                          shard_offset);
-  }
+  if (uint64_t* shard = ShardField(d, shard_offset); shard != nullptr) field = shard;
 #endif
   AtomicAdd64(field, v);
 }
@@ -910,20 +917,63 @@ CUPROBE_HD uint64_t RingConsumerTail(const cuprobe_map_desc* d) {
   return LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
 }
 
+// On the GPU: whether this SM's producers were told, less than
+// CUPROBE_RING_FULL_HINT_NS ago, that the ring is full; and telling them.
+// Every producer of a full ring reading its control line, one L2 line that
+// every SM hammers, cost more than the records it dropped; the hint lives in
+// the SM's own shard line.
+CUPROBE_HD bool RingFullHinted(const cuprobe_map_desc* d) {
+#ifdef __CUDA_ARCH__
+  const uint64_t* hint = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_UNTIL);
+  if (hint == nullptr) return false;
+  const uint64_t until = LoadRelaxed64(hint);
+  if (until == 0) return false;
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now < until;
+#else
+  (void)d;
+  return false;
+#endif
+}
+
+CUPROBE_HD void RingHintFull(const cuprobe_map_desc* d) {
+#ifdef __CUDA_ARCH__
+  uint64_t* hint = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_UNTIL);
+  if (hint == nullptr) return;
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(hint), "l"(now + CUPROBE_RING_FULL_HINT_NS)
+               : "memory");
+#else
+  (void)d;
+#endif
+}
+
 CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
                                     uint64_t* position) {
+  if (RingFullHinted(d)) return kRingFull;
   cuprobe_map_control* c = Control(d);
   const uint64_t capacity = DescField(d->slot_mask) + 1;
   const uint64_t room = capacity - capacity / 8;
   uint64_t tail = LoadRelaxed64(&c->ring_tail_cache);
   const uint64_t head = LoadRelaxed64(&c->ring_head);
   if (head - tail > room - total) {
-    if (!RingMayRefresh(d)) return kRingFull;
-    const uint64_t real = RingConsumerTail(d);
-    if (real <= tail || real > head) return kRingFull;
-    AtomicMax64(&c->ring_tail_cache, real);
-    tail = real;
-    if (head - tail > room - total) return kRingFull;
+    bool full = !RingMayRefresh(d);
+    if (!full) {
+      const uint64_t real = RingConsumerTail(d);
+      if (real <= tail || real > head) {
+        full = true;
+      } else {
+        AtomicMax64(&c->ring_tail_cache, real);
+        tail = real;
+        full = head - tail > room - total;
+      }
+    }
+    if (full) {
+      RingHintFull(d);
+      return kRingFull;
+    }
   }
   const uint64_t p = AtomicAdd64(&c->ring_head, total);
   for (;;) {
