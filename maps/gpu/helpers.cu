@@ -205,20 +205,34 @@ __device__ __forceinline__ uint64_t IndexedAdd(uint64_t map, uint32_t index, uin
   return static_cast<uint64_t>(err);
 }
 
-// The value of a key that is LIVE in its home slot, read through L1, or
-// null (the caller then searches). A key's slot never changes while it is
-// LIVE or DELETED (HASH slots are key-stable, map_algorithms.h), so a state
-// word that says LIVE with this key's fingerprint, and a stored key equal to
-// this one, identify the key's slot even when the loads are not ordered: a
-// stale state only sends the caller to the search. A hot key's home slot
-// then stays in each SM's L1 instead of costing an L2 round trip per add.
-__device__ __forceinline__ uint64_t* HashHomeSlotValue(const cuprobe_map_desc* d,
-                                                       const WordKey& key) {
+// The value of a key that is LIVE within kCachedProbes slots of its home,
+// read through L1, or null (the caller then searches). A key's slot never
+// changes while it is LIVE or DELETED (HASH slots are key-stable,
+// map_algorithms.h), so a state word that says LIVE with this key's
+// fingerprint, and a stored key equal to this one, identify the key's slot
+// even when the loads are not ordered: a stale state only sends the caller
+// to the search. An EMPTY slot ends the walk (the key is absent, or being
+// inserted: the search decides). At a load factor of 1/2 some lane of a
+// warp is nearly always a slot or two past its home; walking here keeps
+// those lanes on this short loop instead of sending the whole warp through
+// the search, whose acquire loads miss L1.
+constexpr uint32_t kCachedProbes = 8;
+
+__device__ __forceinline__ uint64_t* HashCachedValue(const cuprobe_map_desc* d,
+                                                     const WordKey& key) {
   const uint64_t h = HashOf(key);
-  const uint64_t slot = h & DescField(d->slot_mask);
-  if (*StateOf(d, slot) != StateWord(Fingerprint(h), CUPROBE_HASH_LIVE)) return nullptr;
-  if (*reinterpret_cast<const uint64_t*>(KeyOf(d, slot)) != key.word) return nullptr;
-  return reinterpret_cast<uint64_t*>(ValueOf(d, slot));
+  const uint64_t mask = DescField(d->slot_mask);
+  const uint32_t live = StateWord(Fingerprint(h), CUPROBE_HASH_LIVE);
+  uint64_t slot = h & mask;
+  CUPROBE_NO_UNROLL
+  for (uint32_t i = 0; i < kCachedProbes; ++i, slot = (slot + 1) & mask) {
+    const uint32_t state = *StateOf(d, slot);
+    if (state == CUPROBE_HASH_EMPTY) return nullptr;
+    if (state == live && *reinterpret_cast<const uint64_t*>(KeyOf(d, slot)) == key.word) {
+      return reinterpret_cast<uint64_t*>(ValueOf(d, slot));
+    }
+  }
+  return nullptr;
 }
 
 // map_add on a HASH map whose keys have at most 8 bytes, the key as a word.
@@ -234,7 +248,7 @@ __device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uin
   const uint64_t sum = GroupSum(group, delta);
   int64_t err = kEINVAL;
   if (ok && IsGroupLeader(group)) {
-    uint64_t* target = HashHomeSlotValue(d, WordKey{key, key_size});
+    uint64_t* target = HashCachedValue(d, WordKey{key, key_size});
     if (target != nullptr) {
       err = 0;
     } else {
