@@ -96,7 +96,8 @@ USAGE
   too: the kernel summary and the timeline are written at the end.
 
 OPTIONS
-  -p, --probe PROBE       a probe (.c, .o, .cpb)
+  -p, --probe PROBE       a probe (.c, .o, .cpb); several -p (sources or
+                          objects) are compiled together into one bundle
   -k, --kernels GLOB      attach to these kernels instead of the ones the
                           probe's sections name ('*' and '?' wildcards)
       --interval MS       print maps every MS milliseconds (default: 1000)
@@ -112,6 +113,7 @@ OPTIONS
 
 EXAMPLES
   cuprobe run -p samples/probes/threadhist.bpf.c -- build/samples/vec_add
+  cuprobe run -p samples/probes/mem_trace.bpf.c -p samples/probes/kernel_trace.bpf.c -- ./app
   cuprobe run -p probe.bpf.c -k 'matmul*' --events json -- ./app > app.out
   cuprobe compile probe.bpf.c -o p.cpb && cuprobe run -p p.cpb -- python3 train.py
 )";

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "cuprobe/abi.h"
 #include "loader/compiler/compiler.h"
@@ -309,16 +310,34 @@ absl::StatusOr<ProbeBundle> LoadProbe(const std::string& path) {
   return std::move(r.bundle);
 }
 
-absl::StatusOr<int> RunRun(const RunOptions& options) {
-  if (options.probes.size() > 1) {
-    return absl::UnimplementedError(
-        "one -p per run for now: put the programs in one probe file (it may hold any number of "
-        "programs and maps)");
+// Several -p: their sources or objects compiled together into one bundle
+// (CompileFiles). Compiled bundles cannot be combined: their PTX already
+// numbers its maps.
+absl::StatusOr<ProbeBundle> LoadProbes(const std::vector<std::string>& paths) {
+  if (paths.size() == 1) return LoadProbe(paths[0]);
+  for (const std::string& path : paths) {
+    if (absl::EndsWith(path, ".cpb")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": several -p need probe sources (.bpf.c) or objects (.o), which are compiled "
+                "together; a compiled bundle (.cpb) can only be used alone"));
+    }
   }
-  CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadProbe(options.probes[0]));
+  auto t0 = std::chrono::steady_clock::now();
+  CUPROBE_LOG(kInfo, "compiling %s", absl::StrJoin(paths, ", "));
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFiles(paths, ProbeCompileOptions()));
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+  CUPROBE_LOG(kInfo, "compiled %d probe files in %.0f ms: %d program(s), %d map(s)", paths.size(),
+              ms, r.bundle.programs.size(), r.bundle.maps.size());
+  return std::move(r.bundle);
+}
+
+absl::StatusOr<int> RunRun(const RunOptions& options) {
+  CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadProbes(options.probes));
   if (bundle.programs.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(options.probes[0], " has no probe programs (sections cuprobe/entry/..., "
+        absl::StrCat(absl::StrJoin(options.probes, ", "),
+                     " has no probe programs (sections cuprobe/entry/..., "
                      "cuprobe/exit/..., cuprobe/mem/..., kprobe/..., kretprobe/...)"));
   }
   if (!options.kernels.empty()) {

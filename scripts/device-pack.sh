@@ -32,4 +32,8 @@ copy tests/maps/gpu/map_kernels.ptx
 copy tests/gpu/instrument_kernels.ptx
 copy tests/ptx_rewriter/fixtures/test_helpers.ptx
 for p in "$build"/probes/*.cpb; do copy "probes/$(basename "$p")"; done
+# Sample probes as eBPF objects (run_test passes several -p; no clang there).
+for p in "$build"/tests/compiler/corpus/bpf_object/*.o; do
+  [[ -f "$p" ]] && copy "tests/compiler/corpus/bpf_object/$(basename "$p")"
+done
 du -sh "$out" | sed 's/^/device-pack: /'

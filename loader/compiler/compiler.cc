@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,6 +47,12 @@ absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// "dir/threadhist.bpf.c" -> "threadhist".
+std::string Stem(std::string_view name) {
+  name = name.substr(name.find_last_of('/') == std::string_view::npos ? 0 : name.find_last_of('/') + 1);
+  return std::string(name.substr(0, name.find('.')));
 }
 
 std::string Basename(std::string_view path) {
@@ -283,49 +290,91 @@ void AddSummaryCode(const BpfProgram& program, const VerifiedProgram& verified,
 
 }  // namespace
 
-absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
-                                            std::string_view name,
-                                            const ProbeCompileOptions& options) {
+absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> inputs,
+                                             const ProbeCompileOptions& options) {
+  if (inputs.empty()) return absl::InvalidArgumentError("no probe to compile");
   CompileResult result;
   auto t = Clock::now();
-  CUPROBE_ASSIGN_OR_RETURN(BpfObject object, ReadBpfObject(bytes, name));
+  std::vector<BpfObject> objects;
+  objects.reserve(inputs.size());
+  for (const ProbeObject& in : inputs) {
+    CUPROBE_ASSIGN_OR_RETURN(BpfObject object, ReadBpfObject(in.bytes, in.name));
+    objects.push_back(std::move(object));
+  }
   result.timings.read_ms = MsSince(t);
 
   t = Clock::now();
   std::vector<std::string> errors;
-  for (const BpfProgram& p : object.programs) {
-    result.object_insns += p.insns.size();
-    absl::StatusOr<VerifiedProgram> v = Verify(object, p, options.verifier);
-    if (!v.ok()) {
-      errors.emplace_back(v.status().message());
-      result.verified.emplace_back();
-      continue;
+  size_t total_programs = 0;
+  for (size_t k = 0; k < objects.size(); ++k) {
+    for (const BpfProgram& p : objects[k].programs) {
+      ++total_programs;
+      result.object_insns += p.insns.size();
+      absl::StatusOr<VerifiedProgram> v = Verify(objects[k], p, options.verifier);
+      if (!v.ok()) {
+        errors.emplace_back(objects.size() > 1
+                                ? absl::StrCat(inputs[k].name, ": ", v.status().message())
+                                : std::string(v.status().message()));
+        result.verified.emplace_back();
+        continue;
+      }
+      result.verified.push_back(*std::move(v));
     }
-    result.verified.push_back(*std::move(v));
   }
   result.timings.verify_ms = MsSince(t);
   if (!errors.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        absl::StrJoin(errors, "\n"), "\n", errors.size(), " of ", object.programs.size(),
-        " program", object.programs.size() == 1 ? "" : "s", " rejected by the verifier"));
+        absl::StrJoin(errors, "\n"), "\n", errors.size(), " of ", total_programs, " program",
+        total_programs == 1 ? "" : "s", " rejected by the verifier"));
   }
 
   ProbeBundle& b = result.bundle;
   b.compiler_version = CompilerVersion();
-  b.source_hash = Fnv1a(bytes);
-  b.source_name = std::string(name);
-
-  // Map table: every map but .rodata (compiled into the PTX), in object order,
-  // then the implicit printk ring buffer when some program prints.
-  LowerInput input;
-  input.object = &object;
-  input.map_slot.assign(object.maps.size(), -1);
-  for (uint32_t i = 0; i < object.maps.size(); ++i) {
-    if (object.maps[i].read_only()) continue;
-    input.map_slot[i] = static_cast<int32_t>(b.maps.size());
-    b.maps.push_back(object.maps[i].spec);
+  if (inputs.size() == 1) {
+    b.source_hash = Fnv1a(inputs[0].bytes);
+    b.source_name = inputs[0].name;
+  } else {
+    std::vector<uint8_t> hashes;
+    for (const ProbeObject& in : inputs) {
+      const uint64_t h = Fnv1a(in.bytes);
+      for (int j = 0; j < 8; ++j) hashes.push_back(static_cast<uint8_t>(h >> (8 * j)));
+    }
+    b.source_hash = Fnv1a(hashes);
+    for (const ProbeObject& in : inputs) {
+      absl::StrAppend(&b.source_name, b.source_name.empty() ? "" : "+", in.name);
+    }
   }
-  MarkAddOnlyMaps(object, result.verified, input.map_slot, &b.maps);
+
+  // Map table: every map but .rodata (compiled into the PTX), object by
+  // object in object order, then the implicit printk ring buffer when some
+  // program prints. A map named like one of an earlier object is renamed
+  // "<object>.<map>" so that readers can tell them apart.
+  std::vector<std::vector<int32_t>> slots(objects.size());
+  absl::flat_hash_set<std::string> names;
+  for (size_t k = 0; k < objects.size(); ++k) {
+    const BpfObject& object = objects[k];
+    slots[k].assign(object.maps.size(), -1);
+    for (uint32_t i = 0; i < object.maps.size(); ++i) {
+      if (object.maps[i].read_only()) continue;
+      slots[k][i] = static_cast<int32_t>(b.maps.size());
+      MapSpec spec = object.maps[i].spec;
+      if (!names.insert(spec.name).second) {
+        spec.name = absl::StrCat(Stem(inputs[k].name), ".", spec.name);
+        names.insert(spec.name);
+      }
+      b.maps.push_back(std::move(spec));
+    }
+  }
+  size_t first = 0;
+  for (size_t k = 0; k < objects.size(); ++k) {
+    const size_t n = objects[k].programs.size();
+    MarkAddOnlyMaps(objects[k], absl::MakeConstSpan(result.verified).subspan(first, n), slots[k],
+                    &b.maps);
+    first += n;
+  }
+  LowerInput input;
+  input.object = &objects[0];
+  input.map_slot = slots[0];
   bool prints = false;
   for (const VerifiedProgram& v : result.verified) prints |= !v.printk_formats.empty();
   if (prints) {
@@ -337,27 +386,37 @@ absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
     input.printk_slot = static_cast<int32_t>(b.maps.size());
     b.maps.push_back(std::move(printk));
   }
-  for (size_t i = 0; i < object.programs.size(); ++i) {
-    const BpfProgram& p = object.programs[i];
-    const VerifiedProgram& v = result.verified[i];
-    ProgramToLower lp;
-    lp.program = &p;
-    lp.verified = &v;
-    lp.function_name = absl::StrCat("__cuprobe_probe_", p.name);
-    for (const std::string& f : v.printk_formats) {
-      lp.printk_ids.push_back(static_cast<uint32_t>(b.printk_formats.size()));
-      b.printk_formats.push_back(f);
+  absl::flat_hash_set<std::string> functions;
+  size_t vi = 0;
+  for (size_t k = 0; k < objects.size(); ++k) {
+    for (const BpfProgram& p : objects[k].programs) {
+      const VerifiedProgram& v = result.verified[vi++];
+      ProgramToLower lp;
+      lp.program = &p;
+      lp.verified = &v;
+      lp.object = &objects[k];
+      lp.map_slot = &slots[k];
+      if (k > 0) lp.rodata_prefix = absl::StrCat("__cuprobe_ro", k, "_");
+      lp.function_name = absl::StrCat("__cuprobe_probe_", p.name);
+      if (!functions.insert(lp.function_name).second) {
+        lp.function_name = absl::StrCat("__cuprobe_probe_", p.name, "_", k);
+        functions.insert(lp.function_name);
+      }
+      for (const std::string& f : v.printk_formats) {
+        lp.printk_ids.push_back(static_cast<uint32_t>(b.printk_formats.size()));
+        b.printk_formats.push_back(f);
+      }
+      ProbeProgram pp;
+      pp.name = p.name;
+      pp.section = p.section;
+      pp.attach = v.attach;
+      pp.kernel_glob = v.kernel_glob;
+      pp.ptx_function = lp.function_name;
+      pp.reads_args = v.reads_args;
+      AddSummaryCode(p, v, slots[k], b.maps, &pp);
+      b.programs.push_back(std::move(pp));
+      input.programs.push_back(std::move(lp));
     }
-    ProbeProgram pp;
-    pp.name = p.name;
-    pp.section = p.section;
-    pp.attach = v.attach;
-    pp.kernel_glob = v.kernel_glob;
-    pp.ptx_function = lp.function_name;
-    pp.reads_args = v.reads_args;
-    AddSummaryCode(p, v, input.map_slot, b.maps, &pp);
-    b.programs.push_back(std::move(pp));
-    input.programs.push_back(std::move(lp));
   }
 
   t = Clock::now();
@@ -373,15 +432,50 @@ absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
   return result;
 }
 
+absl::StatusOr<CompileResult> CompileObject(absl::Span<const uint8_t> bytes,
+                                            std::string_view name,
+                                            const ProbeCompileOptions& options) {
+  const ProbeObject in{bytes, std::string(name)};
+  return CompileObjects(absl::MakeConstSpan(&in, 1), options);
+}
+
 absl::StatusOr<CompileResult> CompileFile(const std::string& path, const ProbeCompileOptions& options) {
-  CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path));
-  const bool is_elf = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x7f" "ELF", 4) == 0;
-  if (is_elf) return CompileObject(bytes, Basename(path), options);
+  return CompileFiles({path}, options);
+}
+
+absl::StatusOr<CompileResult> CompileFiles(const std::vector<std::string>& paths,
+                                           const ProbeCompileOptions& options) {
+  std::vector<std::vector<uint8_t>> objects;
+  std::vector<std::vector<uint8_t>> sources;
   double clang_ms = 0;
-  CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> object, CompileCToBpf(path, options, &clang_ms));
-  CUPROBE_ASSIGN_OR_RETURN(CompileResult result, CompileObject(object, Basename(path), options));
+  for (const std::string& path : paths) {
+    CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path));
+    const bool is_elf = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x7f" "ELF", 4) == 0;
+    if (is_elf) {
+      objects.push_back(bytes);
+    } else {
+      double ms = 0;
+      CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> object, CompileCToBpf(path, options, &ms));
+      clang_ms += ms;
+      objects.push_back(std::move(object));
+    }
+    sources.push_back(std::move(bytes));
+  }
+  std::vector<ProbeObject> inputs;
+  for (size_t i = 0; i < paths.size(); ++i) inputs.push_back({objects[i], Basename(paths[i])});
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult result, CompileObjects(inputs, options));
   result.timings.clang_ms = clang_ms;
-  result.bundle.source_hash = Fnv1a(bytes);
+  // The bundle names its sources, not the objects clang made of them.
+  if (paths.size() == 1) {
+    result.bundle.source_hash = Fnv1a(sources[0]);
+  } else {
+    std::vector<uint8_t> hashes;
+    for (const std::vector<uint8_t>& src : sources) {
+      const uint64_t h = Fnv1a(src);
+      for (int j = 0; j < 8; ++j) hashes.push_back(static_cast<uint8_t>(h >> (8 * j)));
+    }
+    result.bundle.source_hash = Fnv1a(hashes);
+  }
   return result;
 }
 

@@ -60,10 +60,24 @@ struct CompileResult {
                                                           std::string_view name,
                                                           const ProbeCompileOptions& options);
 
+// Several eBPF objects into one bundle (`cuprobe run -p a.bpf.c -p b.bpf.c`):
+// their programs in order, their maps in one table (a map named like one of
+// an earlier object becomes "<object stem>.<name>"), one printk ring. Each
+// program keeps its own maps and read-only data.
+struct ProbeObject {
+  absl::Span<const uint8_t> bytes;
+  std::string name;  // for messages and the bundle's source name
+};
+[[nodiscard]] absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> objects,
+                                                           const ProbeCompileOptions& options);
+
 // A .c file (any file not starting with the ELF magic is taken as C) or an
 // eBPF object file.
 [[nodiscard]] absl::StatusOr<CompileResult> CompileFile(const std::string& path,
                                                         const ProbeCompileOptions& options);
+// Several of them into one bundle (CompileObjects).
+[[nodiscard]] absl::StatusOr<CompileResult> CompileFiles(const std::vector<std::string>& paths,
+                                                         const ProbeCompileOptions& options);
 
 [[nodiscard]] std::string CompilerVersion();
 

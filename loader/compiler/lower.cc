@@ -68,7 +68,8 @@ class FunctionLowering {
         ctx_(module.getContext()),
         b_(ctx_),
         input_(input),
-        obj_(*input.object),
+        obj_(prog.object != nullptr ? *prog.object : *input.object),
+        map_slot_(prog.map_slot != nullptr ? *prog.map_slot : input.map_slot),
         prog_(*prog.program),
         v_(*prog.verified),
         lp_(prog),
@@ -125,6 +126,7 @@ class FunctionLowering {
   llvm::IRBuilder<> b_;
   const LowerInput& input_;
   const BpfObject& obj_;
+  const std::vector<int32_t>& map_slot_;  // obj_'s maps -> table slots
   const BpfProgram& prog_;
   const VerifiedProgram& v_;
   const ProgramToLower& lp_;
@@ -238,7 +240,7 @@ llvm::Value* FunctionLowering::CtxField(int32_t off) {
 }
 
 llvm::Value* FunctionLowering::MapTableEntry(uint32_t map) {
-  return TableEntry(input_.map_slot[map]);
+  return TableEntry(map_slot_[map]);
 }
 
 llvm::Value* FunctionLowering::TableEntry(int32_t slot) {
@@ -657,8 +659,7 @@ llvm::Value* FunctionLowering::KeyValue(uint32_t pc, uint32_t bytes) {
 // it has a table slot, else null (the generic helper serves the call).
 const ObjectMap* FunctionLowering::CallMap(uint32_t pc) const {
   const int32_t map = v_.insns[pc].call_map;
-  if (map < 0 || static_cast<size_t>(map) >= input_.map_slot.size() ||
-      input_.map_slot[map] < 0) {
+  if (map < 0 || static_cast<size_t>(map) >= map_slot_.size() || map_slot_[map] < 0) {
     return nullptr;
   }
   return &obj_.maps[map];
@@ -922,7 +923,7 @@ absl::Status FunctionLowering::Lower() {
     if (!om.global_data()) continue;
     if (om.read_only()) {
       // .rodata is compiled in as a constant.
-      const std::string name = absl::StrCat("__cuprobe_ro_", Sanitize(om.spec.name));
+      const std::string name = absl::StrCat(lp_.rodata_prefix, Sanitize(om.spec.name));
       llvm::GlobalVariable* g = m_.getNamedGlobal(name);
       if (g == nullptr) {
         llvm::Constant* init = llvm::ConstantDataArray::get(

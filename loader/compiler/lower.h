@@ -45,6 +45,12 @@ struct ProgramToLower {
   const VerifiedProgram* verified = nullptr;
   std::string function_name;             // the PTX .func
   std::vector<uint32_t> printk_ids;      // verified->printk_formats[i] -> bundle format id
+  // The program's own object and map slots when the bundle holds several
+  // objects (null: LowerInput's), and the name prefix of its .rodata
+  // constants (distinct per object).
+  const BpfObject* object = nullptr;
+  const std::vector<int32_t>* map_slot = nullptr;
+  std::string rodata_prefix = "__cuprobe_ro_";
 };
 
 struct LowerInput {

@@ -244,6 +244,66 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
 }
 
+// `cuprobe run -p a -p b`: several objects in one bundle. Each program keeps
+// its own maps and read-only data, clashing names are made distinct, and
+// the PTX assembles.
+TEST(Lowering, SeveralObjectsCompileIntoOneBundle) {
+  // a prints and reads its .rodata; b only counts (summary code); c reads a
+  // .rodata of the same name as a's.
+  const std::string a_src = R"(#include "cuprobe/probe.h"
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 4); } counts SEC(".maps");
+const volatile u32 table[4] = {0, 1, 2, 3};
+SEC("cuprobe/entry/*") int count(struct cuprobe_ctx *ctx) {
+  u32 k = table[ctx->lane_id & 3]; cuprobe_map_add(&counts, &k, 1); bpf_printk("a %d", k);
+  return 0;
+})";
+  const std::string b_src = R"(#include "cuprobe/probe.h"
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
+         __uint(max_entries, 64); } counts SEC(".maps");
+SEC("cuprobe/exit/*") int count(struct cuprobe_ctx *ctx) {
+  u64 k = ctx->kernel_id; cuprobe_map_add(&counts, &k, 1); return 0;
+})";
+  const std::string c_src = R"(#include "cuprobe/probe.h"
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 4); } seen SEC(".maps");
+const volatile u32 table[4] = {3, 2, 1, 0};
+SEC("cuprobe/mem/*") int look(struct cuprobe_ctx *ctx) {
+  u32 k = table[ctx->lane_id & 3]; cuprobe_map_add(&seen, &k, 1); return 0;
+})";
+  absl::StatusOr<std::vector<uint8_t>> a = CompileProbeSource(a_src);
+  absl::StatusOr<std::vector<uint8_t>> b = CompileProbeSource(b_src);
+  absl::StatusOr<std::vector<uint8_t>> c = CompileProbeSource(c_src);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+  const ProbeObject inputs[] = {{*a, "a.bpf.c"}, {*b, "dir/b.bpf.c"}, {*c, "c.bpf.c"}};
+  absl::StatusOr<CompileResult> r = CompileObjects(inputs, ProbeCompileOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ProbeBundle& bundle = r->bundle;
+  EXPECT_EQ(bundle.source_name, "a.bpf.c+dir/b.bpf.c+c.bpf.c");
+  ASSERT_EQ(bundle.programs.size(), 3u);
+  EXPECT_EQ(bundle.programs[0].attach, AttachKind::kEntry);
+  EXPECT_EQ(bundle.programs[1].attach, AttachKind::kExit);
+  EXPECT_EQ(bundle.programs[2].attach, AttachKind::kMemory);
+  EXPECT_NE(bundle.programs[0].ptx_function, bundle.programs[1].ptx_function);
+  // Maps: a's counts, b's counts (renamed), c's seen, the one printk ring.
+  ASSERT_EQ(bundle.maps.size(), 4u);
+  EXPECT_EQ(bundle.maps[0].name, "counts");
+  EXPECT_EQ(bundle.maps[0].type, static_cast<uint32_t>(CUPROBE_MAP_ARRAY));
+  EXPECT_EQ(bundle.maps[1].name, "b.counts");
+  EXPECT_EQ(bundle.maps[1].type, static_cast<uint32_t>(CUPROBE_MAP_HASH));
+  EXPECT_EQ(bundle.maps[2].name, "seen");
+  EXPECT_EQ(bundle.maps[3].name, CUPROBE_PRINTK_MAP_NAME);
+  EXPECT_EQ(bundle.printk_formats, (std::vector<std::string>{"a %d"}));
+  // a's and c's tables are two constants, not one.
+  EXPECT_THAT(bundle.ptx, HasSubstr("__cuprobe_ro_"));
+  EXPECT_THAT(bundle.ptx, HasSubstr("__cuprobe_ro2_"));
+  EXPECT_TRUE(PtxasAccepts(bundle.ptx).ok()) << bundle.ptx;
+  // b's add targets table slot 1.
+  ASSERT_FALSE(bundle.programs[1].summary_code.empty());
+  ASSERT_EQ(bundle.programs[1].summary_maps.size(), 1u);
+  EXPECT_EQ(bundle.programs[1].summary_maps[0].second, 1u);
+}
+
 TEST(Lowering, MapsThatProbesOnlyAddToAreMarkedAddOnly) {
   // A probe may not declare the flag itself: the compiler decides.
   auto r = CompileC(R"(

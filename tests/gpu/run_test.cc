@@ -29,6 +29,11 @@ std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
 // Probes run from the bundles the build compiled (build/probes/*.cpb): the
 // GPU machine has no clang-19 to compile C probes.
 std::string Probe(const std::string& name) { return BuildDir() + "/probes/" + name + ".cpb"; }
+// The eBPF object of a sample probe (the build keeps them for the fuzz
+// corpus): several -p take sources or objects, and the GPU machine has no clang.
+std::string ProbeObject(const std::string& name) {
+  return BuildDir() + "/tests/compiler/corpus/bpf_object/" + name + ".o";
+}
 
 class Run : public ::testing::Test {
  protected:
@@ -89,6 +94,28 @@ TEST_F(Run, ThreadhistCountsEveryThreadExitExactly) {
 
 // (kernel id, kind) -> count, from "@name[{kernel_id: K, kind: D}]: V" lines.
 std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
+                                                               const std::string& map);
+std::map<std::string, uint32_t> KernelIds(const std::string& maps);
+constexpr uint32_t kLoad = 1, kStore = 2;
+
+// Two -p in one run: compiled together, both exact.
+TEST_F(Run, TwoProbesInOneRunAreBothExact) {
+  const int n = 1 << 20, iterations = 3;
+  std::string maps = RunProbe(ProbeObject("threadhist"),
+                              {SamplePath("vec_add"), std::to_string(n), std::to_string(iterations)},
+                              {"-p", ProbeObject("mem_trace")});
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@thread_exits[0]: sum ", int64_t{n} * iterations,
+                                           " over ", n, " threads (min ", iterations, ", max ",
+                                           iterations, ")")))
+      << maps;
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("vec_add")) << maps;
+  auto count = AccessCounts(maps, "accesses");
+  EXPECT_EQ((count[{ids["vec_add"], kLoad}]), uint64_t{2} * n * iterations) << maps;
+  EXPECT_EQ((count[{ids["vec_add"], kStore}]), uint64_t{1} * n * iterations) << maps;
+}
+
+std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
                                                                const std::string& map) {
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> out;
   std::regex line("@" + map + R"(\[\{kernel_id: (\d+), kind: (\d+)\}\]: (\d+))");
@@ -99,8 +126,6 @@ std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string
   }
   return out;
 }
-
-constexpr uint32_t kLoad = 1, kStore = 2;
 
 TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
   {
