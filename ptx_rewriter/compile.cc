@@ -225,35 +225,122 @@ static std::optional<std::string> InlinedPtx(std::string_view ptx) {
   return PrintPtx(*m);
 }
 
+namespace {
+
+// The line of the first error in a ptxas message ("... in.ptx, line 1697;
+// error : ..."), or 0.
+uint64_t FirstErrorLine(std::string_view message, std::string* error_text) {
+  size_t pos = 0;
+  while ((pos = message.find(", line ", pos)) != std::string_view::npos) {
+    pos += 7;
+    uint64_t line = 0;
+    size_t end = pos;
+    while (end < message.size() && message[end] >= '0' && message[end] <= '9') {
+      line = line * 10 + static_cast<uint64_t>(message[end] - '0');
+      ++end;
+    }
+    if (end == pos || message.substr(end, 8) != "; error ") continue;
+    size_t eol = message.find('\n', end);
+    std::string_view text = message.substr(end + 8, eol == std::string_view::npos ? eol : eol - end - 8);
+    while (!text.empty() && (text.front() == ' ' || text.front() == ':')) text.remove_prefix(1);
+    *error_text = std::string(text);
+    return line;
+  }
+  return 0;
+}
+
+// The name of the .entry whose text holds line `line` (1-based) of `ptx`,
+// or "" when the line is outside every kernel (in a probe or helper function
+// all kernels share).
+std::string EntryAtLine(std::string_view ptx, uint64_t line) {
+  size_t pos = 0;
+  for (uint64_t l = 1; l < line && pos != std::string_view::npos; ++l) {
+    pos = ptx.find('\n', pos);
+    if (pos != std::string_view::npos) ++pos;
+  }
+  if (pos == std::string_view::npos) return "";
+  // The last function header before the line.
+  const std::string_view before = ptx.substr(0, pos);
+  const size_t entry = before.rfind(".entry ");
+  const size_t func = before.rfind(".func ");
+  if (entry == std::string_view::npos || (func != std::string_view::npos && func > entry)) {
+    return "";
+  }
+  size_t b = entry + 7;
+  while (b < ptx.size() && (ptx[b] == ' ' || ptx[b] == '\t')) ++b;
+  size_t e = b;
+  while (e < ptx.size() && ptx[e] != '(' && ptx[e] != ' ' && ptx[e] != '\n' && ptx[e] != '\t') ++e;
+  return std::string(ptx.substr(b, e - b));
+}
+
+// At most this many kernels are dropped from a module one after another for
+// ptxas errors; past it the module loads uninstrumented.
+constexpr size_t kMaxRejectedKernels = 8;
+
+}  // namespace
+
 absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
     std::string_view module_ptx, const ProbeBundle& bundle, InstrumentOptions options,
     const CompileOptions& compile) {
   CompiledInstrumentation out;
   CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
   if (out.result.instrumented.empty()) return out;
-  std::optional<std::string> inlined = InlinedPtx(out.result.ptx);
-  absl::StatusOr<CompiledCubin> c = CompilePtx(inlined ? *inlined : out.result.ptx, compile);
-  if (inlined && c.ok()) {
-    out.result.ptx = *std::move(inlined);
-  } else if (inlined) {
-    // Never worse than without inlining: compile the calls instead.
-    c = CompilePtx(out.result.ptx, compile);
-    if (c.ok()) {
-      out.result.warnings.push_back("the probes could not be inlined into this module's kernels "
-                                    "(ptxas refused the result); they are called instead");
+  std::string compiled_text;  // what ptxas saw last, for its line numbers
+  // Compiles out.result.ptx, inlined when possible (never worse than
+  // without inlining: the calls are compiled when ptxas refuses the result).
+  auto compile_result = [&]() -> absl::StatusOr<CompiledCubin> {
+    std::optional<std::string> inlined = InlinedPtx(out.result.ptx);
+    compiled_text = inlined ? *inlined : out.result.ptx;
+    absl::StatusOr<CompiledCubin> c = CompilePtx(compiled_text, compile);
+    if (inlined && c.ok()) {
+      out.result.ptx = *std::move(inlined);
+    } else if (inlined) {
+      compiled_text = out.result.ptx;
+      c = CompilePtx(compiled_text, compile);
+      if (c.ok()) {
+        out.result.warnings.push_back("the probes could not be inlined into this module's "
+                                      "kernels (ptxas refused the result); they are called "
+                                      "instead");
+      }
     }
-  }
+    return c;
+  };
+  absl::StatusOr<CompiledCubin> c = compile_result();
   if (!c.ok() && !options.indirect_calls &&
       absl::StrContains(c.status().message(), "Register allocation failed")) {
     options.indirect_calls = true;
     CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
-    c = CompilePtx(out.result.ptx, compile);
+    compiled_text = out.result.ptx;
+    c = CompilePtx(compiled_text, compile);
     if (c.ok()) {
       out.result.warnings.push_back(
           "ptxas could not allocate registers around direct probe calls (C7600); the probes "
           "are called through function pointers, which costs more registers");
     }
   }
+  // ptxas refusing one kernel's instrumented code costs that kernel only:
+  // it is left as it was and the others are compiled again.
+  std::vector<std::pair<std::string, std::string>> rejected;  // kernel, ptxas' error
+  while (!c.ok() && rejected.size() < kMaxRejectedKernels) {
+    std::string error;
+    const uint64_t line = FirstErrorLine(c.status().message(), &error);
+    const std::string kernel = line == 0 ? std::string() : EntryAtLine(compiled_text, line);
+    const bool instrumented =
+        std::any_of(out.result.instrumented.begin(), out.result.instrumented.end(),
+                    [&](const InstrumentedKernel& k) { return k.name == kernel; });
+    if (!instrumented) break;  // not one kernel's fault: the module fails
+    rejected.emplace_back(kernel, error);
+    options.skip_kernels.push_back(kernel);
+    CUPROBE_ASSIGN_OR_RETURN(out.result, InstrumentPtx(module_ptx, bundle, options));
+    if (out.result.instrumented.empty()) break;
+    c = compile_result();
+  }
+  for (const auto& [kernel, error] : rejected) {
+    for (SkippedKernel& k : out.result.skipped) {
+      if (k.name == kernel) k.reason = absl::StrCat("ptxas rejected its instrumented code: ", error);
+    }
+  }
+  if (out.result.instrumented.empty() && !rejected.empty()) return out;  // every kernel refused
   if (!c.ok()) return c.status();
   out.compiled = *std::move(c);
   return out;

@@ -150,6 +150,12 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
       done.programs.push_back(p->name);
     }
     absl::Status s = RewriteKernel(main, kernel, kp, &done.stats);
+    if (s.ok() && !options.fault_kernel.empty() && kernel.name == options.fault_kernel) {
+      // Fault injection (tests): an instruction ptxas refuses.
+      KernelEditor fault(main, kernel);
+      s = fault.InsertBefore(fault.EntryPoint(), "mov.u32 %__cp_fault, %__cp_fault_undeclared;\n");
+      if (s.ok()) s = fault.Finish();
+    }
     if (!s.ok()) {
       result.skipped.push_back({done.name, std::string(s.message())});
       continue;

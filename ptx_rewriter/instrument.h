@@ -57,6 +57,9 @@ struct InstrumentOptions {
   // Replace the calls of probes that reduce to adds of site constants by
   // site counters (site_summary.h). CUPROBE_SITE_COUNTERS=0 turns it off too.
   bool site_counters = true;
+  // Fault injection for tests: the rewrite of this kernel (mangled name)
+  // gets an instruction ptxas refuses.
+  std::string fault_kernel;
 };
 
 struct InstrumentedKernel {

@@ -367,6 +367,63 @@ TEST(InstrumentAndCompileTest, LazyExtractsThePtxOnlyOnAMiss) {
   EXPECT_EQ(bad.status().message(), "zstd: corrupt");
 }
 
+// ptxas refusing one kernel's instrumented code costs that kernel only
+// (issue 9): it is left as it was, with ptxas' reason, and the others are
+// instrumented and compiled.
+TEST(InstrumentAndCompileTest, PtxasRefusingOneKernelLeavesTheOthersInstrumented) {
+  BuiltinBundleOptions bo;
+  bo.entry = true;
+  absl::StatusOr<ProbeBundle> bundle = BuiltinBundle("builtin:count", bo);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  const std::string ptx = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry first()
+{
+ret;
+}
+.visible .entry second()
+{
+ret;
+}
+.visible .entry third()
+{
+ret;
+}
+)";
+  const std::string helpers = testing::ReadFixtureText("test_helpers.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helpers;
+  options.fault_kernel = "second";
+  absl::StatusOr<CompiledInstrumentation> c =
+      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> names;
+  for (const InstrumentedKernel& k : c->result.instrumented) names.push_back(k.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("first", "third"));
+  ASSERT_EQ(c->result.skipped.size(), 1u);
+  EXPECT_EQ(c->result.skipped[0].name, "second");
+  EXPECT_THAT(c->result.skipped[0].reason, HasSubstr("ptxas rejected its instrumented code"));
+  EXPECT_THAT(c->result.skipped[0].reason, HasSubstr("for instruction 'mov'"));
+  EXPECT_FALSE(c->compiled.cubin.empty());
+  // Every kernel refused: nothing instrumented, no error (the original loads).
+  options.fault_kernel.clear();
+  ProbeBundle broken = *bundle;
+  absl::StatusOr<CompiledInstrumentation> one =
+      InstrumentAndCompileUncached(R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry only()
+{
+ret;
+}
+)", broken, [&] { InstrumentOptions o = options; o.fault_kernel = "only"; return o; }(),
+                                   CompileOptions{});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(one->result.instrumented.empty());
+  EXPECT_TRUE(one->compiled.cubin.empty());
+}
+
 TEST(InstrumentAndCompileTest, CacheEntryEncoding) {
   InstrumentedModule m;
   m.cubin = {1, 2, 3};
