@@ -3,15 +3,20 @@
 // bpftrace-style printing of maps (maps/map_print.h), the host reader API
 // (maps/map_reader.h), and `cuprobe maps` end to end: a session whose maps a
 // MapSet filled (over host memory) is printed by the real CLI binary, in
-// another process, exactly.
+// another process, exactly. Also the CLI's own lifecycle when the program it
+// runs is killed.
 #include "loader/maps_command.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -256,6 +261,36 @@ TEST_F(MapsCommand, CliPrintsTheSessionsMaps) {
   r = testing::RunProcess({cli, "maps", "cuprobe-0-0-0000000000000000"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("not found"));
+}
+
+}  // namespace
+}  // namespace cuprobe
+
+namespace cuprobe {
+namespace {
+
+// The program killed with SIGKILL (issue 9): the CLI writes the report of
+// what it has, removes the session segment, and dies of the same signal.
+// Runs without a GPU (the program never initializes CUDA).
+TEST(CliLifecycle, ProgramKilledWithSigkillStillGetsAReportAndNoSegmentIsLeft) {
+  const std::string cli = std::string(CUPROBE_BINARY_DIR) + "/bin/cuprobe";
+  char dir_template[] = "/tmp/cuprobe-killed-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  // The shell prints its parent's pid (the CLI's), then kills itself.
+  testing::ProcessResult r = testing::RunProcess(
+      {cli, "trace", "-o", dir + "/report", "--format", "json", "--", "/bin/sh", "-c",
+       "echo $PPID; kill -9 $$"});
+  EXPECT_EQ(r.term_signal, SIGKILL) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the program was killed by signal 9")) << r.err;
+  EXPECT_FALSE(testing::ReadWholeFile(dir + "/report.json").empty()) << r.err;
+  const std::string pid(absl::StripAsciiWhitespace(r.out));
+  ASSERT_FALSE(pid.empty());
+  const std::string prefix = absl::StrCat("cuprobe-", ::geteuid(), "-", pid, "-");
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_FALSE(absl::StartsWith(entry.path().filename().string(), prefix))
+        << entry.path() << " was left behind";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
