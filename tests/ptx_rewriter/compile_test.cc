@@ -4,7 +4,10 @@
 // depend on it), the content hash and the on-disk compile cache (hits,
 // misses, permissions, corrupt entries, concurrent writers, degradation),
 // and InstrumentAndCompile on top of them.
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -234,6 +237,55 @@ TEST(CompileCacheTest, UnwritableCacheDegradesToNoCache) {
   EXPECT_FALSE(cache.Store(kKey, "v"));
   EXPECT_FALSE(cache.Lookup(kKey).has_value());
   EXPECT_FALSE(CompileCache::Disabled().enabled());
+}
+
+// A disk that fills up during a write (issue 9): the file-size limit makes
+// write() fail with EFBIG part way, as ENOSPC would. Checked in a child, so
+// the limit stays there. The store fails, no torn entry is ever served,
+// the cache turns itself off, and compiling still works without it.
+TEST(CompileCacheTest, DiskFullDuringAWriteLeavesNoEntryAndCompilingGoesOn) {
+  TempDir tmp;
+  const std::string small(1000, 's');
+  {
+    CompileCache cache(tmp.path());
+    ASSERT_TRUE(cache.Store(kKey, small));  // an entry from before the disk filled
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit = {64 * 1024, 64 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    CompileCache cache(tmp.path());
+    const std::string big(1 << 20, 'b');
+    int failures = 0;
+    if (cache.Store(kKey, big)) failures |= 1;                  // must fail
+    std::optional<std::string> v = CompileCache(tmp.path()).Lookup(kKey);
+    if (!v.has_value() || *v != small) failures |= 2;           // the old entry, whole
+    if (cache.enabled()) failures |= 4;                         // off after the failure
+    // Compiling goes on without the cache.
+    const std::string ptx = testing::ReadFixtureText("kernels_sm90.ptx");
+    const std::string helpers = testing::ReadFixtureText("test_helpers.ptx");
+    BuiltinBundleOptions bo;
+    bo.entry = true;
+    absl::StatusOr<ProbeBundle> bundle = BuiltinBundle("builtin:count", bo);
+    InstrumentOptions options;
+    options.helper_ptx = helpers;
+    absl::StatusOr<InstrumentedModule> m =
+        bundle.ok() ? InstrumentAndCompile(ptx, *bundle, options, cache)
+                    : absl::StatusOr<InstrumentedModule>(bundle.status());
+    if (!m.ok() || m->cubin.empty()) failures |= 8;
+    ::_exit(failures);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 stored, 2 old entry lost or torn, 4 cache still "
+                                       "on, 8 compile failed";
+  // No temporary file was left behind either.
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp.path())) {
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+  }
 }
 
 TEST(CompileCacheTest, ConcurrentWritersNeverTearAnEntry) {
