@@ -35,13 +35,25 @@ std::optional<std::vector<SiteAdd>> SummarizeSite(const ProbeProgram& program,
   const size_t n = program.summary_code.size() / 8;
   bpf.insns.reserve(n);
   for (size_t i = 0; i < n; ++i) bpf.insns.push_back(DecodeInsn(&program.summary_code[i * 8]));
+  // A map reference's immediate is whatever the object said (its own map
+  // numbering); the bundle's map index comes from summary_maps.
   for (const auto& [insn, map] : program.summary_maps) {
-    if (map >= maps.size()) return std::nullopt;
+    if (map >= maps.size() || insn >= n || bpf.insns[insn].code != kLdImm64 ||
+        bpf.insns[insn].src != kPseudoMapFd) {
+      return std::nullopt;
+    }
     const MapSpec& spec = maps[map];
     if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) == 0 || !SummarizableType(spec.type)) {
       return std::nullopt;
     }
+    bpf.insns[insn].imm = static_cast<int32_t>(map);
     bpf.map_refs[insn] = MapRef{map, false, 0};
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Insn& insn = bpf.insns[i];
+    if (insn.code == kLdImm64 && insn.src != 0 && !bpf.map_refs.contains(static_cast<uint32_t>(i))) {
+      return std::nullopt;  // a map or global-data reference the bundle does not resolve
+    }
   }
 
   bool varies = false;  // the run read or did something a site does not fix
@@ -61,7 +73,10 @@ std::optional<std::vector<SiteAdd>> SummarizeSite(const ProbeProgram& program,
       default: varies = true; return 0;
     }
   };
-  env.map_handle = [&](uint32_t map) -> uint64_t { return kHandleTag | map; };
+  env.map_handle = [&](uint32_t map) -> uint64_t {
+    if (map >= maps.size()) varies = true;
+    return kHandleTag | map;
+  };
   env.value_address = [&](uint32_t) -> uint64_t {
     varies = true;  // global data (the compiler never leaves it in summary code)
     return 0;

@@ -15,6 +15,7 @@
 #include "loader/compiler/compiler.h"
 #include "maps/map_desc.h"
 #include "ptx_rewriter/bundle.h"
+#include "ptx_rewriter/site_summary.h"
 #include "tests/compiler/test_util.h"
 
 namespace cuprobe {
@@ -298,10 +299,20 @@ SEC("cuprobe/mem/*") int look(struct cuprobe_ctx *ctx) {
   EXPECT_THAT(bundle.ptx, HasSubstr("__cuprobe_ro_"));
   EXPECT_THAT(bundle.ptx, HasSubstr("__cuprobe_ro2_"));
   EXPECT_TRUE(PtxasAccepts(bundle.ptx).ok()) << bundle.ptx;
-  // b's add targets table slot 1.
+  // b's add targets table slot 1, though b's object numbers it 0: run at a
+  // site, its summary names map 1.
   ASSERT_FALSE(bundle.programs[1].summary_code.empty());
   ASSERT_EQ(bundle.programs[1].summary_maps.size(), 1u);
   EXPECT_EQ(bundle.programs[1].summary_maps[0].second, 1u);
+  SiteConstants site;
+  site.attach = AttachKind::kExit;
+  site.kernel_id = 5;
+  std::optional<std::vector<SiteAdd>> adds = SummarizeSite(bundle.programs[1], bundle.maps, site);
+  ASSERT_TRUE(adds.has_value());
+  ASSERT_EQ(adds->size(), 1u);
+  EXPECT_EQ((*adds)[0].map, 1u);
+  EXPECT_EQ((*adds)[0].key, (std::vector<uint8_t>{5, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ((*adds)[0].delta, 1u);
 }
 
 TEST(Lowering, MapsThatProbesOnlyAddToAreMarkedAddOnly) {
