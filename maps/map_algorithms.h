@@ -917,28 +917,20 @@ CUPROBE_HD uint64_t RingConsumerTail(const cuprobe_map_desc* d) {
   return LoadAcquireSystem64(&Ptr<cuprobe_ring_host>(DescField(d->ring_host))->tail);
 }
 
-// On the GPU: whether this SM's producers were told, less than about a
-// microsecond ago, that the ring is full; and telling them. Every producer
-// of a full ring reading its control line, one L2 line that every SM
-// hammers, cost more than the records it dropped; the hint lives in the
-// SM's own shard line, read through L1, and is dated by the SM's own clock
-// (cheap, unlike %globaltimer). A shard may be shared by two SMs (more SMs
-// than shards), whose clocks differ: the hint carries its SM, and only that
-// SM trusts it. A stale or lost hint only costs one read of the control line.
-CUPROBE_HD uint64_t RingHintFields(uint32_t sm, uint64_t clock) {
-  return (static_cast<uint64_t>(sm + 1) << 48) | (clock & ((uint64_t{1} << 48) - 1));
-}
-
+// On the GPU: whether this SM's producers were told, less than
+// CUPROBE_RING_FULL_HINT_NS ago, that the ring is full; and telling them.
+// Every producer of a full ring reading its control line, one L2 line that
+// every SM hammers, cost more than the records it dropped; the hint lives in
+// the SM's own shard line.
 CUPROBE_HD bool RingFullHinted(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
   const uint64_t* hint = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_UNTIL);
   if (hint == nullptr) return false;
-  const uint64_t until = *reinterpret_cast<const volatile uint64_t*>(hint);
-  const uint32_t sm = CurrentSm();
-  if ((until >> 48) != sm + 1) return false;
-  const uint64_t mask = (uint64_t{1} << 48) - 1;
-  const uint64_t left = (until - clock64()) & mask;  // cycles until the hint expires
-  return left != 0 && left <= CUPROBE_RING_FULL_HINT_CYCLES;
+  const uint64_t until = LoadRelaxed64(hint);
+  if (until == 0) return false;
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now < until;
 #else
   (void)d;
   return false;
@@ -949,8 +941,10 @@ CUPROBE_HD void RingHintFull(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
   uint64_t* hint = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_UNTIL);
   if (hint == nullptr) return;
-  *reinterpret_cast<volatile uint64_t*>(hint) =
-      RingHintFields(CurrentSm(), clock64() + CUPROBE_RING_FULL_HINT_CYCLES);
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(hint), "l"(now + CUPROBE_RING_FULL_HINT_NS)
+               : "memory");
 #else
   (void)d;
 #endif

@@ -129,12 +129,11 @@ struct cuprobe_map_desc {
 #define CUPROBE_MAP_SHARD_RING_RESERVED 8
 #define CUPROBE_MAP_SHARD_RING_DROPPED 16
 #define CUPROBE_MAP_SHARD_RING_DROPPED_BYTES 24
-/* RINGBUF: until when this SM's producers take the ring as full without
- * touching its control line: (smid + 1) << 48 | (%clock64 + window) mod
- * 2^48 (a hint, not a counter: never folded). Set by a producer that found
- * the ring full; the window is about a microsecond. */
+/* RINGBUF: %globaltimer until which this SM's producers take the ring as
+ * full without touching its control line (a hint, not a counter: never
+ * folded). Set by a producer that found the ring full. */
 #define CUPROBE_MAP_SHARD_RING_FULL_UNTIL 32
-#define CUPROBE_RING_FULL_HINT_CYCLES 2000
+#define CUPROBE_RING_FULL_HINT_NS 1000
 #define CUPROBE_MAP_AUX_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
 #define CUPROBE_MAP_MAX_VALUE_SHARDS 128
 
