@@ -101,7 +101,7 @@ class FunctionLowering {
   llvm::Value* ThreadsPerBlock();
   llvm::Value* ThreadLinear();
   llvm::Value* PerId(uint32_t type);
-  void CountError(llvm::Value* control, llvm::Value* aux);
+  void CountError(llvm::Value* map);
   // Inline map operations (abi.h 8.): see IndexedValue.
   struct IndexedRef {
     llvm::Value* address;  // i64: the value's address, 0 on failure
@@ -525,19 +525,6 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   b_.CreateCondBr(b_.CreateICmpEQ(map, C64(0)), done, check);
 
   b_.SetInsertPoint(check);
-  // Every field this lookup may need, loaded here at once: a table entry is
-  // 0 or a whole descriptor (abi.h 3.), so these loads are safe before the
-  // checks, and their latencies overlap instead of adding up behind each
-  // branch (one 128-byte line, read through the invariant cache).
-  llvm::Value* stride =
-      b_.CreateZExt(DescLoad(map, offsetof(cuprobe_map_desc, value_stride), I32()), I64());
-  llvm::Value* values = DescLoad(map, offsetof(cuprobe_map_desc, values), I64());
-  llvm::Value* ids =
-      per_id ? b_.CreateZExt(DescLoad(map, offsetof(cuprobe_map_desc, id_slots), I32()), I64())
-             : nullptr;
-  llvm::Value* control =
-      counts_errors ? DescLoad(map, offsetof(cuprobe_map_desc, control), I64()) : nullptr;
-  llvm::Value* aux = counts_errors ? DescLoad(map, offsetof(cuprobe_map_desc, aux), I64()) : nullptr;
   // magic (u32) | version (u16) << 32 in one load; the size field above is
   // not checked (the helpers do not either).
   llvm::Value* head = b_.CreateAnd(DescLoad(map, 0, I64()), C64(0xffffffffffffull));
@@ -564,7 +551,12 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   b_.SetInsertPoint(in_range);
   llvm::Value* slot = b_.CreateZExt(index, I64());
   llvm::BasicBlock* value_block = in_range;
+  llvm::Value* stride = b_.CreateZExt(
+      DescLoad(map, offsetof(cuprobe_map_desc, value_stride), I32()), I64());
+  llvm::Value* values = DescLoad(map, offsetof(cuprobe_map_desc, values), I64());
   if (per_id) {
+    llvm::Value* ids =
+        b_.CreateZExt(DescLoad(map, offsetof(cuprobe_map_desc, id_slots), I32()), I64());
     llvm::Value* id = PerId(type);
     value_block = llvm::BasicBlock::Create(ctx_, "map.value", fn_);
     b_.CreateCondBr(b_.CreateICmpULT(id, ids), value_block, count_error);
@@ -577,7 +569,7 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   llvm::BasicBlock* count_error_end = nullptr;
   if (counts_errors) {
     b_.SetInsertPoint(count_error);
-    CountError(control, aux);
+    CountError(map);
     count_error_end = b_.GetInsertBlock();
     b_.CreateBr(done);
   }
@@ -602,11 +594,12 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   return IndexedRef{address, error};
 }
 
-// Counts one error of the map whose descriptor fields `control` and `aux`
-// are given (maps/map_desc.h): on the GPU, the first lane of the warp's
-// lanes here adds for all of them (every lane at this site has the same
-// map) to its SM's error shard; on the host, one add to control.errors.
-void FunctionLowering::CountError(llvm::Value* control, llvm::Value* aux) {
+// Counts one error of `map` (maps/map_desc.h): on the GPU, the first lane of
+// the warp's lanes here adds for all of them (every lane at this site has
+// the same map) to its SM's error shard; on the host, one add to
+// control.errors.
+void FunctionLowering::CountError(llvm::Value* map) {
+  llvm::Value* control = DescLoad(map, offsetof(cuprobe_map_desc, control), I64());
   llvm::Value* total =
       b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, errors)));
   if (target_ != LowerTarget::kNvptx) {
@@ -621,6 +614,7 @@ void FunctionLowering::CountError(llvm::Value* control, llvm::Value* aux) {
   llvm::BasicBlock* after = llvm::BasicBlock::Create(ctx_, "map.error.done", fn_);
   b_.CreateCondBr(b_.CreateICmpEQ(lane, first), lead, after);
   b_.SetInsertPoint(lead);
+  llvm::Value* aux = DescLoad(map, offsetof(cuprobe_map_desc, aux), I64());
   llvm::Value* sm = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_smid, {}, {});
   llvm::Value* shard = b_.CreateAdd(
       aux, b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_COUNTER_SHARDS - 1)),
