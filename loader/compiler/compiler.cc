@@ -43,6 +43,19 @@ uint64_t Fnv1a(absl::Span<const uint8_t> bytes) {
   return h;
 }
 
+// The bundle's source_hash of several inputs: Fnv1a of one input, else of
+// their Fnv1a hashes in order.
+template <typename Range>
+uint64_t SourcesHash(const Range& inputs) {
+  if (inputs.size() == 1) return Fnv1a(inputs[0]);
+  std::vector<uint8_t> hashes;
+  for (const auto& in : inputs) {
+    const uint64_t h = Fnv1a(in);
+    for (int k = 0; k < 8; ++k) hashes.push_back(static_cast<uint8_t>(h >> (8 * k)));
+  }
+  return Fnv1a(hashes);
+}
+
 absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
@@ -330,20 +343,12 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
 
   ProbeBundle& b = result.bundle;
   b.compiler_version = CompilerVersion();
-  if (inputs.size() == 1) {
-    b.source_hash = Fnv1a(inputs[0].bytes);
-    b.source_name = inputs[0].name;
-  } else {
-    std::vector<uint8_t> hashes;
-    for (const ProbeObject& in : inputs) {
-      const uint64_t h = Fnv1a(in.bytes);
-      for (int j = 0; j < 8; ++j) hashes.push_back(static_cast<uint8_t>(h >> (8 * j)));
-    }
-    b.source_hash = Fnv1a(hashes);
-    for (const ProbeObject& in : inputs) {
-      absl::StrAppend(&b.source_name, b.source_name.empty() ? "" : "+", in.name);
-    }
+  std::vector<absl::Span<const uint8_t>> object_bytes;
+  for (const ProbeObject& in : inputs) {
+    object_bytes.push_back(in.bytes);
+    absl::StrAppend(&b.source_name, b.source_name.empty() ? "" : "+", in.name);
   }
+  b.source_hash = SourcesHash(object_bytes);
 
   // Map table: every map but .rodata (compiled into the PTX), object by
   // object in object order, then the implicit printk ring buffer when some
@@ -466,16 +471,7 @@ absl::StatusOr<CompileResult> CompileFiles(const std::vector<std::string>& paths
   CUPROBE_ASSIGN_OR_RETURN(CompileResult result, CompileObjects(inputs, options));
   result.timings.clang_ms = clang_ms;
   // The bundle names its sources, not the objects clang made of them.
-  if (paths.size() == 1) {
-    result.bundle.source_hash = Fnv1a(sources[0]);
-  } else {
-    std::vector<uint8_t> hashes;
-    for (const std::vector<uint8_t>& src : sources) {
-      const uint64_t h = Fnv1a(src);
-      for (int j = 0; j < 8; ++j) hashes.push_back(static_cast<uint8_t>(h >> (8 * j)));
-    }
-    result.bundle.source_hash = Fnv1a(hashes);
-  }
+  result.bundle.source_hash = SourcesHash(sources);
   return result;
 }
 
