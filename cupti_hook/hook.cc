@@ -63,6 +63,9 @@ HookConfig HookConfig::FromEnvironment() {
     uint32_t ms = 0;
     if (absl::SimpleAtoi(s, &ms) && ms >= 1 && ms <= 60000) config.interval_ms = ms;
   }
+  if (const char* s = std::getenv("CUPROBE_LATE_ATTACH"); s != nullptr && std::strcmp(s, "0") == 0) {
+    config.late_attach = false;
+  }
   if (const char* s = std::getenv("CUPROBE_TRACE"); s != nullptr && *s != '\0') {
     for (const std::string& word : config.SetTraceSelection(s)) {
       CUPROBE_LOG(kWarning, "CUPROBE_TRACE: ignoring unknown item '%s' (expected launches, "
@@ -119,7 +122,7 @@ absl::Status Hook::EnableCallbacks() {
   // Only the callback ids we need: enabling the whole driver domain costs
   // about 5 us per launch (DESIGN.md).
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
-    if (!config_.trace_launches) break;
+    if (!config_.trace_launches && attach_ == nullptr) break;
     absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     if (!s.ok()) return s;
   }
@@ -129,7 +132,7 @@ absl::Status Hook::EnableCallbacks() {
     if (!s.ok()) return s;
   }
   for (CUpti_CallbackId cbid : ModulePatcher::kCallbacks) {
-    if (patcher_ == nullptr) break;
+    if (patcher_ == nullptr && images_ == nullptr) break;
     absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     if (!s.ok()) return s;
   }
@@ -168,7 +171,13 @@ HookState Hook::Start() {
   subscribed_ = true;
 
   tracer_ = KeptForever(new Tracer(seam_, *output_, config_.pid));
-  if (!output_->BundleBytes().empty()) StartProbes();
+  if (!output_->BundleBytes().empty()) {
+    StartProbes();
+  } else if (config_.late_attach && output_->AttachSession() != nullptr) {
+    images_ = KeptForever(new ImageRegistry);
+    attach_ = KeptForever(
+        new LateAttach(seam_, *images_, *output_->AttachSession(), *tracer_, config_.pid));
+  }
   status = EnableCallbacks();
   if (status.ok()) {
     g_activity_tracer.store(tracer_, std::memory_order_release);
@@ -238,6 +247,7 @@ void Hook::Tick() {
       CUPROBE_LOG(kWarning, "cannot publish the probes' maps: %s", s.message());
     }
   }
+  if (attach_ != nullptr && lifecycle_.IsReady()) attach_->Poll(absl::GetCurrentTimeNanos());
   if (lifecycle_.IsReady() && activity_enabled_) {
     // Hands completed buffers to BufferCompleted so readers see kernels while
     // the program runs.
@@ -264,6 +274,9 @@ void Hook::Stop() {
     absl::Status s = device_maps_->Release(absl::GetCurrentTimeNanos());
     if (!s.ok()) CUPROBE_LOG(kWarning, "releasing the probes' maps: %s", s.message());
   }
+  // Probes attached late: detached (their kernels waited for, their maps
+  // published and freed) before anything is unmapped.
+  if (attach_ != nullptr) attach_->Stop(absl::GetCurrentTimeNanos());
   if (activity_enabled_) {
     for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
     activity_enabled_ = false;
@@ -315,6 +328,13 @@ void CUPTIAPI Hook::BufferCompleted(CUcontext context, uint32_t stream_id, uint8
 
 void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
   callbacks_seen_.fetch_add(1, std::memory_order_relaxed);
+  // The end of a launch that late attach redirected is counted whatever the
+  // state: a detach at teardown waits for it.
+  if (attach_ != nullptr && domain == CUPTI_CB_DOMAIN_DRIVER_API &&
+      Tracer::IsLaunchCallback(cbid) && cbdata != nullptr &&
+      static_cast<const CUpti_CallbackData*>(cbdata)->callbackSite == CUPTI_API_EXIT) {
+    attach_->OnLaunch(cbid, static_cast<const CUpti_CallbackData*>(cbdata));
+  }
   // Not READY (still initializing, disabled, stopping) or a call the hook made
   // itself: fall through untouched.
   if (!lifecycle_.IsReady() || ReentrancyGuard::Active()) {
@@ -325,9 +345,19 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   switch (domain) {
     case CUPTI_CB_DOMAIN_DRIVER_API:
       if (Tracer::IsLaunchCallback(cbid)) {
-        tracer_->OnLaunchApi(cbid, static_cast<const CUpti_CallbackData*>(cbdata));
-      } else if (patcher_ != nullptr && ModulePatcher::IsModuleCallback(cbid)) {
-        patcher_->OnModuleApi(cbid, static_cast<const CUpti_CallbackData*>(cbdata));
+        auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+        // Redirect first, so that the tracer records what really launches.
+        if (attach_ != nullptr && data != nullptr && data->callbackSite == CUPTI_API_ENTER) {
+          attach_->OnLaunch(cbid, data);
+        }
+        if (config_.trace_launches) tracer_->OnLaunchApi(cbid, data);
+      } else if (ModulePatcher::IsModuleCallback(cbid)) {
+        auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+        if (patcher_ != nullptr) {
+          patcher_->OnModuleApi(cbid, data);
+        } else if (images_ != nullptr) {
+          images_->OnModuleApi(cbid, data);
+        }
       }
       break;
     case CUPTI_CB_DOMAIN_RESOURCE:

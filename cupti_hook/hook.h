@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "cupti_hook/init_state.h"
+#include "cupti_hook/late_attach.h"
 #include "cupti_hook/module_patcher.h"
 #include "cupti_hook/probe_runtime.h"
 #include "cupti_hook/seam.h"
@@ -60,6 +61,9 @@ struct HookConfig {
   bool trace_launches = true;
   bool trace_kernels = true;
   bool trace_memory = true;
+  // CUPROBE_LATE_ATTACH=0 turns late attach off: the hook then keeps no
+  // module images and never redirects a launch (cupti_hook/late_attach.h).
+  bool late_attach = true;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).
@@ -92,6 +96,10 @@ class Hook {
   [[nodiscard]] int contexts_alive() const { return contexts_alive_.load(); }
   // Non-null when the session carries probes (`cuprobe run`).
   [[nodiscard]] const ModulePatcher* patcher() const { return patcher_; }
+  // Non-null when probes can be attached later (a session without probes of
+  // its own; cupti_hook/late_attach.h).
+  [[nodiscard]] const LateAttach* late_attach() const { return attach_; }
+  [[nodiscard]] const ImageRegistry* images() const { return images_; }
 
   // The CUPTI callback; userdata is the Hook.
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -128,6 +136,8 @@ class Hook {
   BundleInstrumenter* instrumenter_ = nullptr;
   DeviceMaps* device_maps_ = nullptr;
   ModulePatcher* patcher_ = nullptr;
+  ImageRegistry* images_ = nullptr;
+  LateAttach* attach_ = nullptr;
   std::atomic<uint64_t> callbacks_seen_{0};
   std::atomic<uint64_t> callbacks_fell_through_{0};
   std::atomic<int> contexts_alive_{0};

@@ -50,6 +50,17 @@ absl::StatusOr<std::string> WriteReplacementFile(const std::string& dir, uint64_
   return path;
 }
 
+std::string KernelList(const std::vector<std::pair<std::string, uint32_t>>& kernels) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kernels.size() && i < kShown; ++i) names.push_back(kernels[i].first);
+  std::string list = absl::StrJoin(names, ", ");
+  if (kernels.size() > kShown) absl::StrAppend(&list, " and ", kernels.size() - kShown, " more");
+  return list;
+}
+
+}  // namespace
+
 // Where the image parameter of each load API is; nullptr for unloads.
 const void** LiveImageParam(CUpti_CallbackId cbid, void* params) {
   switch (cbid) {
@@ -77,7 +88,7 @@ const char** FileParam(CUpti_CallbackId cbid, void* params) {
   }
 }
 
-bool IsLibraryApi(CUpti_CallbackId cbid) {
+bool IsLibraryLoadApi(CUpti_CallbackId cbid) {
   return cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData ||
          cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile;
 }
@@ -113,17 +124,6 @@ void* LoadedHandle(CUpti_CallbackId cbid, void* params) {
       return nullptr;
   }
 }
-
-std::string KernelList(const std::vector<std::pair<std::string, uint32_t>>& kernels) {
-  constexpr size_t kShown = 8;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < kernels.size() && i < kShown; ++i) names.push_back(kernels[i].first);
-  std::string list = absl::StrJoin(names, ", ");
-  if (kernels.size() > kShown) absl::StrAppend(&list, " and ", kernels.size() - kShown, " more");
-  return list;
-}
-
-}  // namespace
 
 std::string ImageSource::Describe() const {
   if (!path.empty()) return absl::StrCat("module file '", path, "'");
@@ -248,32 +248,8 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
   // invalidate the application's capture.
   absl::StatusOr<int> previous_mode =
       seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
-  if (pending->image.map_table_entries > 0) {
-    absl::Status s = FillMapTable(cbid, handle, pending->image.map_table_entries);
-    if (!s.ok()) {
-      // The kernels run with a zeroed table: helpers see null maps and do
-      // nothing (the helper library checks), so the program is unaffected.
-      CUPROBE_LOG(kWarning, "%s: probes cannot reach their maps: %s", pending->source.Describe(),
-                  s.message());
-    }
-  }
-  if (!pending->image.site_counters.empty()) {
-    const size_t n = pending->image.site_counters.size();
-    absl::Status s = FillSiteCounts(cbid, handle, std::move(pending->image.site_counters));
-    if (!s.ok()) {
-      // The kernels see a null address and skip the flush: the counts of
-      // these sites are lost, the program is unaffected.
-      CUPROBE_LOG(kWarning, "%s: the counts of %d probe site counter(s) cannot be kept: %s",
-                  pending->source.Describe(), n, s.message());
-    }
-  }
-  for (const auto& [symbol, value] : module_globals_) {
-    absl::StatusOr<DeviceGlobal> g = Global(cbid, handle, symbol.c_str());
-    if (!g.ok() || g->bytes < value.size()) continue;  // the module does not use it
-    absl::Status s = seam_.MemcpyHtoD(g->address, value.data(), value.size());
-    if (!s.ok()) CUPROBE_LOG(kWarning, "%s: cannot set %s: %s", pending->source.Describe(),
-                             symbol, s.message());
-  }
+  FillInstrumentedModule(seam_, maps_, IsLibraryLoadApi(cbid), handle, pending->image,
+                         module_globals_, pending->source.Describe());
   if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
   modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
   kernels_instrumented_.fetch_add(pending->image.kernels.size(), std::memory_order_relaxed);
@@ -283,41 +259,78 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
   live_[handle] = std::move(pending);
 }
 
-absl::Status ModulePatcher::FillMapTable(CUpti_CallbackId cbid, void* handle, uint32_t entries) {
-  absl::StatusOr<std::vector<uint64_t>> table = maps_.MapTable();
+namespace {
+
+absl::StatusOr<DeviceGlobal> ModuleGlobalOf(CuptiSeam& seam, bool is_library, void* handle,
+                                            const char* symbol) {
+  return is_library ? seam.LibraryGlobal(static_cast<CUlibrary>(handle), symbol)
+                    : seam.ModuleGlobal(static_cast<CUmodule>(handle), symbol);
+}
+
+absl::Status FillMapTable(CuptiSeam& seam, MapTableProvider& maps, bool is_library, void* handle,
+                          uint32_t entries) {
+  absl::StatusOr<std::vector<uint64_t>> table = maps.MapTable();
   if (!table.ok()) return table.status();
   if (table->size() != entries) {
     return absl::InternalError(absl::StrCat("the module's map table has ", entries,
                                             " entries, the session has ", table->size(), " maps"));
   }
-  absl::StatusOr<DeviceGlobal> global = Global(cbid, handle, CUPROBE_MAP_TABLE_SYMBOL);
+  absl::StatusOr<DeviceGlobal> global =
+      ModuleGlobalOf(seam, is_library, handle, CUPROBE_MAP_TABLE_SYMBOL);
   if (!global.ok()) return global.status();
   size_t bytes = table->size() * sizeof(uint64_t);
   if (global->bytes < bytes) {
     return absl::InternalError(absl::StrCat(CUPROBE_MAP_TABLE_SYMBOL, " is ", global->bytes,
                                             " bytes, expected ", bytes));
   }
-  return seam_.MemcpyHtoD(global->address, table->data(), bytes);
+  return seam.MemcpyHtoD(global->address, table->data(), bytes);
 }
 
-absl::Status ModulePatcher::FillSiteCounts(CUpti_CallbackId cbid, void* handle,
-                                           std::vector<SiteCounter> counters) {
-  absl::StatusOr<DeviceGlobal> global = Global(cbid, handle, CUPROBE_SITE_COUNTS_SYMBOL);
+absl::Status FillSiteCounts(CuptiSeam& seam, MapTableProvider& maps, bool is_library,
+                            void* handle, std::vector<SiteCounter> counters) {
+  absl::StatusOr<DeviceGlobal> global =
+      ModuleGlobalOf(seam, is_library, handle, CUPROBE_SITE_COUNTS_SYMBOL);
   if (!global.ok()) return global.status();
   if (global->bytes < sizeof(uint64_t)) {
     return absl::InternalError(absl::StrCat(CUPROBE_SITE_COUNTS_SYMBOL, " is ", global->bytes,
                                             " bytes"));
   }
-  absl::StatusOr<uint64_t> base = maps_.AddSiteCounters(std::move(counters));
+  absl::StatusOr<uint64_t> base = maps.AddSiteCounters(std::move(counters));
   if (!base.ok()) return base.status();
   const uint64_t address = *base;
-  return seam_.MemcpyHtoD(global->address, &address, sizeof(address));
+  return seam.MemcpyHtoD(global->address, &address, sizeof(address));
 }
 
-absl::StatusOr<DeviceGlobal> ModulePatcher::Global(CUpti_CallbackId cbid, void* handle,
-                                                   const char* symbol) {
-  return IsLibraryApi(cbid) ? seam_.LibraryGlobal(static_cast<CUlibrary>(handle), symbol)
-                            : seam_.ModuleGlobal(static_cast<CUmodule>(handle), symbol);
+}  // namespace
+
+void FillInstrumentedModule(CuptiSeam& seam, MapTableProvider& maps, bool is_library,
+                            void* handle, InstrumentedImage& image,
+                            const std::vector<std::pair<std::string, std::vector<uint8_t>>>& globals,
+                            const std::string& what) {
+  if (image.map_table_entries > 0) {
+    absl::Status s = FillMapTable(seam, maps, is_library, handle, image.map_table_entries);
+    if (!s.ok()) {
+      // The kernels run with a zeroed table: helpers see null maps and do
+      // nothing (the helper library checks), so the program is unaffected.
+      CUPROBE_LOG(kWarning, "%s: probes cannot reach their maps: %s", what, s.message());
+    }
+  }
+  if (!image.site_counters.empty()) {
+    const size_t n = image.site_counters.size();
+    absl::Status s = FillSiteCounts(seam, maps, is_library, handle, std::move(image.site_counters));
+    if (!s.ok()) {
+      // The kernels see a null address and skip the flush: the counts of
+      // these sites are lost, the program is unaffected.
+      CUPROBE_LOG(kWarning, "%s: the counts of %d probe site counter(s) cannot be kept: %s", what,
+                  n, s.message());
+    }
+  }
+  for (const auto& [symbol, value] : globals) {
+    absl::StatusOr<DeviceGlobal> g = ModuleGlobalOf(seam, is_library, handle, symbol.c_str());
+    if (!g.ok() || g->bytes < value.size()) continue;  // the module does not use it
+    absl::Status s = seam.MemcpyHtoD(g->address, value.data(), value.size());
+    if (!s.ok()) CUPROBE_LOG(kWarning, "%s: cannot set %s: %s", what, symbol, s.message());
+  }
 }
 
 void ModulePatcher::AddModuleGlobal(std::string symbol, std::vector<uint8_t> value) {

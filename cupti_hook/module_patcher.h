@@ -100,6 +100,25 @@ struct ModulePatcherStats {
   uint64_t modules_failed = 0;  // a probe matched but the original was loaded
 };
 
+// The parameters of the module-load APIs (ModulePatcher::kCallbacks):
+// where the image pointer or file name is (nullptr for other ids and for
+// unloads), the handle a successful load returned, and whether it is a
+// CUlibrary.
+[[nodiscard]] const void** LiveImageParam(CUpti_CallbackId cbid, void* params);
+[[nodiscard]] const char** FileParam(CUpti_CallbackId cbid, void* params);
+[[nodiscard]] void* LoadedHandle(CUpti_CallbackId cbid, void* params);
+[[nodiscard]] bool IsLibraryLoadApi(CUpti_CallbackId cbid);
+
+// After an instrumented image loaded (as `handle`, a CUlibrary when
+// `is_library`): fills its map table, its site counters' block and
+// `globals` (symbol -> bytes; skipped when the module lacks the symbol).
+// Failures are logged, naming `what`: the kernels then run without maps or
+// counters and the program is unaffected.
+void FillInstrumentedModule(CuptiSeam& seam, MapTableProvider& maps, bool is_library,
+                            void* handle, InstrumentedImage& image,
+                            const std::vector<std::pair<std::string, std::vector<uint8_t>>>& globals,
+                            const std::string& what);
+
 class ModulePatcher {
  public:
   static constexpr std::array<CUpti_CallbackId, 8> kCallbacks = {
@@ -135,10 +154,6 @@ class ModulePatcher {
   struct Pending;
   void OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
-  absl::Status FillMapTable(CUpti_CallbackId cbid, void* handle, uint32_t entries);
-  absl::Status FillSiteCounts(CUpti_CallbackId cbid, void* handle,
-                              std::vector<SiteCounter> counters);
-  absl::StatusOr<DeviceGlobal> Global(CUpti_CallbackId cbid, void* handle, const char* symbol);
 
   CuptiSeam& seam_;
   ImageInstrumenter& instrumenter_;

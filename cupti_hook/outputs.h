@@ -39,6 +39,7 @@ class SessionOutput final : public TraceOutput {
   std::string Describe() const override;
   absl::Span<const uint8_t> BundleBytes() const override { return session_.bundle_bytes(); }
   MapsRegion* Maps() override { return &session_.maps(); }
+  Session* AttachSession() override { return &session_; }
 
  private:
   explicit SessionOutput(Session session) : session_(std::move(session)) {}

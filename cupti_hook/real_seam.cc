@@ -25,6 +25,16 @@ struct DriverApi {
   CUresult (*module_get_global)(CUdeviceptr*, size_t*, CUmodule, const char*) = nullptr;
   CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+  // Launch-time redirection: resolved apart, so that a driver without one of
+  // them only loses late attach.
+  absl::Status redirect_status;
+  CUresult (*func_get_module)(CUmodule*, CUfunction) = nullptr;
+  CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;
+  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*ctx_push_current)(CUcontext) = nullptr;
+  CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_synchronize)() = nullptr;
 };
 
 template <typename F>
@@ -59,6 +69,13 @@ const DriverApi& Driver() {
     d->status.Update(Resolve(lib, "cuMemcpyHtoD_v2", &d->memcpy_htod));
     d->status.Update(Resolve(lib, "cuThreadExchangeStreamCaptureMode",
                              &d->exchange_capture_mode));
+    d->redirect_status.Update(Resolve(lib, "cuFuncGetModule", &d->func_get_module));
+    d->redirect_status.Update(Resolve(lib, "cuKernelGetLibrary", &d->kernel_get_library));
+    d->redirect_status.Update(Resolve(lib, "cuModuleLoadData", &d->module_load_data));
+    d->redirect_status.Update(Resolve(lib, "cuModuleGetFunction", &d->module_get_function));
+    d->redirect_status.Update(Resolve(lib, "cuCtxPushCurrent_v2", &d->ctx_push_current));
+    d->redirect_status.Update(Resolve(lib, "cuCtxPopCurrent_v2", &d->ctx_pop_current));
+    d->redirect_status.Update(Resolve(lib, "cuCtxSynchronize", &d->ctx_synchronize));
     return d;
   }();
   return *api;
@@ -208,6 +225,58 @@ absl::StatusOr<int> RealSeam::ExchangeCaptureMode(int mode) {
   auto m = static_cast<CUstreamCaptureMode>(mode);
   CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.exchange_capture_mode(&m)));
   return static_cast<int>(m);
+}
+
+absl::StatusOr<FunctionOwner> RealSeam::LaunchOwner(CUfunction function) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  FunctionOwner owner;
+  const char* name = nullptr;
+  // cuFuncGetName rejects a CUkernel (DESIGN.md): it tells the two apart.
+  if (d.func_get_name(&name, function) == CUDA_SUCCESS) {
+    CUmodule module = nullptr;
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.func_get_module(&module, function)));
+    owner.handle = module;
+  } else {
+    auto kernel = reinterpret_cast<CUkernel>(function);
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.kernel_get_name(&name, kernel)));
+    CUlibrary library = nullptr;
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.kernel_get_library(&library, kernel)));
+    owner.handle = library;
+    owner.is_library = true;
+  }
+  owner.name = name != nullptr ? name : "";
+  return owner;
+}
+
+absl::StatusOr<CUmodule> RealSeam::LoadModuleData(const void* image) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  CUmodule module = nullptr;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.module_load_data(&module, image)));
+  return module;
+}
+
+absl::StatusOr<CUfunction> RealSeam::ModuleFunction(CUmodule module, const char* name) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  CUfunction function = nullptr;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.module_get_function(&function, module, name)));
+  return function;
+}
+
+absl::Status RealSeam::ContextSynchronize(CUcontext context) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_push_current(context)));
+  absl::Status s = CUPROBE_CU_CALL(d.ctx_synchronize());
+  CUcontext popped = nullptr;
+  (void)d.ctx_pop_current(&popped);
+  return s;
 }
 
 }  // namespace cuprobe

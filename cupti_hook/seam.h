@@ -29,6 +29,14 @@ struct DeviceGlobal {
   size_t bytes = 0;
 };
 
+// Where a launch handle's code was loaded from (late attach,
+// cupti_hook/late_attach.h).
+struct FunctionOwner {
+  void* handle = nullptr;  // the CUlibrary or CUmodule
+  bool is_library = false;
+  std::string name;        // the kernel's mangled name
+};
+
 class CuptiSeam {
  public:
   virtual ~CuptiSeam() = default;
@@ -83,6 +91,18 @@ class CuptiSeam {
   [[nodiscard]] virtual absl::StatusOr<int> ExchangeCaptureMode(int mode) = 0;
   // CUPTI's id of a stream (the streamId of its activity records).
   [[nodiscard]] virtual absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) = 0;
+
+  // Driver, for launch-time redirection (cupti_hook/late_attach.h).
+  // The library or module a launch handle belongs to, and its name: a
+  // CUfunction (cuFuncGetName succeeds) through cuFuncGetModule, a CUkernel
+  // through cuKernelGetName and cuKernelGetLibrary.
+  [[nodiscard]] virtual absl::StatusOr<FunctionOwner> LaunchOwner(CUfunction function) = 0;
+  // cuModuleLoadData into the current context.
+  [[nodiscard]] virtual absl::StatusOr<CUmodule> LoadModuleData(const void* image) = 0;
+  [[nodiscard]] virtual absl::StatusOr<CUfunction> ModuleFunction(CUmodule module,
+                                                                   const char* name) = 0;
+  // Waits for all work of `context` (pushed current for the call).
+  [[nodiscard]] virtual absl::Status ContextSynchronize(CUcontext context) = 0;
 };
 
 }  // namespace cuprobe

@@ -21,6 +21,7 @@
 namespace cuprobe {
 
 class MapsRegion;
+class Session;
 
 class TraceOutput : public RecordSink {
  public:
@@ -39,6 +40,9 @@ class TraceOutput : public RecordSink {
   // Release(); the bytes are shared memory: parse a copy.
   [[nodiscard]] virtual absl::Span<const uint8_t> BundleBytes() const { return {}; }
   [[nodiscard]] virtual MapsRegion* Maps() { return nullptr; }
+  // The session segment, where late-attach requests arrive (`cuprobe
+  // attach`); nullptr when there is none (standalone). Valid until Release().
+  [[nodiscard]] virtual Session* AttachSession() { return nullptr; }
 };
 
 }  // namespace cuprobe

@@ -20,6 +20,7 @@ USAGE
 COMMANDS
   trace     run a program and trace every kernel launch, kernel, memcpy and memset
   run       run a program with eBPF probes in its kernels; print maps and events live
+  attach    add probes to a program already running under `cuprobe trace`
   inspect   list the CUDA code in an executable, library, fatbin, cubin or PTX file
   compile   verify a C/eBPF probe and compile it to a probe bundle (.cpb) of PTX
   instrument  rewrite the kernels of a file with probes, offline, into a cubin or PTX
@@ -32,6 +33,7 @@ EXAMPLES
   cuprobe trace -- ./vec_add
   cuprobe trace -o run1 --format table,csv,chrome -- python3 train.py
   cuprobe run -p samples/probes/threadhist.bpf.c -- build/samples/vec_add
+  cuprobe attach 4242 -p samples/probes/threadhist.bpf.c --duration 10
   cuprobe inspect build/samples/vec_add
   cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
   cuprobe instrument --probe builtin:count --entry build/samples/vec_add -o vec_add.cubin
@@ -116,6 +118,44 @@ EXAMPLES
   cuprobe run -p samples/probes/mem_trace.bpf.c -p samples/probes/kernel_trace.bpf.c -- ./app
   cuprobe run -p probe.bpf.c -k 'matmul*' --events json -- ./app > app.out
   cuprobe compile probe.bpf.c -o p.cpb && cuprobe run -p p.cpb -- python3 train.py
+)";
+
+constexpr char kAttachUsage[] = R"(cuprobe attach: add probes to a program already running under `cuprobe trace`
+
+USAGE
+  cuprobe attach [options] TARGET -p PROBE [-p PROBE...]
+
+  TARGET is the pid of a program that runs under `cuprobe trace` (or the name
+  of its session, cuprobe-UID-PID-...). The probes are compiled as for
+  `cuprobe run` and handed to the program's hook, which instruments each
+  selected kernel at its next launch: the kernel's module is rewritten from
+  its original image, loaded beside the program's, and the launch runs the
+  instrumented copy (launch-time redirection). Maps are printed every
+  --interval and ring-buffer events streamed while attached. On Ctrl-C, at
+  the end of --duration, or when the program exits, the probes are detached
+  (later launches run the original kernels again) and the final maps are
+  printed. The program is never stopped or restarted.
+
+  Caveats: an instrumented copy has its own __device__ variables (initialized
+  from the image, not the program's current values); launches inside CUDA
+  graphs run uninstrumented; the first launch of each kernel waits for its
+  compile. Use `cuprobe run` when the probes are known before the start.
+
+OPTIONS
+  -p, --probe PROBE       a probe (.c, .o, .cpb); several -p are compiled together
+  -k, --kernels GLOB      attach to these kernels instead of the sections' globs
+  -d, --duration S        detach after S seconds (default: at Ctrl-C or exit)
+      --interval MS       print maps every MS milliseconds (default: 1000)
+  -e, --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
+      --quiet             no live output; final maps only
+  -o, --output PREFIX     write PREFIX.maps.txt and PREFIX.events
+                          (default: cuprobe-attach)
+  -h, --help              this text
+
+EXAMPLES
+  cuprobe trace -- python3 train.py &        # in one shell (or any traced program)
+  cuprobe attach $(pgrep -f train.py) -p samples/probes/threadhist.bpf.c -d 10
+  cuprobe attach cuprobe-1000-4242-0123456789abcdef -p mem_trace.cpb -k 'gemm*'
 )";
 
 constexpr char kInspectUsage[] = R"(cuprobe inspect: list the CUDA code in a file
@@ -430,6 +470,70 @@ absl::StatusOr<CliArgs> ParseRun(const std::vector<std::string>& argv, size_t i,
   return args;
 }
 
+absl::StatusOr<CliArgs> ParseAttach(const std::vector<std::string>& argv, size_t i,
+                                    CliArgs args) {
+  args.command = Command::kAttach;
+  AttachOptions& o = args.attach;
+  o.run.trace.output = "cuprobe-attach";
+  o.run.trace.interval_ms = 1000;
+  for (; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      args.command = Command::kHelp;
+      args.help_topic = "attach";
+      return args;
+    }
+    std::string value;
+    absl::Status error;
+    OptionReader r(argv, i);
+    if (r.Match("-p", "--probe", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--probe needs a file", "attach");
+      o.run.probes.push_back(value);
+    } else if (r.Match("-k", "--kernels", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--kernels needs a glob", "attach");
+      o.run.kernels = value;
+    } else if (r.Match("-d", "--duration", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(o.duration_s,
+                               ParseNumber<uint32_t>("--duration", value, 1, 86400, "attach"));
+    } else if (r.Match("", "--interval", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_ASSIGN_OR_RETURN(o.run.trace.interval_ms,
+                               ParseNumber<uint32_t>("--interval", value, 1, 60000, "attach"));
+    } else if (r.Match("-e", "--events", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value != "lines" && value != "json") {
+        return Invalid(absl::StrCat("--events expects lines or json, got '", value, "'"),
+                       "attach");
+      }
+      o.run.events_json = value == "json";
+    } else if (r.Match("-o", "--output", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("--output needs a non-empty prefix", "attach");
+      o.run.trace.output = value;
+    } else if (arg == "--quiet") {
+      o.run.quiet = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return Invalid(absl::StrCat("unknown option '", arg, "'"), "attach");
+    } else if (o.target.empty()) {
+      o.target = arg;
+    } else {
+      return Invalid(absl::StrCat("attach takes one target, got '", o.target, "' and '", arg,
+                                  "'"),
+                     "attach");
+    }
+  }
+  if (o.target.empty()) {
+    return Invalid("attach needs a target: cuprobe attach PID -p probe.bpf.c", "attach");
+  }
+  if (o.run.probes.empty()) {
+    return Invalid("attach needs a probe: cuprobe attach PID -p probe.bpf.c", "attach");
+  }
+  return args;
+}
+
 absl::StatusOr<CliArgs> ParseInspect(const std::vector<std::string>& argv, size_t i,
                                      CliArgs args) {
   args.command = Command::kInspect;
@@ -612,7 +716,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     if (argv.size() > 2) args.help_topic = argv[2];
     if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect" &&
         args.help_topic != "compile" && args.help_topic != "instrument" &&
-        args.help_topic != "maps" && args.help_topic != "run") {
+        args.help_topic != "maps" && args.help_topic != "run" && args.help_topic != "attach") {
       return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
     }
     return args;
@@ -623,6 +727,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   }
   if (cmd == "trace") return ParseTrace(argv, 2, std::move(args));
   if (cmd == "run") return ParseRun(argv, 2, std::move(args));
+  if (cmd == "attach") return ParseAttach(argv, 2, std::move(args));
   if (cmd == "inspect") return ParseInspect(argv, 2, std::move(args));
   if (cmd == "compile") return ParseCompile(argv, 2, std::move(args));
   if (cmd == "instrument") return ParseInstrument(argv, 2, std::move(args));
@@ -638,6 +743,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
 std::string UsageText(std::string_view topic) {
   if (topic == "trace") return kTraceUsage;
   if (topic == "run") return kRunUsage;
+  if (topic == "attach") return kAttachUsage;
   if (topic == "inspect") return kInspectUsage;
   if (topic == "compile") return kCompileUsage;
   if (topic == "instrument") return kInstrumentUsage;

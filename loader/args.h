@@ -19,7 +19,9 @@
 
 namespace cuprobe {
 
-enum class Command { kHelp, kVersion, kTrace, kRun, kInspect, kCompile, kInstrument, kMaps };
+enum class Command {
+  kHelp, kVersion, kTrace, kRun, kAttach, kInspect, kCompile, kInstrument, kMaps
+};
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome };
 
@@ -41,6 +43,14 @@ struct RunOptions {
   std::string kernels;               // overrides every program's kernel glob
   bool events_json = false;          // ring-buffer events as JSON lines
   bool quiet = false;                // no live output
+};
+
+// `cuprobe attach TARGET -p PROBE`: probes added to a running `cuprobe
+// trace` (loader/attach_command.h).
+struct AttachOptions {
+  std::string target;     // the program's pid, or its session's name
+  RunOptions run;         // probes, -k, events, quiet, output prefix, interval
+  uint32_t duration_s = 0;  // 0: until Ctrl-C or the program's exit
 };
 
 struct InspectOptions {
@@ -81,6 +91,7 @@ struct CliArgs {
   std::string help_topic;  // "" (general), "trace", "inspect", "compile", "instrument", "maps"
   TraceOptions trace;
   RunOptions run;
+  AttachOptions attach;
   InspectOptions inspect;
   CompileArgs compile;
   InstrumentCommandOptions instrument;

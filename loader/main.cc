@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/args.h"
+#include "loader/attach_command.h"
 #include "loader/compile_command.h"
 #include "loader/inspect_command.h"
 #include "loader/instrument_command.h"
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
       return Report(RunMaps(parsed->maps));
     case Command::kRun:
       return Report(RunRun(parsed->run));
+    case Command::kAttach:
+      return Report(RunAttach(parsed->attach));
     case Command::kTrace:
       return Report(RunTrace(parsed->trace));
   }

@@ -79,7 +79,9 @@ class LivePrinter {
 
   // After the program exited: the last events and the final maps, on stderr
   // and into PREFIX.maps.txt / PREFIX.events.
-  void Final(Session& session, const TraceData& data) {
+  // `data`: the run's trace, for the list of instrumented kernels (nullptr
+  // for `cuprobe attach`, whose kernels are in the program's own trace).
+  void Final(Session& session, const TraceData* data) {
     // The hook never attached (no CUDA, or it was disabled): RunTracedProgram
     // says why; there are no maps to show.
     const uint32_t state = session.session_state();
@@ -90,11 +92,13 @@ class LivePrinter {
     }
     DrainEvents(/*print=*/!options_.quiet);
     std::string text;
-    if (!data.probe_kernels().empty()) {
+    if (data == nullptr) {
+      // Attached late: nothing to say about kernels here.
+    } else if (!data->probe_kernels().empty()) {
       text += "instrumented kernels (ctx->kernel_id):\n";
       std::vector<std::pair<uint32_t, std::string>> kernels;
-      for (const ProbeKernelRecord& k : data.probe_kernels()) {
-        kernels.emplace_back(k.kernel_id, DemangleKernelName(data.Name(k.name_id)));
+      for (const ProbeKernelRecord& k : data->probe_kernels()) {
+        kernels.emplace_back(k.kernel_id, DemangleKernelName(data->Name(k.name_id)));
       }
       std::sort(kernels.begin(), kernels.end());
       kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
@@ -208,6 +212,17 @@ class LivePrinter {
 };
 
 }  // namespace
+
+struct ProbePrinter::Impl {
+  Impl(const RunOptions& options, const ProbeBundle& bundle) : printer(options, bundle) {}
+  LivePrinter printer;
+};
+
+ProbePrinter::ProbePrinter(const RunOptions& options, const ProbeBundle& bundle)
+    : impl_(std::make_unique<Impl>(options, bundle)) {}
+ProbePrinter::~ProbePrinter() = default;
+void ProbePrinter::Interval(Session& session) { impl_->printer.Interval(session); }
+void ProbePrinter::Final(Session& session) { impl_->printer.Final(session, nullptr); }
 
 std::string FormatPrintf(std::string_view format, absl::Span<const uint64_t> args) {
   std::string out;
@@ -332,7 +347,7 @@ absl::StatusOr<ProbeBundle> LoadProbes(const std::vector<std::string>& paths) {
   return std::move(r.bundle);
 }
 
-absl::StatusOr<int> RunRun(const RunOptions& options) {
+absl::StatusOr<ProbeBundle> LoadRunProbes(const RunOptions& options) {
   CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadProbes(options.probes));
   if (bundle.programs.empty()) {
     return absl::InvalidArgumentError(
@@ -351,6 +366,11 @@ absl::StatusOr<int> RunRun(const RunOptions& options) {
                 p.kernel_glob);
   }
 
+  return bundle;
+}
+
+absl::StatusOr<int> RunRun(const RunOptions& options) {
+  CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadRunProbes(options));
   SessionOptions session_options;
   session_options.maps = bundle.maps;
   session_options.bundle = WriteBundle(bundle);
@@ -363,7 +383,7 @@ absl::StatusOr<int> RunRun(const RunOptions& options) {
   LiveView live;
   live.interval_ms = options.trace.interval_ms;
   live.on_interval = [&printer](Session& s) { printer.Interval(s); };
-  live.on_exit = [&printer](Session& s, const TraceData& data) { printer.Final(s, data); };
+  live.on_exit = [&printer](Session& s, const TraceData& data) { printer.Final(s, &data); };
   return RunTracedProgram(trace, std::move(session_options), live);
 }
 

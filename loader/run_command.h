@@ -12,17 +12,40 @@
 #define CUPROBE_LOADER_RUN_COMMAND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "loader/args.h"
+#include "maps/segment.h"
 #include "ptx_rewriter/bundle.h"
 
 namespace cuprobe {
 
 [[nodiscard]] absl::StatusOr<int> RunRun(const RunOptions& options);
+
+// The probes of several -p (or one), with -k applied and each program
+// announced; an error when there is no program.
+[[nodiscard]] absl::StatusOr<ProbeBundle> LoadRunProbes(const RunOptions& options);
+
+// The live view of `cuprobe run` over a probe session, for `cuprobe attach`:
+// maps every interval and ring-buffer events (Interval), then the last
+// events and the final maps, on stderr and into PREFIX.maps.txt /
+// PREFIX.events (Final).
+class ProbePrinter {
+ public:
+  // Both are kept by reference.
+  ProbePrinter(const RunOptions& options, const ProbeBundle& bundle);
+  ~ProbePrinter();
+  void Interval(Session& session);
+  void Final(Session& session);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The bundle of a -p argument: a .cpb file is read, anything else compiled.
 [[nodiscard]] absl::StatusOr<ProbeBundle> LoadProbe(const std::string& path);

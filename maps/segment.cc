@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <boost/interprocess/permissions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "support/status_macros.h"
@@ -532,6 +534,79 @@ absl::Status Session::SetHookStatus(uint32_t hook_state, SessionState state,
   header_->hook_state.store(hook_state, std::memory_order_release);
   header_->session_state.store(static_cast<uint32_t>(state), std::memory_order_release);
   return absl::OkStatus();
+}
+
+bool Session::IsSessionName(std::string_view name) {
+  if (name.empty() || name.size() >= kAttachNameSize) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.';
+  });
+}
+
+absl::Status Session::RequestAttach(std::string_view attach_session) {
+  if (!writable_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("session segment '%s' is open read-only", name_));
+  }
+  if (!IsSessionName(attach_session)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("'%s' is not a session name", attach_session));
+  }
+  const auto me = static_cast<uint32_t>(::getpid());
+  uint32_t owner = 0;
+  while (!header_->attach_owner.compare_exchange_strong(owner, me, std::memory_order_acq_rel)) {
+    if (owner == me) break;
+    // A claim by a process that no longer exists (an attacher killed with
+    // SIGKILL) is taken over.
+    if (::kill(static_cast<pid_t>(owner), 0) == 0 || errno == EPERM) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "session '%s' already has probes attached by `cuprobe attach` (pid %d); stop that one "
+          "first",
+          name_, owner));
+    }
+  }
+  char padded[kAttachNameSize] = {};
+  std::memcpy(padded, attach_session.data(), attach_session.size());
+  std::memcpy(header_->attach_name, padded, sizeof(padded));
+  header_->attach_request.fetch_add(1, std::memory_order_acq_rel);
+  return absl::OkStatus();
+}
+
+absl::Status Session::RequestDetach() {
+  if (!writable_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("session segment '%s' is open read-only", name_));
+  }
+  const auto me = static_cast<uint32_t>(::getpid());
+  if (header_->attach_owner.load(std::memory_order_acquire) != me) return absl::OkStatus();
+  std::memset(header_->attach_name, 0, kAttachNameSize);
+  header_->attach_request.fetch_add(1, std::memory_order_acq_rel);
+  uint32_t expected = me;
+  header_->attach_owner.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Session::AttachRequest> Session::ReadAttachRequest() const {
+  AttachRequest r;
+  if (header_ == nullptr) return r;  // moved-from
+  r.serial = header_->attach_request.load(std::memory_order_acquire);
+  r.owner = header_->attach_owner.load(std::memory_order_acquire);
+  char copy[kAttachNameSize];
+  std::memcpy(copy, header_->attach_name, sizeof(copy));
+  const size_t n = ::strnlen(copy, sizeof(copy));
+  if (n == sizeof(copy)) {
+    return absl::DataLossError(absl::StrFormat(
+        "session '%s': the attach request's name fills all %d bytes (no terminating NUL)", name_,
+        kAttachNameSize));
+  }
+  r.name.assign(copy, n);
+  if (!r.name.empty() && !IsSessionName(r.name)) {
+    return absl::DataLossError(absl::StrFormat(
+        "session '%s': the attach request names '%s', which is not a session name", name_,
+        absl::CEscape(r.name)));
+  }
+  return r;
 }
 
 absl::Status Session::Remove() {

@@ -133,6 +133,25 @@ class Session {
   [[nodiscard]] absl::Status SetHookStatus(uint32_t hook_state, SessionState state,
                                            std::string_view reason);
 
+  // The attach request (layout 4; segment_layout.h). For `cuprobe attach`:
+  // takes attach_owner for this process (ALREADY_EXISTS naming the live
+  // attacher that holds it; a dead one's claim is taken over), writes
+  // `attach_session` (a session name) and bumps attach_request.
+  [[nodiscard]] absl::Status RequestAttach(std::string_view attach_session);
+  // Empties the name, bumps attach_request and gives attach_owner back.
+  // Only the owner may; a no-op when this process does not own it.
+  [[nodiscard]] absl::Status RequestDetach();
+  struct AttachRequest {
+    uint64_t serial = 0;  // attach_request: 0 until the first request
+    uint32_t owner = 0;   // the attacher's pid
+    std::string name;     // empty: detach
+  };
+  // For the hook: the current request, the name copied once, bounded and
+  // checked (DATA_LOSS when it fills all its bytes or is not a session name).
+  [[nodiscard]] absl::StatusOr<AttachRequest> ReadAttachRequest() const;
+  // True for names Session::Create makes: [A-Za-z0-9._-], 1..63 characters.
+  [[nodiscard]] static bool IsSessionName(std::string_view name);
+
   // Unlinks the name (shm_unlink) so no new process can open it; mappings,
   // this one included, stay valid. Idempotent: a name already gone is OK.
   [[nodiscard]] absl::Status Remove();

@@ -42,7 +42,9 @@ namespace cuprobe {
 inline constexpr uint64_t kSegmentMagic = 0x5345424F'52505543ull;
 // 2: the maps region (maps_offset, maps_size; formerly reserved0).
 // 3: the probe bundle (bundle_offset, bundle_size; formerly reserved).
-inline constexpr uint32_t kSegmentLayoutVersion = 3;
+// 4: the attach request (attach_owner, attach_request, attach_name; formerly
+//    reserved): `cuprobe attach` asks the hook to attach a probe session.
+inline constexpr uint32_t kSegmentLayoutVersion = 4;
 
 // "CPRRING1" in memory: marks a formatted RingControl.
 inline constexpr uint64_t kRingMagic = 0x31474E49'52525043ull;
@@ -124,7 +126,20 @@ struct SegmentHeader {
   uint64_t bundle_offset;
   uint64_t bundle_size;
 
-  uint8_t reserved[528];
+  // --- Live, cross-process: the attach request (`cuprobe attach`, late
+  // attach). An attacher takes attach_owner (compare-and-swap from 0, or
+  // from the pid of a dead attacher) to its pid, writes the name of its own
+  // probe session into attach_name (NUL-padded; empty: detach), then
+  // increments attach_request with release. The hook's watcher acts on each
+  // new attach_request value and answers through the attach session's own
+  // header (hook status and reason). Untrusted like everything here: the
+  // hook bounds the name and opens it as any other segment (Session::Open).
+  std::atomic<uint32_t> attach_owner;
+  uint32_t reserved2;
+  std::atomic<uint64_t> attach_request;
+  char attach_name[64];
+
+  uint8_t reserved[448];
 };
 
 inline constexpr size_t kSegmentHeaderSize = 1024;
@@ -152,7 +167,11 @@ static_assert(offsetof(SegmentHeader, spare_stats) == 144);
 static_assert(offsetof(SegmentHeader, hook_reason) == 224);
 static_assert(offsetof(SegmentHeader, bundle_offset) == 480);
 static_assert(offsetof(SegmentHeader, bundle_size) == 488);
-static_assert(offsetof(SegmentHeader, reserved) == 496);
+static_assert(offsetof(SegmentHeader, attach_owner) == 496);
+static_assert(offsetof(SegmentHeader, attach_request) == 504);
+static_assert(offsetof(SegmentHeader, attach_name) == 512);
+static_assert(offsetof(SegmentHeader, reserved) == 576);
+inline constexpr size_t kAttachNameSize = 64;
 
 // The ring's control block. Producers (hook threads, possibly in several
 // processes) contend on `head`; the single consumer owns `tail`; each sits on

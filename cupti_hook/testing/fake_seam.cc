@@ -221,4 +221,37 @@ absl::StatusOr<int> FakeSeam::ExchangeCaptureMode(int mode) {
   return previous;
 }
 
+absl::StatusOr<FunctionOwner> FakeSeam::LaunchOwner(CUfunction function) {
+  Record("LaunchOwner");
+  auto it = owners.find(function);
+  if (it == owners.end()) return absl::InvalidArgumentError("cuFuncGetModule: unknown handle");
+  return it->second;
+}
+
+absl::StatusOr<CUmodule> FakeSeam::LoadModuleData(const void* image) {
+  Record("LoadModuleData");
+  if (!load_module_status.ok()) return load_module_status;
+  std::lock_guard<std::mutex> lock(mu_);
+  loaded_images.push_back(image);
+  // Handles 0x1000 apart, so that ModuleFunction's can follow each.
+  return reinterpret_cast<CUmodule>(kFirstLoadedModule + 0x1000 * (loaded_images.size() - 1));
+}
+
+absl::StatusOr<CUfunction> FakeSeam::ModuleFunction(CUmodule module, const char* name) {
+  Record(absl::StrCat("ModuleFunction(", name, ")"));
+  for (size_t i = 0; i < module_functions.size(); ++i) {
+    if (module_functions[i] == name) {
+      return reinterpret_cast<CUfunction>(reinterpret_cast<uintptr_t>(module) + 1 + i);
+    }
+  }
+  return absl::NotFoundError("cuModuleGetFunction: CUDA_ERROR_NOT_FOUND");
+}
+
+absl::Status FakeSeam::ContextSynchronize(CUcontext context) {
+  Record("ContextSynchronize");
+  std::lock_guard<std::mutex> lock(mu_);
+  synchronized.push_back(context);
+  return absl::OkStatus();
+}
+
 }  // namespace cuprobe

@@ -45,6 +45,16 @@ class FakeSeam : public CuptiSeam {
   absl::Status memcpy_status;
   uint32_t stream_id = 77;
   int capture_mode = 0;  // CU_STREAM_CAPTURE_MODE_GLOBAL
+  // Launch-time redirection: launch handle -> owner; each LoadModuleData
+  // returns the next handle from kFirstLoadedModule on and keeps the image
+  // pointer; ModuleFunction returns module + 1 + the index of the name in
+  // `module_functions` (NOT_FOUND for a name not there).
+  std::map<const void*, FunctionOwner> owners;
+  absl::Status load_module_status;
+  std::vector<const void*> loaded_images;
+  std::vector<std::string> module_functions;
+  static constexpr uintptr_t kFirstLoadedModule = 0x100000;
+  std::vector<CUcontext> synchronized;
 
   // Called (when set) inside each seam call, e.g. to re-enter the hook.
   std::function<void(const std::string& call)> on_call;
@@ -91,6 +101,10 @@ class FakeSeam : public CuptiSeam {
   absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
   absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) override;
   absl::StatusOr<int> ExchangeCaptureMode(int mode) override;
+  absl::StatusOr<FunctionOwner> LaunchOwner(CUfunction function) override;
+  absl::StatusOr<CUmodule> LoadModuleData(const void* image) override;
+  absl::StatusOr<CUfunction> ModuleFunction(CUmodule module, const char* name) override;
+  absl::Status ContextSynchronize(CUcontext context) override;
 
  private:
   void Record(const std::string& call);

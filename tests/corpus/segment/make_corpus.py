@@ -4,7 +4,7 @@
 # Writes the adversarial session-segment files of this folder and EXPECTED,
 # the table segment_test's corpus test checks them against. Each .seg file
 # is loaded into a POSIX shm object and opened with Session::Open. The layout
-# below mirrors maps/segment_layout.h (layout version 3); the valid files are
+# below mirrors maps/segment_layout.h (layout version 4); the valid files are
 # the proof that it does, since the test requires them to open and drain.
 #
 #   python3 tests/corpus/segment/make_corpus.py   # rewrites the files here
@@ -21,15 +21,18 @@ RING_OFFSET = 1024
 CAPACITY = 256
 
 
-def header(segment_size, layout_version=3, header_size=HEADER_SIZE, records_version=1,
+def header(segment_size, layout_version=4, header_size=HEADER_SIZE, records_version=1,
            ring_offset=RING_OFFSET, ring_capacity=CAPACITY, state=1, magic=SEGMENT_MAGIC,
-           hook_state=0, reason=b"", maps_offset=0, maps_size=0, bundle_offset=0, bundle_size=0):
+           hook_state=0, reason=b"", maps_offset=0, maps_size=0, bundle_offset=0, bundle_size=0,
+           attach_owner=0, attach_request=0, attach_name=b""):
     h = bytearray(HEADER_SIZE)
     struct.pack_into("<QIIQIIQQQQ", h, 0, magic, layout_version, header_size, segment_size,
                      4242, records_version, ring_offset, ring_capacity, maps_offset, maps_size)
     struct.pack_into("<III", h, 64, 0, hook_state, state)  # hook_pid, hook_state, session_state
     h[224:224 + len(reason)] = reason
     struct.pack_into("<QQ", h, 480, bundle_offset, bundle_size)
+    struct.pack_into("<IIQ", h, 496, attach_owner, 0, attach_request)
+    h[512:512 + len(attach_name)] = attach_name
     return h
 
 
@@ -114,9 +117,16 @@ CASES = [
     ("all_zero.seg", b"\0" * VALID_SIZE, "UNAVAILABLE", "not initialized yet"),
     ("not_ready.seg", segment(hdr_kwargs=dict(state=0)), "UNAVAILABLE", "not ready yet"),
     ("future_layout.seg", segment(hdr_kwargs=dict(layout_version=7)), "FAILED_PRECONDITION",
-     "layout version 7, this build understands 3"),
+     "layout version 7, this build understands 4"),
     ("layout_version_1.seg", segment(hdr_kwargs=dict(layout_version=1)), "FAILED_PRECONDITION",
-     "layout version 1, this build understands 3"),
+     "layout version 1, this build understands 4"),
+    ("layout_version_3.seg", segment(hdr_kwargs=dict(layout_version=3)), "FAILED_PRECONDITION",
+     "layout version 3, this build understands 4"),
+    # An attach request whose name fills all 64 bytes (no NUL): the segment
+    # opens, and the hook refuses the request (hook_test, segment_test).
+    ("attach_name_unterminated.seg",
+     segment(hdr_kwargs=dict(attach_owner=4242, attach_request=1, attach_name=b"B" * 64),
+             ctl_kwargs=GOOD_CTL, data=GOOD), "OK", "-", 2, "OK", "-"),
     ("maps_offset_without_size.seg", segment(hdr_kwargs=dict(maps_offset=4096)), "DATA_LOSS",
      "maps_offset 4096 with an empty maps region"),
     ("maps_region_past_end.seg", segment(hdr_kwargs=dict(maps_offset=4096, maps_size=4096)),
