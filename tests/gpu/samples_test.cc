@@ -1,0 +1,347 @@
+// GPU tier: the samples of samples/<name>/ end to end. Each runs its probe
+// bundle (build/probes/<name>.cpb) with `cuprobe run` on its workload and
+// checks exact values computed from the workload; the programs' own output
+// (which checks every result) must equal the native run's. Skips without a GPU.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
+// The bundles the build compiled: the GPU machine has no clang-19.
+std::string Probe(const std::string& name) { return BuildDir() + "/probes/" + name + ".cpb"; }
+
+class Samples : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+    char tmpl[] = "/tmp/cuprobe-samples-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  // Runs `cuprobe run -p <sample's bundle> [extra] -- app`, checks the app's
+  // stdout against its native run, and returns the final maps text.
+  std::string RunSample(const std::string& sample, const std::vector<std::string>& app,
+                        const std::vector<std::string>& extra = {}) {
+    ProcessResult native = RunProcess(app);
+    EXPECT_EQ(native.exit_code, 0) << native.err;
+    prefix_ = dir_ + "/" + sample;
+    std::vector<std::string> argv = {Cuprobe(), "run", "-p", Probe(sample), "-o", prefix_,
+                                     "--format", "json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), app.begin(), app.end());
+    last_ = RunProcess(argv, {{"CUPROBE_LOG", "info"}}, 300);
+    EXPECT_EQ(last_.exit_code, 0) << last_.err;
+    EXPECT_EQ(last_.out, native.out) << "the program's results must not change";
+    EXPECT_THAT(last_.err, HasSubstr("instrumented")) << last_.err;
+    return ReadWholeFile(prefix_ + ".maps.txt");
+  }
+  std::string dir_, prefix_;
+  ProcessResult last_;
+};
+
+// "[id] name" lines of the final maps: kernel name (demangled) -> id.
+std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
+  std::map<std::string, uint32_t> ids;
+  std::regex line(R"(\n  \[(\d+)\] ([^(\n]+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
+  }
+  return ids;
+}
+
+// "@name[K]: V" lines of a map with a scalar key: K -> V.
+std::map<uint64_t, uint64_t> ScalarMap(const std::string& maps, const std::string& name) {
+  std::map<uint64_t, uint64_t> out;
+  std::regex line("(^|\n)@" + name + R"(\[(\d+)\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    out[std::stoull((*it)[2].str())] = std::stoull((*it)[3].str());
+  }
+  return out;
+}
+
+uint64_t Sum(const std::map<uint64_t, uint64_t>& m) {
+  uint64_t sum = 0;
+  for (const auto& [k, v] : m) sum += v;
+  return sum;
+}
+
+// The buckets of histogram @name: label ("[0, 1)", "[2K, 4K)", ...) -> count.
+std::map<std::string, uint64_t> Histogram(const std::string& maps, const std::string& name) {
+  std::map<std::string, uint64_t> out;
+  const std::string head = "@" + name + ":\n";
+  size_t at = maps.find(head);
+  if (at == std::string::npos) return out;
+  at += head.size();
+  const size_t end = maps.find("\n\n", at);
+  absl::string_view body(maps.data() + at, (end == std::string::npos ? maps.size() : end) - at);
+  std::regex line(R"(^(\S.*?)\s+(\d+) \|)");
+  for (absl::string_view l : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    std::string s(l);
+    std::smatch m;
+    if (std::regex_search(s, m, line)) out[m[1].str()] = std::stoull(m[2].str());
+  }
+  return out;
+}
+
+uint64_t Sum(const std::map<std::string, uint64_t>& m) {
+  uint64_t sum = 0;
+  for (const auto& [k, v] : m) sum += v;
+  return sum;
+}
+
+// The low bound of a linear histogram's label "[lo, hi)" or "[lo, ...)".
+int64_t LowBound(const std::string& label) {
+  int64_t lo = -1;
+  std::smatch m;
+  std::regex re(R"(^\[(-?\d+), )");
+  if (std::regex_search(label, m, re)) lo = std::stoll(m[1].str());
+  return lo;
+}
+
+// The records of ring @map in a `--events json` file, as bytes.
+std::vector<std::string> RingRecords(const std::string& events, const std::string& map) {
+  std::vector<std::string> out;
+  std::regex re("^\\{\"map\":\"" + map + "\".*\"hex\":\"([0-9a-f]*)\"\\}$");
+  for (absl::string_view l : absl::StrSplit(events, '\n', absl::SkipEmpty())) {
+    std::string s(l);
+    std::smatch m;
+    if (!std::regex_match(s, m, re)) continue;
+    const std::string hex = m[1].str();
+    std::string bytes(hex.size() / 2, '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      bytes[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    }
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+// samples/kernelretsnoop: struct thread_exit of the probe.
+struct ThreadExit {
+  uint64_t timestamp_ns;
+  uint32_t kernel_id;
+  uint32_t block[3];
+  uint32_t thread[3];
+  uint32_t reserved;
+};
+static_assert(sizeof(ThreadExit) == 40);
+
+TEST_F(Samples, KernelretsnoopGivesOneEventPerThread) {
+  const int n = 32768, iterations = 3, threads = 256, blocks = n / threads;
+  std::string maps = RunSample("kernelretsnoop",
+                               {SamplePath("vec_add"), std::to_string(n),
+                                std::to_string(iterations)},
+                               {"--events", "json", "--quiet"});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("vec_add")) << maps;
+  EXPECT_FALSE(ids.count("scale")) << "the probe selects vec_add only: " << maps;
+  std::vector<std::string> records = RingRecords(ReadWholeFile(prefix_ + ".events"), "exits");
+  // Every one of the n threads leaves each of the `iterations` launches once.
+  ASSERT_EQ(records.size(), size_t{n} * iterations);
+  std::vector<int> seen(n, 0);
+  int bad = 0;
+  for (const std::string& r : records) {
+    ASSERT_EQ(r.size(), sizeof(ThreadExit));
+    ThreadExit e;
+    std::memcpy(&e, r.data(), sizeof(e));
+    if (e.kernel_id != ids["vec_add"] || e.timestamp_ns == 0 || e.block[0] >= uint32_t{blocks} ||
+        e.block[1] != 0 || e.block[2] != 0 || e.thread[0] >= uint32_t{threads} ||
+        e.thread[1] != 0 || e.thread[2] != 0) {
+      if (++bad < 5) ADD_FAILURE() << "bad event: kernel " << e.kernel_id << " block " << e.block[0];
+      continue;
+    }
+    ++seen[e.block[0] * threads + e.thread[0]];
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), iterations), n) << "each thread once per launch";
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@exits: ring of 16777216 bytes: ",
+                                           int64_t{n} * iterations, " records delivered, 0 dropped")))
+      << maps;
+}
+
+TEST_F(Samples, CudaCounterCountsCallsAndBlocksExactly) {
+  const int n = 65536, iterations = 7, blocks = n / 256;
+  std::string maps = RunSample("cuda_counter", {SamplePath("vec_add"), std::to_string(n),
+                                                std::to_string(iterations)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps;
+  const uint32_t vec_add = ids["vec_add"], scale = ids["scale"];
+  // vec_add runs `iterations` times, scale once, each on n / 256 blocks.
+  std::map<uint64_t, uint64_t> calls = ScalarMap(maps, "calls");
+  EXPECT_EQ(calls[vec_add], uint64_t{iterations}) << maps;
+  EXPECT_EQ(calls[scale], 1u) << maps;
+  EXPECT_EQ(calls.size(), 2u) << maps;
+  std::map<uint64_t, uint64_t> ran = ScalarMap(maps, "blocks");
+  EXPECT_EQ(ran[vec_add], uint64_t{blocks} * iterations) << maps;
+  EXPECT_EQ(ran[scale], uint64_t{blocks}) << maps;
+  EXPECT_EQ(ran.size(), 2u) << maps;
+  std::map<uint64_t, uint64_t> ns = ScalarMap(maps, "block_ns");
+  EXPECT_GT(ns[vec_add], 0u) << maps;
+  EXPECT_GT(ns[scale], 0u) << maps;
+  EXPECT_EQ(Sum(Histogram(maps, "block_time")), uint64_t{blocks} * (iterations + 1)) << maps;
+}
+
+TEST_F(Samples, ThreadschedulingTotalsAreExact) {
+  const uint64_t blocks = 264, iterations = 5, warps = 8 * blocks * iterations;
+  std::string maps = RunSample("threadscheduling", {SamplePath("threadscheduling"),
+                                                    std::to_string(blocks),
+                                                    std::to_string(iterations)});
+  ASSERT_TRUE(KernelIds(maps).count("place")) << maps;
+  std::map<uint64_t, uint64_t> per_sm = ScalarMap(maps, "blocks_per_sm");
+  std::map<uint64_t, uint64_t> warps_per_sm = ScalarMap(maps, "warps_per_sm");
+  EXPECT_EQ(Sum(per_sm), blocks * iterations) << maps;
+  EXPECT_EQ(Sum(warps_per_sm), warps) << maps;
+  // A block's 8 warps all run on its SM.
+  for (const auto& [sm, b] : per_sm) EXPECT_EQ(warps_per_sm[sm], 8 * b) << "SM " << sm;
+  EXPECT_EQ(warps_per_sm.size(), per_sm.size()) << maps;
+  std::map<std::string, uint64_t> slots = Histogram(maps, "warp_slot");
+  EXPECT_EQ(Sum(slots), warps) << maps;
+  for (const auto& [label, count] : slots) {
+    EXPECT_GE(LowBound(label), 0) << label;
+    EXPECT_LT(LowBound(label), 64) << label;
+  }
+  // Every warp has lanes 0-31: each lane bucket counts every warp.
+  std::map<std::string, uint64_t> lanes = Histogram(maps, "lane");
+  EXPECT_EQ(lanes.size(), 32u) << maps;
+  for (int lane = 0; lane < 32; ++lane) {
+    EXPECT_EQ(lanes[absl::StrCat("[", lane, ", ", lane + 1, ")")], warps) << "lane " << lane;
+  }
+}
+
+TEST_F(Samples, DivergenceCountsPartialExitsExactly) {
+  const uint64_t warps = 1024, iterations = 3, quarter = warps / 4 * iterations;
+  std::string maps = RunSample("divergence", {SamplePath("divergence"), std::to_string(warps),
+                                              std::to_string(iterations)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("diverge")) << maps;
+  const uint32_t id = ids["diverge"];
+  // (kind, site) -> lanes -> count.
+  std::map<std::pair<uint32_t, uint32_t>, std::map<uint32_t, uint64_t>> seen;
+  std::regex line(
+      R"(@lanes\[\{kernel_id: (\d+), kind: (\d+), site: (\d+), lanes: (\d+)\}\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    EXPECT_EQ(std::stoul((*it)[1].str()), id);
+    const auto kind = static_cast<uint32_t>(std::stoul((*it)[2].str()));
+    const auto site = static_cast<uint32_t>(std::stoul((*it)[3].str()));
+    const auto active = static_cast<uint32_t>(std::stoul((*it)[4].str()));
+    seen[{kind, site}][active] = std::stoull((*it)[5].str());
+  }
+  ASSERT_EQ(seen.size(), 3u) << "the entry and the kernel's two exit sites: " << maps;
+  // Every warp enters whole.
+  EXPECT_THAT((seen[{1, 0}]), ElementsAre(Pair(32u, warps * iterations))) << maps;
+  // In warp w the lowest 8 * (w % 4) lanes leave at the early `exit`, the
+  // others at the final `ret`: a quarter of the warps each way.
+  std::map<uint32_t, uint64_t> early, last;
+  for (const auto& [where, counts] : seen) {
+    if (where.first != 2) continue;
+    (counts.count(32) ? last : early) = counts;
+  }
+  EXPECT_THAT(early, ElementsAre(Pair(8u, quarter), Pair(16u, quarter), Pair(24u, quarter))) << maps;
+  EXPECT_THAT(last, ElementsAre(Pair(8u, quarter), Pair(16u, quarter), Pair(24u, quarter),
+                                Pair(32u, quarter)))
+      << maps;
+  // Partial: the three parts at each site: 3/2 of the warps per launch.
+  EXPECT_THAT(ScalarMap(maps, "partial_exits"), ElementsAre(Pair(uint64_t{id}, 6 * quarter))) << maps;
+}
+
+TEST_F(Samples, ArgloggerLogsWhatTheWorkloadPassed) {
+  const int n = 4096, iterations = 3;
+  std::string maps = RunSample("arglogger", {SamplePath("arglogger"), std::to_string(n),
+                                             std::to_string(iterations)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("axpy") && ids.count("stamp")) << maps;
+  // The device pointers, as the workload printed them (%p: 0x...).
+  std::smatch m;
+  std::regex pointers(R"(arglogger: x=(0x[0-9a-f]+) y=(0x[0-9a-f]+) out=(0x[0-9a-f]+))");
+  ASSERT_TRUE(std::regex_search(last_.err, m, pointers)) << last_.err;
+  const std::string x = m[1].str(), y = m[2].str(), out = m[3].str();
+  const std::string axpy = absl::StrCat("kernel ", ids["axpy"]);
+  const std::string stamp = absl::StrCat("kernel ", ids["stamp"]);
+  const std::vector<std::string> launch = {
+      axpy + ": 4 args",
+      axpy + " arg0 = 0x40200000",  // 2.5f
+      axpy + " arg1 = " + x,
+      axpy + " arg2 = " + y,
+      axpy + " arg3 = 0x1000",  // n
+      stamp + ": 6 args",
+      stamp + " arg0 = " + out,
+      stamp + " arg1 = 0x123456789abcdef",
+      stamp + " arg2 = 0xfffffffd",  // -3, zero-extended
+      stamp + " arg3 = 0x7f",
+      stamp + " arg4 = 0x3fe0000000000000",  // 0.5
+      stamp + " arg5 = 0x1000",
+  };
+  std::vector<std::string> want;
+  for (int i = 0; i < iterations; ++i) want.insert(want.end(), launch.begin(), launch.end());
+  std::vector<std::string> lines =
+      absl::StrSplit(ReadWholeFile(prefix_ + ".events"), '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines, want);
+  // The last value of each argument, in decimal.
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> last;
+  std::regex line(R"(@last_arg\[\{kernel_id: (\d+), index: (\d+)\}\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    const auto kernel = static_cast<uint32_t>(std::stoul((*it)[1].str()));
+    const auto index = static_cast<uint32_t>(std::stoul((*it)[2].str()));
+    last[{kernel, index}] = std::stoull((*it)[3].str());
+  }
+  const uint32_t a = ids["axpy"], s = ids["stamp"];
+  EXPECT_EQ(last.size(), 10u) << maps;
+  EXPECT_EQ((last[{a, 0}]), 0x40200000u);
+  EXPECT_EQ((last[{a, 1}]), std::stoull(x, nullptr, 16));
+  EXPECT_EQ((last[{a, 2}]), std::stoull(y, nullptr, 16));
+  EXPECT_EQ((last[{a, 3}]), uint64_t{n});
+  EXPECT_EQ((last[{s, 0}]), std::stoull(out, nullptr, 16));
+  EXPECT_EQ((last[{s, 1}]), 0x0123456789abcdefu);
+  EXPECT_EQ((last[{s, 2}]), 0xfffffffdu);
+  EXPECT_EQ((last[{s, 3}]), 0x7fu);
+  EXPECT_EQ((last[{s, 4}]), 0x3fe0000000000000u);
+  EXPECT_EQ((last[{s, 5}]), uint64_t{n});
+}
+
+TEST_F(Samples, WarpOccupancyCountsEveryWarp) {
+  const uint64_t n = 256, iterations = 4, per_launch = (n / 16) * (n / 16) * 8;
+  const uint64_t warps = per_launch * iterations;
+  std::string maps = RunSample("warp_occupancy", {SamplePath("matmul"), std::to_string(n),
+                                                  std::to_string(iterations)});
+  ASSERT_TRUE(KernelIds(maps).count("matmul_tiled")) << maps;
+  EXPECT_EQ(Sum(Histogram(maps, "started")), warps) << maps;
+  EXPECT_EQ(Sum(Histogram(maps, "ended")), warps) << maps;
+  EXPECT_EQ(Sum(ScalarMap(maps, "warps_per_sm")), warps) << maps;
+  std::map<std::string, uint64_t> resident = Histogram(maps, "resident");
+  EXPECT_EQ(Sum(resident), warps) << maps;
+  // Launches on one stream do not overlap: never more than one launch's warps.
+  for (const auto& [label, count] : resident) {
+    EXPECT_GE(LowBound(label), 0) << label;
+    EXPECT_LE(LowBound(label), static_cast<int64_t>(per_launch)) << label;
+  }
+}
+
+}  // namespace
+}  // namespace cuprobe::testing
