@@ -1,0 +1,115 @@
+// CPU tier: the offline pipeline on every sample. Each sample probe is
+// compiled from its C source (`cuprobe compile`: clang-19, the verifier, PTX)
+// and applied to its workload with `cuprobe instrument` (rewrite, link the
+// helper library, compile an sm_90 cubin), which must instrument exactly the
+// kernels the probe selects, with the expected probe sites.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct SampleCase {
+  std::string name;                 // the ctest name
+  std::string probe;                // under samples/
+  std::string workload;             // under build/samples/
+  std::vector<std::string> attach;  // instrument's attach flags
+  int kernels;                      // kernels the probe's globs select
+  std::vector<std::string> expect;  // lines of the report
+};
+
+void PrintTo(const SampleCase& c, std::ostream* os) { *os << c.name; }
+
+const std::string kVecAdd = "vec_add(float const*, float const*, float*, int)  [_Z7vec_addPKfS0_Pfi]";
+const std::string kScale = "scale(float*, float, int)  [_Z5scalePffi]";
+const std::string kMatmul =
+    "matmul_tiled(float const*, float const*, float*, int)  [_Z12matmul_tiledPKfS0_Pfi]";
+
+std::vector<SampleCase> Cases() {
+  return {
+      {"kernelretsnoop", "kernelretsnoop/kernelretsnoop.bpf.c", "vec_add", {"--exit"}, 1,
+       {kVecAdd, "exit sites 1"}},
+      {"cuda_counter", "cuda_counter/cuda_counter.bpf.c", "vec_add", {"--entry", "--exit"}, 2,
+       {kVecAdd, kScale, "entry 1, exit sites 1"}},
+      {"threadscheduling", "threadscheduling/threadscheduling.bpf.c", "threadscheduling",
+       {"--entry"}, 1, {"place(unsigned int*)  [_Z5placePj]", "entry 1"}},
+      // The early `exit` and the final `ret`: two exit sites.
+      {"divergence", "divergence/divergence.bpf.c", "divergence", {"--entry", "--exit"}, 1,
+       {"diverge(int const*, float*, int)  [_Z7divergePKiPfi]", "entry 1, exit sites 2"}},
+      {"arglogger", "arglogger/arglogger.bpf.c", "arglogger", {"--entry"}, 2,
+       {"axpy(float, float const*, float*, int)  [_Z4axpyfPKfPfi]",
+        "stamp(unsigned long long*, unsigned long long, int, unsigned char, double, int)  "
+        "[_Z5stampPyyihdi]"}},
+      {"warp_occupancy", "warp_occupancy/warp_occupancy.bpf.c", "matmul", {"--entry", "--exit"},
+       1, {kMatmul, "entry 1, exit sites 1"}},
+      // The reference probes of samples/probes.
+      {"threadhist", "probes/threadhist.bpf.c", "vec_add", {"--exit"}, 1,
+       {kVecAdd, "exit sites 1"}},
+      {"kernel_trace", "probes/kernel_trace.bpf.c", "vec_add", {"--entry"}, 2,
+       {kVecAdd, kScale, "entry 1"}},
+      // matmul_tiled: 2 global loads, 1 global store and shared accesses;
+      // the probe's counts are site constants.
+      {"mem_trace", "probes/mem_trace.bpf.c", "matmul", {"--mem"}, 1,
+       {kMatmul, "memory sites"}},
+      {"empty", "probes/empty.bpf.c", "vec_add", {"--entry", "--exit"}, 2,
+       {kVecAdd, kScale, "entry 1, exit sites 1"}},
+  };
+}
+
+class SampleOffline : public ::testing::TestWithParam<SampleCase> {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cuprobe-samples-offline-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_P(SampleOffline, CompilesAndInstrumentsItsWorkload) {
+  const SampleCase& c = GetParam();
+  const std::string cuprobe = BuildDir() + "/bin/cuprobe";
+  const std::string bundle = dir_ + "/" + c.name + ".cpb";
+  ProcessResult compiled =
+      RunProcess({cuprobe, "compile", SourceDir() + "/samples/" + c.probe, "-o", bundle});
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  EXPECT_THAT(compiled.err, HasSubstr(" -> " + bundle));
+
+  const std::string cubin = dir_ + "/" + c.name + ".cubin";
+  std::vector<std::string> argv = {cuprobe, "instrument", "-p", bundle};
+  argv.insert(argv.end(), c.attach.begin(), c.attach.end());
+  argv.insert(argv.end(), {"--stats", SamplePath(c.workload), "-o", cubin});
+  // A fresh compile each time: the cache would skip the cubin's compilation.
+  ProcessResult r = RunProcess(argv, {{"CUPROBE_CACHE_DIR", "off"}}, 240);
+  const std::string report = r.out + r.err;
+  ASSERT_EQ(r.exit_code, 0) << report;
+  EXPECT_THAT(report, HasSubstr(absl::StrCat("instrumented ", c.kernels, " kernel(s) with ",
+                                             std::filesystem::path(c.probe).filename().string())))
+      << report;
+  for (const std::string& line : c.expect) EXPECT_THAT(report, HasSubstr(line)) << report;
+  EXPECT_THAT(report, Not(HasSubstr("error"))) << report;
+  const std::string image = ReadWholeFile(cubin);
+  ASSERT_GE(image.size(), 4u) << report;
+  EXPECT_EQ(image.substr(0, 4), "\x7f" "ELF") << "an sm_90 cubin";
+}
+
+INSTANTIATE_TEST_SUITE_P(Samples, SampleOffline, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<SampleCase>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace cuprobe::testing
