@@ -2,11 +2,14 @@
 // samples/probes on vec_add and the tiled matmul, with exact expected
 // values computed from the workloads; the programs' own output (which checks
 // every result) must equal the native run's. Skips without a GPU.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <map>
+#include <fstream>
 #include <regex>
+#include <thread>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -283,6 +286,81 @@ TEST_F(Run, TracesLikeTraceDoes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("K\t3\tvec_add(float const*, float const*, float*, int)"));
   EXPECT_THAT(r.out, HasSubstr("K\t1\tscale(float*, float, int)"));
+}
+
+// The pid of a running process whose command line is exactly `argv`, or 0.
+int FindProcess(const std::vector<std::string>& argv) {
+  std::string want;
+  for (const std::string& a : argv) want += a + '\0';
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return 0;
+  int found = 0;
+  while (dirent* e = ::readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    if (ReadWholeFile(absl::StrCat("/proc/", pid, "/cmdline")) == want) found = pid;
+  }
+  ::closedir(proc);
+  return found;
+}
+
+// Late attach: vec_add runs under `cuprobe trace` (151 launches, 20 ms
+// apart); `cuprobe attach PID -p threadhist -d 1` adds the probe while it
+// runs. Every launch made while attached is redirected to the instrumented
+// twin as a whole, so each of the 65,536 threads exits it the same number
+// of times R (1 <= R < 151); the program's results and its trace (151
+// vec_add instances) are unchanged.
+TEST_F(Run, LateAttachInstrumentsARunningProgram) {
+  const std::vector<std::string> app = {SamplePath("vec_add"), "65536", "151", "20"};
+  ProcessResult native = RunProcess(app);
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  const std::string trace_prefix = dir_ + "/traced";
+  ProcessResult traced;
+  std::thread program([&] {
+    std::vector<std::string> argv = {Cuprobe(), "trace", "-o", trace_prefix, "--"};
+    argv.insert(argv.end(), app.begin(), app.end());
+    traced = RunProcess(argv, {{"CUPROBE_LOG", "info"}}, 120);
+  });
+  int pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    pid = FindProcess(app);
+    if (pid == 0) ::usleep(10000);
+  }
+  ProcessResult attach;
+  const std::string attach_prefix = dir_ + "/attach";
+  // The hook is ready once the program initialized CUDA: retry until then.
+  for (int attempt = 0; pid != 0 && attempt < 50; ++attempt) {
+    attach = RunProcess({Cuprobe(), "attach", std::to_string(pid), "-p", Probe("threadhist"),
+                         "-d", "1", "--quiet", "-o", attach_prefix},
+                        {{"CUPROBE_LOG", "info"}}, 60);
+    if (attach.exit_code == 0) break;
+    ::usleep(50000);
+  }
+  program.join();
+  ASSERT_NE(pid, 0) << "the traced program was not found";
+  ASSERT_EQ(attach.exit_code, 0) << attach.err;
+  EXPECT_THAT(attach.err, HasSubstr(absl::StrCat("attached to pid ", pid))) << attach.err;
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, native.out) << "the program's results must not change";
+  EXPECT_THAT(traced.err, HasSubstr("late attach: launches of 1 kernel(s)")) << traced.err;
+
+  const std::string maps = ReadWholeFile(attach_prefix + ".maps.txt");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      maps, m,
+      std::regex(R"(@thread_exits\[0\]: sum (\d+) over (\d+) threads \(min (\d+), max (\d+)\))")))
+      << maps;
+  const uint64_t sum = std::stoull(m[1]), threads = std::stoull(m[2]);
+  const uint64_t min = std::stoull(m[3]), max = std::stoull(m[4]);
+  EXPECT_EQ(threads, 65536u);
+  EXPECT_EQ(min, max) << "every redirected launch runs whole";
+  EXPECT_GE(min, 1u);
+  EXPECT_LT(min, 151u);
+  EXPECT_EQ(sum, min * 65536u);
+  // Redirected launches are still traced under the kernel's name.
+  std::smatch row;
+  ASSERT_TRUE(std::regex_search(traced.err, row, std::regex(R"(\n[^\n]*\b151\b[^\n]*vec_add\()")))
+      << traced.err;
 }
 
 // No GPU needed: the probe is rejected before anything runs.

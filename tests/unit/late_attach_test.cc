@@ -1,0 +1,406 @@
+// Late attach against the fake seam: the image registry fed with module-load
+// callbacks as CUPTI delivers them, the launch redirector with a scripted
+// instrumenter, and the whole attach / detach protocol over real session
+// segments with the real BundleInstrumenter (it rewrites vec_add's PTX and
+// compiles it with ptxas). The driver side (cuModuleLoadData, the twin
+// really running) is covered by the GPU test Run.LateAttachInstrumentsARunningProgram.
+#include "cupti_hook/late_attach.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuprobe/abi.h"
+#include "cupti_hook/testing/fake_output.h"
+#include "cupti_hook/testing/fake_seam.h"
+#include "cupti_hook/tracer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ptx_rewriter/bundle.h"
+#include "ptx_rewriter/image.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+
+constexpr char kVecAdd[] = "_Z7vec_addPKfS0_Pfi";
+constexpr char kScale[] = "_Z5scalePffi";
+
+class OneResultInstrumenter : public ImageInstrumenter {
+ public:
+  absl::StatusOr<std::optional<InstrumentedImage>> result;
+  std::vector<std::string> images;  // the bytes each call saw (PTX text)
+  absl::StatusOr<std::optional<InstrumentedImage>> Instrument(const ImageSource& source,
+                                                              uint32_t sm) override {
+    images.emplace_back(static_cast<const char*>(source.live));
+    return result;
+  }
+};
+
+class TwoMaps : public MapTableProvider {
+ public:
+  absl::StatusOr<std::vector<uint64_t>> MapTable() override {
+    return std::vector<uint64_t>{0xA000, 0xB000};
+  }
+};
+
+// Loads `image` through cuModuleLoadData as `module` (ENTER, then EXIT).
+void LoadModule(ImageRegistry& registry, const void* image, CUmodule module) {
+  uint64_t slot = 0;
+  CUmodule out = nullptr;
+  cuModuleLoadData_params p = {};
+  p.module = &out;
+  p.image = image;
+  CUresult result = CUDA_SUCCESS;
+  CUpti_CallbackData data = {};
+  data.functionParams = &p;
+  data.functionReturnValue = &result;
+  data.correlationData = &slot;
+  data.callbackSite = CUPTI_API_ENTER;
+  registry.OnModuleApi(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, &data);
+  out = module;
+  data.callbackSite = CUPTI_API_EXIT;
+  registry.OnModuleApi(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, &data);
+  EXPECT_EQ(slot, 0u);
+}
+
+// A cuLaunchKernel ENTER of `f` in `context`: the function it launches after.
+template <typename Redirect>
+CUfunction Launch(Redirect&& redirect, CUfunction f, CUcontext context, bool* swapped = nullptr) {
+  cuLaunchKernel_params p = {};
+  p.f = f;
+  CUpti_CallbackData data = {};
+  data.functionParams = &p;
+  data.context = context;
+  data.callbackSite = CUPTI_API_ENTER;
+  bool s = redirect(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  if (swapped != nullptr) *swapped = s;
+  return p.f;
+}
+
+struct RedirectRig {
+  FakeSeam seam;
+  ImageRegistry registry;
+  OneResultInstrumenter instrumenter;
+  TwoMaps maps;
+  std::unique_ptr<LaunchRedirector> redirector;
+  const CUmodule app_module = reinterpret_cast<CUmodule>(0x500);
+  const CUfunction vec_add = reinterpret_cast<CUfunction>(0x501);
+  const CUfunction scale = reinterpret_cast<CUfunction>(0x502);
+  const CUcontext context = reinterpret_cast<CUcontext>(0x9);
+  // A heap buffer: not in a loaded ELF object, so the registry copies it.
+  std::string ptx = ".version 9.0\n.target sm_90\n.address_size 64\n";
+  RedirectRig() {
+    InstrumentedImage image;
+    image.cubin = {0x7f, 'E', 'L', 'F'};
+    image.kernels = {{kVecAdd, 0}};
+    image.map_table_entries = 2;
+    instrumenter.result = std::optional<InstrumentedImage>(image);
+    seam.owners[vec_add] = {app_module, false, kVecAdd};
+    seam.owners[scale] = {app_module, false, kScale};
+    seam.module_functions = {kVecAdd, kScale};
+    const auto twin = reinterpret_cast<CUmodule>(FakeSeam::kFirstLoadedModule);
+    seam.globals[{twin, CUPROBE_MAP_TABLE_SYMBOL}] = {64, 16};
+    LoadModule(registry, ptx.c_str(), app_module);
+    redirector = std::make_unique<LaunchRedirector>(seam, registry, instrumenter, maps,
+                                                    ModuleGlobals{});
+  }
+  CUfunction Run(CUfunction f, CUcontext c, bool* swapped = nullptr) {
+    return Launch([&](CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+      return redirector->Redirect(cbid, d);
+    }, f, c, swapped);
+  }
+  int Calls(const std::string& name) const {
+    int n = 0;
+    for (const std::string& c : seam.calls()) n += c == name;
+    return n;
+  }
+};
+
+TEST(ImageRegistry, CopiesBuffersAndForgetsUnloadedModules) {
+  ImageRegistry registry;
+  std::string ptx = ".version 9.0\n.target sm_90\n.address_size 64\n";
+  const auto module = reinterpret_cast<CUmodule>(0x77);
+  LoadModule(registry, ptx.c_str(), module);
+  std::shared_ptr<const ImageSource> kept = registry.Find(module);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_NE(kept->live, ptx.c_str()) << "a heap buffer is copied";
+  EXPECT_STREQ(static_cast<const char*>(kept->live), ptx.c_str());
+  EXPECT_EQ(registry.copied_bytes(), ptx.size());
+  ptx.assign(ptx.size(), 'x');  // the program reuses its buffer: the copy stays
+  EXPECT_STREQ(static_cast<const char*>(kept->live), ".version 9.0\n.target sm_90\n.address_size 64\n");
+
+  cuModuleUnload_params u = {};
+  u.hmod = module;
+  CUpti_CallbackData data = {};
+  data.functionParams = &u;
+  data.callbackSite = CUPTI_API_EXIT;
+  registry.OnModuleApi(CUPTI_DRIVER_TRACE_CBID_cuModuleUnload, &data);
+  EXPECT_EQ(registry.Find(module), nullptr);
+  EXPECT_EQ(registry.copied_bytes(), 0u);
+  EXPECT_NE(kept->live, nullptr) << "a holder keeps its image after the unload";
+}
+
+TEST(ImageRegistry, KeepsImagesInLoadedObjectsByPointer) {
+  ImageRegistry registry;
+  static const char kStaticPtx[] = ".version 9.0\n.target sm_90\n.address_size 64\n";
+  const auto module = reinterpret_cast<CUmodule>(0x78);
+  LoadModule(registry, kStaticPtx, module);
+  ASSERT_NE(registry.Find(module), nullptr);
+  EXPECT_EQ(registry.Find(module)->live, kStaticPtx);
+  EXPECT_EQ(registry.copied_bytes(), 0u);
+}
+
+TEST(LaunchRedirector, SwapsSelectedKernelsForTheirTwinAndCachesIt) {
+  RedirectRig rig;
+  const uintptr_t twin = FakeSeam::kFirstLoadedModule;
+  bool swapped = false;
+  EXPECT_EQ(rig.Run(rig.vec_add, rig.context, &swapped), reinterpret_cast<CUfunction>(twin + 1));
+  EXPECT_TRUE(swapped);
+  // The instrumenter saw the registry's copy of the original image.
+  ASSERT_EQ(rig.instrumenter.images.size(), 1u);
+  EXPECT_EQ(rig.instrumenter.images[0], rig.ptx);
+  // The twin's map table holds the maps' addresses.
+  uint64_t table[2];
+  std::memcpy(table, rig.seam.device_memory.data() + 64, sizeof(table));
+  EXPECT_EQ(table[0], 0xA000u);
+  EXPECT_EQ(table[1], 0xB000u);
+  // Later launches: the same twin, no new compile or load.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rig.Run(rig.vec_add, rig.context), reinterpret_cast<CUfunction>(twin + 1));
+  }
+  EXPECT_EQ(rig.instrumenter.images.size(), 1u);
+  EXPECT_EQ(rig.Calls("LoadModuleData"), 1);
+  // A kernel of the same module that no probe selects runs as it was.
+  EXPECT_EQ(rig.Run(rig.scale, rig.context, &swapped), rig.scale);
+  EXPECT_FALSE(swapped);
+  EXPECT_EQ(rig.Calls("LoadModuleData"), 1);
+  RedirectStats stats = rig.redirector->stats();
+  EXPECT_EQ(stats.launches_redirected, 4u);
+  EXPECT_EQ(stats.kernels_redirected, 1u);
+  EXPECT_EQ(stats.kernels_left_alone, 1u);
+  EXPECT_THAT(rig.redirector->contexts(), ElementsAre(rig.context));
+}
+
+TEST(LaunchRedirector, EachContextGetsItsOwnTwin) {
+  RedirectRig rig;
+  const auto other = reinterpret_cast<CUcontext>(0x10);
+  EXPECT_EQ(rig.Run(rig.vec_add, rig.context),
+            reinterpret_cast<CUfunction>(FakeSeam::kFirstLoadedModule + 1));
+  EXPECT_EQ(rig.Run(rig.vec_add, other),
+            reinterpret_cast<CUfunction>(FakeSeam::kFirstLoadedModule + 0x1000 + 1));
+  EXPECT_EQ(rig.Calls("LoadModuleData"), 2);
+}
+
+TEST(LaunchRedirector, LeavesAloneWhatItCannotInstrument) {
+  RedirectRig rig;
+  // A handle the driver cannot place.
+  const auto stranger = reinterpret_cast<CUfunction>(0x999);
+  EXPECT_EQ(rig.Run(stranger, rig.context), stranger);
+  // A module loaded before its image could be kept.
+  const auto old = reinterpret_cast<CUfunction>(0x601);
+  rig.seam.owners[old] = {reinterpret_cast<void*>(0x600), false, kVecAdd};
+  EXPECT_EQ(rig.Run(old, rig.context), old);
+  // No probe selects anything: nothing loaded.
+  rig.instrumenter.result = std::optional<InstrumentedImage>();
+  const auto other = reinterpret_cast<CUcontext>(0x11);
+  EXPECT_EQ(rig.Run(rig.vec_add, other), rig.vec_add);
+  // The driver refuses the twin: the original runs, and keeps running.
+  RedirectRig refused;
+  refused.seam.load_module_status = absl::InvalidArgumentError("CUDA_ERROR_INVALID_IMAGE");
+  EXPECT_EQ(refused.Run(refused.vec_add, refused.context), refused.vec_add);
+  EXPECT_EQ(refused.Run(refused.vec_add, refused.context), refused.vec_add);
+  EXPECT_EQ(refused.Calls("LoadModuleData"), 1);
+  EXPECT_EQ(rig.Calls("LoadModuleData"), 0);
+  // Graph launches carry no function to swap.
+  cuGraphLaunch_params g = {};
+  CUpti_CallbackData data = {};
+  data.functionParams = &g;
+  data.callbackSite = CUPTI_API_ENTER;
+  EXPECT_FALSE(rig.redirector->Redirect(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &data));
+}
+
+// The attach protocol over real segments: the program's session receives
+// the request; the attacher's session carries the bundle and gets the
+// hook's answers.
+class LateAttachProtocol : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<Session> program = Session::Create({.ring_capacity = 4096});
+    ASSERT_TRUE(program.ok()) << program.status();
+    program_ = std::make_unique<Session>(*std::move(program));
+    tracer_ = std::make_unique<Tracer>(seam_, output_, 4242);
+    attach_ = std::make_unique<LateAttach>(seam_, registry_, *program_, *tracer_, 4242);
+  }
+  void TearDown() override {
+    if (program_ != nullptr) (void)program_->Remove();
+    for (Session& s : probes_) (void)s.Remove();
+  }
+  // A probe session as `cuprobe attach` makes it, with the threadhist bundle.
+  Session& MakeProbeSession() {
+    std::string bytes = testing::ReadWholeFile(testing::BuildDir() + "/probes/threadhist.cpb");
+    EXPECT_FALSE(bytes.empty());
+    std::vector<uint8_t> bundle(bytes.begin(), bytes.end());
+    absl::StatusOr<ProbeBundle> parsed = ReadBundle(bundle);
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    SessionOptions o;
+    o.ring_capacity = 4096;
+    o.maps = parsed->maps;
+    o.bundle = bundle;
+    absl::StatusOr<Session> s = Session::Create(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    probes_.push_back(*std::move(s));
+    return probes_.back();
+  }
+  // vec_add's fatbin, loaded as the program would (cuModuleLoadData).
+  void LoadVecAdd(CUmodule module) {
+    std::string host = testing::ReadWholeFile(testing::SamplePath("vec_add"));
+    host_.assign(host.begin(), host.end());
+    absl::StatusOr<std::vector<HostFatbin>> fatbins = FindFatbinsInHostElf(host_);
+    ASSERT_TRUE(fatbins.ok() && !fatbins->empty()) << fatbins.status();
+    LoadModule(registry_, host_.data() + (*fatbins)[0].offset, module);
+  }
+  bool Launch(CUfunction f) {
+    cuLaunchKernel_params p = {};
+    p.f = f;
+    CUpti_CallbackData data = {};
+    data.functionParams = &p;
+    data.context = context_;
+    data.callbackSite = CUPTI_API_ENTER;
+    attach_->OnLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+    const bool swapped = p.f != f;
+    data.callbackSite = CUPTI_API_EXIT;
+    attach_->OnLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+    return swapped;
+  }
+
+  FakeSeam seam_;
+  FakeOutput output_{nullptr};
+  ImageRegistry registry_;
+  std::unique_ptr<Session> program_;
+  std::unique_ptr<Tracer> tracer_;
+  std::unique_ptr<LateAttach> attach_;
+  std::vector<Session> probes_;
+  std::vector<uint8_t> host_;
+  const CUcontext context_ = reinterpret_cast<CUcontext>(0x9);
+};
+
+TEST_F(LateAttachProtocol, AttachRedirectsAndDetachWaitsAndAnswers) {
+  const auto module = reinterpret_cast<CUmodule>(0x500);
+  const auto vec_add = reinterpret_cast<CUfunction>(0x501);
+  seam_.owners[vec_add] = {module, false, kVecAdd};
+  seam_.module_functions = {kVecAdd};
+  LoadVecAdd(module);
+
+  attach_->Poll(1);
+  EXPECT_FALSE(attach_->attached()) << "no request yet";
+  EXPECT_FALSE(Launch(vec_add));
+
+  Session& probes = MakeProbeSession();
+  ASSERT_TRUE(program_->RequestAttach(probes.name()).ok());
+  attach_->Poll(2);
+  ASSERT_TRUE(attach_->attached());
+  EXPECT_EQ(probes.session_state(), static_cast<uint32_t>(SessionState::kHookReady));
+  EXPECT_EQ(probes.header().hook_pid.load(), 4242u);
+
+  // The real rewriter instruments vec_add from the kept image (ptxas on this
+  // machine); the fake driver loads the twin.
+  EXPECT_TRUE(Launch(vec_add));
+  EXPECT_TRUE(Launch(vec_add));
+  ASSERT_EQ(seam_.loaded_images.size(), 1u);
+  EXPECT_EQ(std::memcmp(seam_.loaded_images[0], "\x7f" "ELF", 4), 0) << "a cubin";
+  ASSERT_TRUE(attach_->stats().has_value());
+  EXPECT_EQ(attach_->stats()->launches_redirected, 2u);
+
+  ASSERT_TRUE(program_->RequestDetach().ok());
+  attach_->Poll(3);
+  EXPECT_FALSE(attach_->attached());
+  EXPECT_THAT(seam_.synchronized, ElementsAre(context_)) << "kernels waited for before the free";
+  EXPECT_EQ(probes.session_state(), static_cast<uint32_t>(SessionState::kHookStopped));
+  EXPECT_FALSE(Launch(vec_add)) << "after the detach the original kernel runs";
+}
+
+TEST_F(LateAttachProtocol, BadRequestsAttachNothing) {
+  // A name that is not a session.
+  ASSERT_TRUE(program_->RequestAttach("cuprobe-no-such-session").ok());
+  attach_->Poll(1);
+  EXPECT_FALSE(attach_->attached());
+  // A name without its terminating NUL.
+  std::memset(program_->header().attach_name, 'B', kAttachNameSize);
+  program_->header().attach_request.fetch_add(1);
+  EXPECT_EQ(program_->ReadAttachRequest().status().code(), absl::StatusCode::kDataLoss);
+  attach_->Poll(2);
+  EXPECT_FALSE(attach_->attached());
+  // A session whose bundle is garbage: refused, and told so.
+  SessionOptions o;
+  o.ring_capacity = 4096;
+  o.bundle = std::vector<uint8_t>(64, 0xEE);
+  absl::StatusOr<Session> bad = Session::Create(o);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  probes_.push_back(*std::move(bad));
+  ASSERT_TRUE(program_->RequestDetach().ok());
+  ASSERT_TRUE(program_->RequestAttach(probes_.back().name()).ok());
+  attach_->Poll(3);
+  EXPECT_FALSE(attach_->attached());
+  EXPECT_EQ(probes_.back().session_state(), static_cast<uint32_t>(SessionState::kHookDisabled));
+  EXPECT_THAT(probes_.back().HookReason(), ::testing::HasSubstr("probe bundle is not usable"));
+}
+
+TEST_F(LateAttachProtocol, AnAttacherThatDiedIsDetached) {
+  // The attacher's session is made by a child that exits at once.
+  Session& probes = MakeProbeSession();
+  std::string name = probes.name();
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  // Pretend the dead child created it.
+  const_cast<SegmentHeader&>(probes.header()).creator_pid = static_cast<uint32_t>(child);
+  ASSERT_TRUE(program_->RequestAttach(name).ok());
+  attach_->Poll(1);
+  ASSERT_TRUE(attach_->attached());
+  attach_->Poll(2);
+  EXPECT_FALSE(attach_->attached());
+  EXPECT_EQ(probes.session_state(), static_cast<uint32_t>(SessionState::kHookStopped));
+}
+
+TEST(SessionAttachRequest, OneAttacherAtATimeAndDeadOnesAreTakenOver) {
+  absl::StatusOr<Session> program = Session::Create({.ring_capacity = 4096});
+  ASSERT_TRUE(program.ok());
+  absl::StatusOr<Session::AttachRequest> r = program->ReadAttachRequest();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->serial, 0u);
+  EXPECT_TRUE(r->name.empty());
+  ASSERT_TRUE(program->RequestAttach("cuprobe-1-2-abc").ok());
+  r = program->ReadAttachRequest();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->serial, 1u);
+  EXPECT_EQ(r->name, "cuprobe-1-2-abc");
+  EXPECT_EQ(r->owner, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(program->RequestAttach("bad name!").code(), absl::StatusCode::kInvalidArgument);
+  // Another live process holds it.
+  program->header().attach_owner.store(1);  // init: alive
+  EXPECT_EQ(program->RequestAttach("cuprobe-1-2-abd").code(), absl::StatusCode::kAlreadyExists);
+  // A dead one does not.
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  program->header().attach_owner.store(static_cast<uint32_t>(child));
+  EXPECT_TRUE(program->RequestAttach("cuprobe-1-2-abd").ok());
+  ASSERT_TRUE(program->RequestDetach().ok());
+  r = program->ReadAttachRequest();
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->name.empty());
+  EXPECT_EQ(program->header().attach_owner.load(), 0u);
+  (void)program->Remove();
+}
+
+}  // namespace
+}  // namespace cuprobe
