@@ -143,7 +143,7 @@ absl::StatusOr<int> RunAttach(const AttachOptions& options) {
     return absl::FailedPreconditionError(
         absl::StrCat("pid ", program_pid, " did not attach the probes: ", why));
   }
-  CUPROBE_LOG(kWarning, "attached to pid %d: kernels are instrumented at their next launch; "
+  CUPROBE_LOG(kInfo, "attached to pid %d: kernels are instrumented at their next launch; "
               "Ctrl-C detaches", program_pid);
 
   ProbePrinter printer(options.run, bundle);
@@ -183,7 +183,7 @@ absl::StatusOr<int> RunAttach(const AttachOptions& options) {
     CUPROBE_LOG(kWarning, "the program did not confirm the detach; the maps below are its last "
                 "published snapshot");
   }
-  CUPROBE_LOG(kWarning, "detached from pid %d at %s", program_pid, reason);
+  CUPROBE_LOG(kInfo, "detached from pid %d at %s", program_pid, reason);
   printer.Final(probes);
   (void)probes.Remove();
   return 0;
