@@ -105,6 +105,35 @@ TEST(Args, Inspect) {
   EXPECT_THAT(Parse({"inspect", "a", "b"}).status().message(), HasSubstr("one file"));
 }
 
+TEST(Args, Attach) {
+  absl::StatusOr<CliArgs> a = Parse({"attach", "4242", "-p", "t.cpb", "-p", "u.bpf.c", "-k",
+                                     "gemm*", "-d", "10", "--interval", "250", "-e", "json",
+                                     "--quiet", "-o", "out"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, Command::kAttach);
+  EXPECT_EQ(a->attach.target, "4242");
+  EXPECT_THAT(a->attach.run.probes, ::testing::ElementsAre("t.cpb", "u.bpf.c"));
+  EXPECT_EQ(a->attach.run.kernels, "gemm*");
+  EXPECT_EQ(a->attach.duration_s, 10u);
+  EXPECT_EQ(a->attach.run.trace.interval_ms, 250u);
+  EXPECT_TRUE(a->attach.run.events_json);
+  EXPECT_TRUE(a->attach.run.quiet);
+  EXPECT_EQ(a->attach.run.trace.output, "out");
+  absl::StatusOr<CliArgs> d = Parse({"attach", "cuprobe-1-2-ab", "-p", "t.cpb"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->attach.duration_s, 0u) << "until Ctrl-C or the program's exit";
+  EXPECT_EQ(d->attach.run.trace.output, "cuprobe-attach");
+  EXPECT_THAT(Parse({"attach", "-p", "t.cpb"}).status().message(), HasSubstr("needs a target"));
+  EXPECT_THAT(Parse({"attach", "42"}).status().message(), HasSubstr("needs a probe"));
+  EXPECT_THAT(Parse({"attach", "42", "43", "-p", "t"}).status().message(),
+              HasSubstr("one target"));
+  EXPECT_THAT(Parse({"attach", "42", "-p", "t", "-d", "0"}).status().message(),
+              HasSubstr("--duration"));
+  absl::StatusOr<CliArgs> h = Parse({"attach", "--help"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->help_topic, "attach");
+}
+
 TEST(Args, UnknownCommand) {
   absl::StatusOr<CliArgs> a = Parse({"frobnicate"});
   ASSERT_FALSE(a.ok());
@@ -112,7 +141,7 @@ TEST(Args, UnknownCommand) {
 }
 
 TEST(Args, UsageHasExamples) {
-  for (std::string_view topic : {"", "trace", "inspect"}) {
+  for (std::string_view topic : {"", "trace", "inspect", "run", "attach"}) {
     std::string text = UsageText(topic);
     EXPECT_THAT(text, HasSubstr("EXAMPLES")) << topic;
     EXPECT_THAT(text, HasSubstr("cuprobe ")) << topic;
