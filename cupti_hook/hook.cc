@@ -1,5 +1,6 @@
 #include "cupti_hook/hook.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -40,6 +41,8 @@ namespace {
 
 // CUPTI's activity callbacks carry no user data; they find the tracer here.
 std::atomic<Tracer*> g_activity_tracer{nullptr};
+// pthread_atfork's handlers carry none either.
+std::atomic<Hook*> g_fork_hook{nullptr};
 
 std::string ProgramName() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -141,8 +144,20 @@ absl::Status Hook::EnableCallbacks() {
   return absl::OkStatus();
 }
 
+void Hook::OnForkChild() {
+  if (Hook* hook = g_fork_hook.load(std::memory_order_acquire)) hook->MarkForkedChild();
+}
+
 HookState Hook::Start() {
   if (!lifecycle_.TryBeginInit()) return lifecycle_.state();
+  // A child of fork() inherits this object, its atexit handler and the
+  // segment mapping, but not the watcher thread or CUDA: it must not tear
+  // any of it down (joining a thread that does not exist there hangs).
+  static const bool fork_handler_registered = [] {
+    return ::pthread_atfork(nullptr, nullptr, &Hook::OnForkChild) == 0;
+  }();
+  (void)fork_handler_registered;
+  g_fork_hook.store(this, std::memory_order_release);
   // Everything the hook calls from here on must fall through our own callback.
   ReentrancyGuard guard;
 
@@ -256,6 +271,8 @@ void Hook::Tick() {
 }
 
 void Hook::Stop() {
+  // In a child of fork() the hook belongs to the parent (Start).
+  if (forked_child_.load(std::memory_order_acquire)) return;
   if (!lifecycle_.TryBeginStop()) return;
   // From here on every callback falls through (state STOPPING).
   ReentrancyGuard guard;
@@ -335,9 +352,10 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
       static_cast<const CUpti_CallbackData*>(cbdata)->callbackSite == CUPTI_API_EXIT) {
     attach_->OnLaunch(cbid, static_cast<const CUpti_CallbackData*>(cbdata));
   }
-  // Not READY (still initializing, disabled, stopping) or a call the hook made
-  // itself: fall through untouched.
-  if (!lifecycle_.IsReady() || ReentrancyGuard::Active()) {
+  // Not READY (still initializing, disabled, stopping), a call the hook made
+  // itself, or a child of fork(): fall through untouched.
+  if (!lifecycle_.IsReady() || ReentrancyGuard::Active() ||
+      forked_child_.load(std::memory_order_relaxed)) {
     callbacks_fell_through_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -369,6 +387,10 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         if (device_maps_ != nullptr && r != nullptr) device_maps_->Prepare(r->context);
       } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         contexts_alive_.fetch_sub(1, std::memory_order_relaxed);
+        // The probes' maps live in one context: their last snapshot is taken
+        // and their memory freed while it still exists.
+        auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
+        if (device_maps_ != nullptr && r != nullptr) device_maps_->OnContextDestroying(r->context);
         // Publish what the context produced while it still exists.
         if (watcher_ != nullptr) watcher_->Poke();
       }

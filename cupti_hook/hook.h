@@ -94,6 +94,9 @@ class Hook {
   [[nodiscard]] Tracer* tracer() const { return tracer_; }
   [[nodiscard]] const Watcher* watcher() const { return watcher_; }
   [[nodiscard]] int contexts_alive() const { return contexts_alive_.load(); }
+  // What pthread_atfork's child handler does in a forked child (tests undo
+  // it with false).
+  void MarkForkedChild(bool forked = true) { forked_child_.store(forked); }
   // Non-null when the session carries probes (`cuprobe run`).
   [[nodiscard]] const ModulePatcher* patcher() const { return patcher_; }
   // Non-null when probes can be attached later (a session without probes of
@@ -141,6 +144,10 @@ class Hook {
   std::atomic<uint64_t> callbacks_seen_{0};
   std::atomic<uint64_t> callbacks_fell_through_{0};
   std::atomic<int> contexts_alive_{0};
+  // Set in a child of fork(): the parent's hook (threads, CUPTI, segment)
+  // is not the child's; everything falls through and teardown does nothing.
+  std::atomic<bool> forked_child_{false};
+  static void OnForkChild();
   bool maps_publish_warned_ = false;  // watcher thread only
 };
 

@@ -226,6 +226,14 @@ LaunchRedirector::Twin LaunchRedirector::MakeTwin(const FunctionOwner& owner) {
     twin.status = sm.status();
     return twin;
   }
+  if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) {
+    twin.status = usable;
+    if (reported_.insert("context").second) {
+      CUPROBE_LOG(kWarning, "late attach: %s stays uninstrumented: %s", owner.name,
+                  usable.message());
+    }
+    return twin;
+  }
   absl::StatusOr<std::optional<InstrumentedImage>> image = instrumenter_.Instrument(*source, *sm);
   if (!image.ok()) {
     twin.status = image.status();

@@ -175,6 +175,13 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
                 source.Describe(), sm.status().message());
     return;
   }
+  if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) {
+    if (!context_warned_.exchange(true)) {
+      CUPROBE_LOG(kWarning, "%s not instrumented: %s; later modules of this kind are not "
+                  "reported", source.Describe(), usable.message());
+    }
+    return;
+  }
   absl::StatusOr<std::optional<InstrumentedImage>> result = instrumenter_.Instrument(source, *sm);
   if (!result.ok()) {
     modules_failed_.fetch_add(1, std::memory_order_relaxed);

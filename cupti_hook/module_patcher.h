@@ -91,6 +91,9 @@ class MapTableProvider {
   [[nodiscard]] virtual absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter>) {
     return absl::UnimplementedError("site counters are not supported here");
   }
+  // Whether modules loaded in the current context may be given these maps
+  // (maps/DeviceMaps live in one context); checked before instrumenting.
+  [[nodiscard]] virtual absl::Status UsableInCurrentContext() { return absl::OkStatus(); }
 };
 
 struct ModulePatcherStats {
@@ -171,6 +174,7 @@ class ModulePatcher {
   std::atomic<uint64_t> kernels_instrumented_{0};
   std::atomic<uint64_t> modules_failed_{0};
   std::atomic<uint64_t> file_serial_{0};
+  std::atomic<bool> context_warned_{false};
 };
 
 }  // namespace cuprobe

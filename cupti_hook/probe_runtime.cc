@@ -1,5 +1,7 @@
 #include "cupti_hook/probe_runtime.h"
 
+#include "absl/time/clock.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -307,6 +309,12 @@ absl::Status DeviceMaps::CreateLocked() {
 absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   absl::MutexLock lock(&mu_);
   if (maps_.has_value()) return maps_->table();
+  if (context_destroyed_) {
+    return absl::FailedPreconditionError(
+        "the probes' maps belonged to a CUDA context that was destroyed (cudaDeviceReset or "
+        "cuCtxDestroy); their last snapshot stays readable, modules loaded since run "
+        "uninstrumented");
+  }
   if (released_) return absl::FailedPreconditionError("the maps were released (exiting)");
   if (!failed_.ok()) return failed_;
   absl::Status s = CreateLocked();
@@ -325,10 +333,36 @@ absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> co
   return maps_->AddSiteCounters(std::move(counters));
 }
 
+absl::Status DeviceMaps::UsableInCurrentContext() {
+  absl::MutexLock lock(&mu_);
+  if (context_destroyed_) return absl::FailedPreconditionError("the probes' maps' context was destroyed");
+  if (!maps_.has_value()) return absl::OkStatus();
+  CUcontext current = nullptr;
+  if (driver_->CtxGetCurrent(&current) != CUDA_SUCCESS || current != context_) {
+    return absl::FailedPreconditionError(
+        "the probes' maps live in another CUDA context (one context per process is "
+        "instrumented)");
+  }
+  return absl::OkStatus();
+}
+
+void DeviceMaps::OnContextDestroying(CUcontext context) {
+  absl::MutexLock lock(&mu_);
+  if (!maps_.has_value() || context != context_) return;
+  context_destroyed_ = true;
+  ScopedContext scope(driver_, context_);
+  absl::Status s = maps_->Publish(absl::GetCurrentTimeNanos());
+  s.Update(maps_->Release());
+  maps_.reset();
+  memory_.reset();
+  if (!s.ok()) CUPROBE_LOG(kWarning, "the probes' maps at context teardown: %s", s.message());
+  CUPROBE_LOG(kInfo, "the probes' context is being destroyed: maps published and freed");
+}
+
 void DeviceMaps::Prepare(CUcontext context) {
   if (specs_.empty() || context == nullptr) return;
   absl::MutexLock lock(&mu_);
-  if (maps_.has_value() || released_ || !failed_.ok()) return;
+  if (maps_.has_value() || released_ || context_destroyed_ || !failed_.ok()) return;
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
   if (!driver.ok()) return;
   ScopedContext scope(*driver, context);

@@ -82,6 +82,15 @@ class DeviceMaps final : public MapTableProvider {
 
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
+  // OK when the maps exist in the current context or do not exist yet;
+  // FAILED_PRECONDITION when they live in another context (device memory of
+  // one context is not mapped in another) or their context was destroyed.
+  absl::Status UsableInCurrentContext() override;
+  // CUPTI's context-destroy-starting (cudaDeviceReset, cuCtxDestroy): when it
+  // is the maps' context, publishes the last snapshot while the context still
+  // exists, frees the maps, and refuses to make new ones (modules loaded
+  // afterwards run uninstrumented; what was counted stays readable).
+  void OnContextDestroying(CUcontext context);
   // Creates the maps in `context` ahead of the first module load (at context
   // creation). Failures are kept and reported by MapTable().
   void Prepare(CUcontext context);
@@ -103,6 +112,7 @@ class DeviceMaps final : public MapTableProvider {
   std::optional<MapSet> maps_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // a failed creation is not retried
   bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool context_destroyed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cuprobe

@@ -367,6 +367,30 @@ TEST(Hook, TeardownOrder) {
   EXPECT_EQ(rig.hook.lifecycle().state(), HookState::kStopped);
 }
 
+// A child of fork() inherits the hook but not its watcher thread or CUDA:
+// its exit() must not tear anything down (joining the parent's watcher there
+// would hang, and the segment's status is the parent's).
+TEST(Hook, ForkedChildNeitherTracesNorTearsDown) {
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  rig.hook.MarkForkedChild();
+  int k = 0;
+  rig.seam.names[&k] = "_Z1kv";
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 1, 10, 20);
+  EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty()) << "callbacks fall through";
+  const size_t events = rig.events.size();
+  rig.hook.Stop();
+  EXPECT_EQ(rig.events.size(), events) << "no flush, unsubscribe, status or unmap";
+  EXPECT_TRUE(rig.hook.watcher()->running());
+  EXPECT_EQ(rig.hook.lifecycle().state(), HookState::kReady);
+  // Back in the parent's shoes, the real teardown still runs once.
+  rig.hook.MarkForkedChild(false);
+  rig.hook.Stop();
+  EXPECT_THAT(rig.events, Contains("Release"));
+  EXPECT_FALSE(rig.hook.watcher()->running());
+}
+
 TEST(Hook, SecondStopIsANoOp) {
   Rig rig;
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);

@@ -47,6 +47,8 @@ class FixedMaps : public MapTableProvider {
     ++calls;
     return table;
   }
+  absl::Status usable;
+  absl::Status UsableInCurrentContext() override { return usable; }
   absl::StatusOr<uint64_t> site_base = uint64_t{0xC0FFEE00};
   std::vector<SiteCounter> site_counters;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override {
@@ -118,6 +120,26 @@ struct Rig {
     EXPECT_EQ(slot, 0u) << "EXIT consumed the pending state";
   }
 };
+
+// Maps that live in another context (or whose context was destroyed): the
+// module loads as it was, without asking the instrumenter, with one message.
+TEST(ModulePatcher, MapsOfAnotherContextLeaveTheModuleAlone) {
+  Rig rig;
+  rig.maps.usable = absl::FailedPreconditionError("the probes' maps live in another CUDA context");
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  int image = 0;
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
+    EXPECT_EQ(p.code, &image) << "the original image loads";
+    out = reinterpret_cast<CUlibrary>(0x10);
+  });
+  EXPECT_TRUE(rig.instrumenter.seen.empty());
+  EXPECT_EQ(rig.maps.calls, 0);
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 0u);
+}
 
 TEST(ModulePatcher, NoMatchingProbeLeavesTheImageAlone) {
   Rig rig;

@@ -1,0 +1,109 @@
+// GPU tier: process and context events the hook must survive
+// (tests/gpu/testdata/lifecycle.cu): fork() with the child exiting through
+// exit(), exit() called from a second thread while kernels run,
+// cudaDeviceReset in the middle of a run, and two contexts made with
+// cuCtxCreate. Each mode runs natively, under `cuprobe trace` and under
+// `cuprobe run` with a counting probe: the program's output and exit code
+// must be the native ones, with no hang, and the counts exact where the
+// design says they are. Skips without a GPU.
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kN = 10;
+constexpr uint64_t kThreads = 4096;  // lifecycle.cu's grid
+
+std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
+
+class Lifecycle : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+    char tmpl[] = "/tmp/cuprobe-lifecycle-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    app_ = {SamplePath("lifecycle"), GetParam(), std::to_string(kN)};
+    native_ = RunProcess(app_, {}, 60);
+    ASSERT_FALSE(native_.timed_out);
+  }
+  // `cuprobe <args> -- app`; the same output and exit code as natively.
+  ProcessResult Under(std::vector<std::string> args) {
+    args.insert(args.begin(), Cuprobe());
+    args.push_back("--");
+    args.insert(args.end(), app_.begin(), app_.end());
+    ProcessResult r = RunProcess(args, {{"CUPROBE_LOG", "info"}}, 120);
+    EXPECT_FALSE(r.timed_out) << "hung: " << r.err;
+    EXPECT_EQ(r.exit_code, native_.exit_code) << r.err;
+    EXPECT_EQ(r.term_signal, native_.term_signal) << r.err;
+    EXPECT_EQ(r.out, native_.out) << r.err;
+    return r;
+  }
+  std::string dir_;
+  std::vector<std::string> app_;
+  ProcessResult native_;
+};
+
+// Launches of bump in the kernel summary ("Instances" column), -1 if absent.
+int64_t BumpInstances(const std::string& report) {
+  std::smatch m;
+  std::regex row(R"(\n\s+[\d.]+\s+\d+\s+(\d+)\s[^\n]*bump\()");
+  if (!std::regex_search(report, m, row)) return -1;
+  return std::stoll(m[1]);
+}
+
+uint64_t ExpectedLaunches(const std::string& mode) {
+  if (mode == "contexts") return 3 * kN;
+  return 2 * kN;
+}
+
+TEST_P(Lifecycle, TraceKeepsTheProgramsBehaviourAndCounts) {
+  const std::string mode = GetParam();
+  ProcessResult r = Under({"trace", "-o", dir_ + "/t"});
+  if (mode == "exit_thread") {
+    EXPECT_EQ(native_.exit_code, 7) << native_.err;
+    return;  // the launch loop is cut short at an arbitrary point
+  }
+  EXPECT_EQ(native_.exit_code, 0) << native_.err;
+  EXPECT_EQ(BumpInstances(r.err), static_cast<int64_t>(ExpectedLaunches(mode))) << r.err;
+}
+
+TEST_P(Lifecycle, ProbesNeverBreakTheProgram) {
+  const std::string mode = GetParam();
+  const std::string prefix = dir_ + "/r";
+  ProcessResult r = Under({"run", "-p", BuildDir() + "/probes/count_entries.cpb", "-o", prefix});
+  const std::string maps = ReadWholeFile(prefix + ".maps.txt");
+  std::smatch m;
+  const bool counted = std::regex_search(maps, m, std::regex(R"(@entries\[\d+\]: (\d+))"));
+  if (mode == "fork") {
+    // The child never ran CUDA; the parent's 2N launches all counted.
+    ASSERT_TRUE(counted) << maps;
+    EXPECT_EQ(std::stoull(m[1]), 2 * kN * kThreads) << maps;
+  } else if (mode == "contexts") {
+    // One context per process is instrumented: the first (used twice).
+    ASSERT_TRUE(counted) << maps;
+    EXPECT_EQ(std::stoull(m[1]), 2 * kN * kThreads) << maps;
+  } else if (mode == "reset") {
+    // The maps' context is destroyed after N launches: their last snapshot
+    // (N launches) stays; kernels after the reset run uninstrumented.
+    ASSERT_TRUE(counted) << maps;
+    EXPECT_EQ(std::stoull(m[1]), kN * kThreads) << maps << r.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Lifecycle,
+                         ::testing::Values("fork", "exit_thread", "reset", "contexts"));
+
+}  // namespace
+}  // namespace cuprobe::testing

@@ -1,0 +1,142 @@
+// lifecycle: process and context events that a tool injected into a CUDA
+// program must survive (tests/gpu/lifecycle_test.cc runs each mode natively,
+// under `cuprobe trace` and under `cuprobe run`, and compares).
+//
+//   lifecycle fork N          N launches, fork (the child exits with 3
+//                             through exit(), running atexit handlers), N more
+//   lifecycle exit_thread N   N launches, then a second thread calls exit(7)
+//                             while the main thread keeps launching
+//   lifecycle reset N         N launches, cudaDeviceReset, N more on new memory
+//   lifecycle contexts N      two contexts made with cuCtxCreate, N launches
+//                             in each, made current in turn
+//
+// Every mode checks its results and prints one line; the exit code is 0
+// (exit_thread: 7) when all went well.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+__global__ void bump(unsigned* counts, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) counts[i] += 1;
+}
+
+namespace {
+
+constexpr int kThreads = 4096;
+
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    cudaError_t err_ = (call);                                                            \
+    if (err_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "lifecycle: %s failed: %s\n", #call, cudaGetErrorString(err_)); \
+      std::exit(2);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+#define CU_CHECK(call)                                                 \
+  do {                                                                 \
+    CUresult r_ = (call);                                              \
+    if (r_ != CUDA_SUCCESS) {                                          \
+      std::fprintf(stderr, "lifecycle: %s failed: %d\n", #call, r_); \
+      std::exit(2);                                                    \
+    }                                                                  \
+  } while (0)
+
+// N launches of bump on fresh memory; returns false unless every count is N.
+bool Launches(int n) {
+  unsigned* d = nullptr;
+  CHECK(cudaMalloc(&d, kThreads * sizeof(unsigned)));
+  CHECK(cudaMemset(d, 0, kThreads * sizeof(unsigned)));
+  for (int i = 0; i < n; ++i) bump<<<kThreads / 256, 256>>>(d, kThreads);
+  CHECK(cudaGetLastError());
+  std::vector<unsigned> h(kThreads);
+  CHECK(cudaMemcpy(h.data(), d, kThreads * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  CHECK(cudaFree(d));
+  for (unsigned v : h) {
+    if (v != static_cast<unsigned>(n)) return false;
+  }
+  return true;
+}
+
+int Fork(int n) {
+  bool ok = Launches(n);
+  std::fflush(stdout);
+  pid_t child = ::fork();
+  if (child == 0) std::exit(3);  // no CUDA in the child; atexit handlers run
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ok = Launches(n) && ok;
+  const int child_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::printf("lifecycle fork: %s launches=%d child_exit=%d\n", ok ? "OK" : "WRONG", 2 * n,
+              child_code);
+  return ok && child_code == 3 ? 0 : 1;
+}
+
+int ExitFromThread(int n) {
+  if (!Launches(n)) return 1;
+  std::printf("lifecycle exit_thread: OK launches=%d, exiting from a second thread\n", n);
+  std::fflush(stdout);
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::exit(7);
+  }).detach();
+  // Keeps launching until the process ends; errors after exit() began are
+  // the runtime shutting down and are not reported.
+  unsigned* d = nullptr;
+  if (cudaMalloc(&d, kThreads * sizeof(unsigned)) != cudaSuccess) ::pause();
+  for (;;) {
+    bump<<<kThreads / 256, 256>>>(d, kThreads);
+    if (cudaDeviceSynchronize() != cudaSuccess) ::pause();
+  }
+}
+
+int Reset(int n) {
+  bool ok = Launches(n);
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaDeviceReset());
+  ok = Launches(n) && ok;
+  std::printf("lifecycle reset: %s launches=%d\n", ok ? "OK" : "WRONG", 2 * n);
+  return ok ? 0 : 1;
+}
+
+int Contexts(int n) {
+  CU_CHECK(cuInit(0));
+  CUdevice dev = 0;
+  CU_CHECK(cuDeviceGet(&dev, 0));
+  CUcontext a = nullptr, b = nullptr;
+  CU_CHECK(cuCtxCreate(&a, nullptr, 0, dev));
+  CU_CHECK(cuCtxCreate(&b, nullptr, 0, dev));
+  bool ok = true;
+  for (CUcontext c : {a, b, a}) {
+    CU_CHECK(cuCtxSetCurrent(c));
+    ok = Launches(n) && ok;
+  }
+  CU_CHECK(cuCtxSetCurrent(nullptr));
+  CU_CHECK(cuCtxDestroy(a));
+  CU_CHECK(cuCtxDestroy(b));
+  std::printf("lifecycle contexts: %s launches=%d contexts=2\n", ok ? "OK" : "WRONG", 3 * n);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  const int n = argc > 2 ? std::atoi(argv[2]) : 10;
+  if (n <= 0) return 64;
+  if (std::strcmp(mode, "fork") == 0) return Fork(n);
+  if (std::strcmp(mode, "exit_thread") == 0) return ExitFromThread(n);
+  if (std::strcmp(mode, "reset") == 0) return Reset(n);
+  if (std::strcmp(mode, "contexts") == 0) return Contexts(n);
+  std::fprintf(stderr, "usage: lifecycle fork|exit_thread|reset|contexts [N]\n");
+  return 64;
+}
