@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loader/child_process.h"
+#include "maps/map_print.h"
 #include "maps/segment.h"
 #include "maps/trace_chrome.h"
 #include "maps/trace_data.h"
@@ -220,6 +221,10 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
     switch (f) {
       case ReportFormat::kTable: {
         std::string text = FormatSummaryText(summary);
+        if (!summary.latency_log2.empty()) {
+          absl::StrAppend(&text, "\nCUDA launch latency histogram (ns, every kernel):\n",
+                          FormatLog2Histogram(summary.latency_log2));
+        }
         std::fputs(text.c_str(), stderr);
         s = WriteFile(path, text);
         break;

@@ -115,6 +115,25 @@ std::vector<std::vector<std::string>> KernelCells(absl::Span<const KernelSummary
   return cells;
 }
 
+constexpr Column kLatencyColumns[] = {
+    {"Kernels", true}, {"Avg (ns)", true}, {"Med (ns)", true}, {"Min (ns)", true},
+    {"P99 (ns)", true}, {"Max (ns)", true}, {"Name", false},
+};
+
+std::vector<std::vector<std::string>> LatencyCells(absl::Span<const LatencySummaryRow> rows) {
+  std::vector<std::vector<std::string>> cells;
+  cells.reserve(rows.size());
+  for (const auto& r : rows) {
+    cells.push_back({absl::StrCat(r.latency.count), OneDecimal(r.latency.avg_ns),
+                     OneDecimal(r.latency.median_ns), absl::StrCat(r.latency.min_ns),
+                     absl::StrCat(r.p99_ns), absl::StrCat(r.latency.max_ns), r.name});
+  }
+  return cells;
+}
+
+// Bucket of v in bpftrace's log2 histogram: 0 -> 0, [2^(b-1), 2^b) -> b.
+size_t Log2Bucket(uint64_t v) { return v == 0 ? 0 : 64 - static_cast<size_t>(__builtin_clzll(v)); }
+
 constexpr Column kLaunchColumns[] = {
     {"Calls", true},        {"Errors", true},   {"Total API Time (ns)", true},
     {"Avg API (ns)", true}, {"Min (ns)", true}, {"Max (ns)", true},
@@ -453,6 +472,42 @@ TraceSummary Summarize(const TraceData& data) {
     summary.memset.push_back(mem_row(kMemsetOperationName, memsets, totals.memset_ns));
   }
 
+  // Launch latency: each kernel against the launch call of its correlation id.
+  absl::flat_hash_map<uint32_t, uint64_t> launch_start;  // correlation id -> API start
+  for (const LaunchRecord& l : data.launches()) {
+    if (l.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)) continue;
+    launch_start.emplace(l.correlation_id, l.api_start_ns);
+  }
+  absl::flat_hash_map<std::string_view, Group> latencies;
+  for (const KernelRecord& k : data.kernels()) {
+    auto it = launch_start.find(k.correlation_id);
+    if (it == launch_start.end() || k.graph_node_id != 0) continue;
+    const uint64_t d = DurationNs(it->second, k.start_ns);
+    latencies[data.Name(k.name_id)].durations.push_back(d);
+    const size_t b = Log2Bucket(d);
+    if (summary.latency_log2.size() <= b) summary.latency_log2.resize(b + 1);
+    ++summary.latency_log2[b];
+  }
+  for (auto& [raw, group] : latencies) {
+    LatencySummaryRow row;
+    row.raw_name = std::string(raw);
+    row.name = DemangleKernelName(raw);
+    row.latency = ComputeDurationStats(group.durations);
+    std::vector<uint64_t>& v = group.durations;
+    const size_t rank = (v.size() * 99 + 99) / 100;  // nearest rank, 1-based
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(rank - 1), v.end());
+    row.p99_ns = v[rank - 1];
+    summary.latency.push_back(std::move(row));
+  }
+  std::sort(summary.latency.begin(), summary.latency.end(),
+            [](const LatencySummaryRow& a, const LatencySummaryRow& b) {
+              if (a.latency.median_ns != b.latency.median_ns) {
+                return a.latency.median_ns > b.latency.median_ns;
+              }
+              if (a.name != b.name) return a.name < b.name;
+              return a.raw_name < b.raw_name;
+            });
+
   totals.processes = data.processes().size();
   totals.names = data.name_count();
   totals.span_ns = totals.last_ns - totals.first_ns;
@@ -470,6 +525,10 @@ std::string FormatLaunchSummaryTable(absl::Span<const LaunchSummaryRow> rows) {
 
 std::string FormatMemOpSummaryTable(absl::Span<const MemOpSummaryRow> rows) {
   return RenderTable(kMemOpColumns, MemOpCells(rows));
+}
+
+std::string FormatLatencySummaryTable(absl::Span<const LatencySummaryRow> rows) {
+  return RenderTable(kLatencyColumns, LatencyCells(rows));
 }
 
 std::string FormatKernelSummaryCsv(absl::Span<const KernelSummaryRow> rows) {
@@ -504,6 +563,8 @@ std::string FormatSummaryText(const TraceSummary& summary) {
           FormatMemOpSummaryTable(summary.memcpy));
   section("CUDA GPU memset summary", summary.memset.empty(),
           FormatMemOpSummaryTable(summary.memset));
+  section("CUDA launch latency (launch call on the CPU to kernel start on the GPU)",
+          summary.latency.empty(), FormatLatencySummaryTable(summary.latency));
   absl::StrAppend(&out, "Totals: ", t.kernels, " kernels (", t.kernel_ns, " ns), ", t.launches,
                   " launches (", t.launch_errors, " failed), ", t.memcpys, " memcpys (",
                   t.memcpy_bytes, " bytes, ", t.memcpy_ns, " ns), ", t.memsets, " memsets (",
@@ -538,6 +599,13 @@ std::string FormatSummaryJson(const TraceSummary& summary) {
               [&out](const MemOpSummaryRow& r) { AppendMemOpRow(&out, r); });
   AppendArray(&out, "memset", summary.memset,
               [&out](const MemOpSummaryRow& r) { AppendMemOpRow(&out, r); });
+  AppendArray(&out, "launch_latency", summary.latency, [&out](const LatencySummaryRow& r) {
+    AppendStringField(&out, "name", r.name, /*first=*/true);
+    AppendStringField(&out, "raw_name", r.raw_name);
+    AppendField(&out, "kernels", r.latency.count);
+    AppendStats(&out, r.latency, "_ns");
+    AppendField(&out, "p99_ns", r.p99_ns);
+  });
   const TraceTotals& t = summary.totals;
   out += "  \"totals\":{";
   AppendField(&out, "kernels", t.kernels, /*first=*/true);

@@ -96,6 +96,18 @@ struct MemOpSummaryRow {
   DurationStats time;       // time.count = operations
 };
 
+// Launch latency per kernel name: from the launch call on the CPU (API
+// start) to the kernel's start on the GPU, for kernels whose launch record
+// is in the trace (matched by correlation id). CUPTI puts both timestamps on
+// one clock, so no calibration is left to do. Graph launches are not
+// matched (one call starts many kernels).
+struct LatencySummaryRow {
+  std::string name;
+  std::string raw_name;
+  DurationStats latency;  // latency.count = matched kernels
+  uint64_t p99_ns = 0;    // nearest-rank 99th percentile
+};
+
 struct TraceTotals {
   uint64_t kernels = 0;
   uint64_t kernel_ns = 0;
@@ -123,6 +135,12 @@ struct TraceSummary {
   std::vector<LaunchSummaryRow> launches;
   std::vector<MemOpSummaryRow> memcpy;
   std::vector<MemOpSummaryRow> memset;
+  // Sorted by median latency, longest first; ties by name.
+  std::vector<LatencySummaryRow> latency;
+  // Every matched kernel's latency in log2 buckets (bucket b holds
+  // [2^(b-1), 2^b); 0 holds 0), as bpftrace's hist() (FormatLog2Histogram
+  // of maps/map_print.h prints it).
+  std::vector<uint64_t> latency_log2;
   TraceTotals totals;
   TraceCounters counters;  // dropped / invalid / unknown records
 };
@@ -133,6 +151,7 @@ struct TraceSummary {
 [[nodiscard]] std::string FormatKernelSummaryTable(absl::Span<const KernelSummaryRow> rows);
 [[nodiscard]] std::string FormatLaunchSummaryTable(absl::Span<const LaunchSummaryRow> rows);
 [[nodiscard]] std::string FormatMemOpSummaryTable(absl::Span<const MemOpSummaryRow> rows);
+[[nodiscard]] std::string FormatLatencySummaryTable(absl::Span<const LatencySummaryRow> rows);
 // All tables with titles, totals, and a warning line when records were
 // dropped, invalid or of unknown type.
 [[nodiscard]] std::string FormatSummaryText(const TraceSummary& summary);

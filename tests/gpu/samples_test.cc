@@ -353,5 +353,31 @@ TEST_F(Samples, WarpOccupancyCountsEveryWarp) {
   }
 }
 
+// launchlate: the launch-latency table and histogram of `cuprobe trace`
+// (CPU launch call to GPU kernel start, both on CUPTI's clock): every one of
+// the 50 vec_add launches is matched to its kernel, and the latencies are
+// ordered (min <= median <= p99 <= max, min above zero).
+TEST_F(Samples, LaunchlateMatchesEveryLaunchToItsKernel) {
+  const std::string prefix = dir_ + "/launchlate";
+  ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format", "table,json", "--",
+                                SamplePath("vec_add"), "65536", "50"},
+                               {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("CUDA launch latency histogram (ns, every kernel):")) << r.err;
+  const std::string json = ReadWholeFile(prefix + ".json");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      json, m,
+      std::regex(R"re(\{"name":"vec_add[^"]*","raw_name":"[^"]*","kernels":(\d+),"total_ns":\d+,"avg_ns":[\d.]+,"median_ns":([\d.]+),"min_ns":(\d+),"max_ns":(\d+),"stddev_ns":[\d.]+,"p99_ns":(\d+)\})re")))
+      << json;
+  EXPECT_EQ(std::stoul(m[1]), 50u);
+  const double median = std::stod(m[2]);
+  const uint64_t min = std::stoull(m[3]), max = std::stoull(m[4]), p99 = std::stoull(m[5]);
+  EXPECT_GT(min, 0u);
+  EXPECT_LE(static_cast<double>(min), median);
+  EXPECT_LE(median, static_cast<double>(p99));
+  EXPECT_LE(p99, max);
+}
+
 }  // namespace
 }  // namespace cuprobe::testing

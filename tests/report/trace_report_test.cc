@@ -687,7 +687,12 @@ TEST(FormatTest, SummaryJsonGoldenAndParses) {
   ASSERT_TRUE(WriteFile(path, json).ok());
   const std::string script = std::string(kJsonLoad) + R"PY(
 j = json.load(open(sys.argv[1], encoding='utf-8'))
-assert set(j) == {"version", "kernels", "launches", "memcpy", "memset", "totals", "dropped"}, j.keys()
+assert set(j) == {"version", "kernels", "launches", "memcpy", "memset", "launch_latency", "totals",
+                  "dropped"}, j.keys()
+lat = {r["raw_name"]: r for r in j["launch_latency"]}
+assert lat["_Z7vec_addPKfS0_Pfi"]["kernels"] == 4
+assert lat["_Z7vec_addPKfS0_Pfi"]["median_ns"] == 5250.0
+assert lat["_Z7vec_addPKfS0_Pfi"]["p99_ns"] == 9000
 k = {r["raw_name"]: r for r in j["kernels"]}
 assert k["_Z7vec_addPKfS0_Pfi"]["instances"] == 4
 assert k["_Z7vec_addPKfS0_Pfi"]["median_ns"] == 250.0
@@ -865,6 +870,54 @@ TEST(WriteFileTest, WritesAndTruncates) {
   ASSERT_TRUE(WriteFile(path, "short").ok());
   EXPECT_EQ(testing::ReadWholeFile(path), "short");
   ::unlink(path.c_str());
+}
+
+// Launch latency: kernel start minus the API start of the launch with the
+// same correlation id; graph kernels and kernels without a launch record are
+// left out; p99 is the nearest rank.
+TEST(LaunchLatency, MatchesByCorrelationAndRanksP99) {
+  TraceData data;
+  data.AddName(1, "_Z1kv");
+  for (uint32_t i = 1; i <= 100; ++i) {
+    LaunchRecord l = {};
+    l.correlation_id = i;
+    l.name_id = 1;
+    l.api_start_ns = 1000 * i;
+    l.api_end_ns = 1000 * i + 10;
+    data.AddLaunch(l);
+    KernelRecord k = {};
+    k.correlation_id = i;
+    k.name_id = 1;
+    k.start_ns = 1000 * i + 100 * i;  // latency 100 * i: 100 .. 10,000
+    k.end_ns = k.start_ns + 50;
+    data.AddKernel(k);
+  }
+  KernelRecord orphan = {};  // no launch record
+  orphan.correlation_id = 500;
+  orphan.name_id = 1;
+  orphan.start_ns = 5;
+  data.AddKernel(orphan);
+  KernelRecord graph = {};  // launched from a graph
+  graph.correlation_id = 7;
+  graph.name_id = 1;
+  graph.graph_node_id = 9;
+  graph.start_ns = 1;
+  data.AddKernel(graph);
+  TraceSummary s = Summarize(data);
+  ASSERT_EQ(s.latency.size(), 1u);
+  EXPECT_EQ(s.latency[0].name, "k()");
+  EXPECT_EQ(s.latency[0].latency.count, 100u);
+  EXPECT_EQ(s.latency[0].latency.min_ns, 100u);
+  EXPECT_EQ(s.latency[0].latency.max_ns, 10000u);
+  EXPECT_EQ(s.latency[0].latency.median_ns, 5050.0);
+  EXPECT_EQ(s.latency[0].p99_ns, 9900u);
+  // log2 buckets: 100 -> [64, 128) = bucket 7; 10,000 -> [8192, 16384) = 14.
+  ASSERT_EQ(s.latency_log2.size(), 15u);
+  uint64_t total = 0;
+  for (uint64_t c : s.latency_log2) total += c;
+  EXPECT_EQ(total, 100u);
+  EXPECT_EQ(s.latency_log2[7], 1u);
+  EXPECT_EQ(s.latency_log2[14], 19u);  // 8200 .. 10,000
 }
 
 }  // namespace
