@@ -7,6 +7,8 @@
 // must be the native ones, with no hang, and the counts exact where the
 // design says they are. Skips without a GPU.
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <string>
 #include <vector>
@@ -100,6 +102,50 @@ TEST_P(Lifecycle, ProbesNeverBreakTheProgram) {
     ASSERT_TRUE(counted) << maps;
     EXPECT_EQ(std::stoull(m[1]), kN * kThreads) << maps << r.err;
   }
+}
+
+// 16 threads launching on 16 streams for a minute (CUPROBE_STRESS_SECONDS),
+// traced and with a counting probe in every kernel: the trace counts every
+// launch the program made, no record is dropped, and the probe counts every
+// thread of every kernel.
+TEST(Stress, SixteenThreadsForAMinuteTracedAndProbedExactly) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+  int seconds = 60;
+  if (const char* s = std::getenv("CUPROBE_STRESS_SECONDS")) seconds = std::atoi(s);
+  char tmpl[] = "/tmp/cuprobe-stress-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string prefix = std::string(tmpl) + "/s";
+  ProcessResult r = RunProcess(
+      {Cuprobe(), "run", "-p", BuildDir() + "/probes/count_entries.cpb", "--quiet", "-o", prefix,
+       "--format", "table,json", "--", SamplePath("multistream"), "16", "256",
+       std::to_string(seconds)},
+      {}, seconds + 180);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(work=(\d+) tail=16)"))) << r.out;
+  const uint64_t work = std::stoull(m[1]);
+  EXPECT_GT(work, 16u * 256u);
+  const std::string json = ReadWholeFile(prefix + ".json");
+  auto instances = [&](const std::string& kernel) -> uint64_t {
+    std::smatch k;
+    std::regex row("\"name\":\"" + kernel +
+                   R"re(\([^"]*\)","raw_name":"[^"]*","time_percent":[\d.]+,"instances":(\d+))re");
+    return std::regex_search(json, k, row) ? std::stoull(k[1]) : 0;
+  };
+  EXPECT_EQ(instances("work"), work) << "every launch traced";
+  EXPECT_EQ(instances("tail"), 16u);
+  EXPECT_THAT(json, HasSubstr("\"dropped_records\":0,")) << "no record lost below capacity";
+  uint64_t entries = 0;
+  const std::string maps = ReadWholeFile(prefix + ".maps.txt");
+  std::regex line(R"(@entries\[\d+\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    entries += std::stoull((*it)[1].str());
+  }
+  EXPECT_EQ(entries, work * 1024 + 16) << maps;
+  std::printf("stress: %d s, %llu work launches traced and probed exactly\n", seconds,
+              static_cast<unsigned long long>(work));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Lifecycle,
