@@ -484,9 +484,9 @@ TraceSummary Summarize(const TraceData& data) {
     if (it == launch_start.end() || k.graph_node_id != 0) continue;
     const uint64_t d = DurationNs(it->second, k.start_ns);
     latencies[data.Name(k.name_id)].durations.push_back(d);
-    const size_t b = Log2Bucket(d);
-    if (summary.latency_log2.size() <= b) summary.latency_log2.resize(b + 1);
-    ++summary.latency_log2[b];
+    // All 65 buckets: the last one printed is then never read as "and above".
+    if (summary.latency_log2.empty()) summary.latency_log2.resize(65);
+    ++summary.latency_log2[Log2Bucket(d)];
   }
   for (auto& [raw, group] : latencies) {
     LatencySummaryRow row;

@@ -1,12 +1,14 @@
 // multistream: 4 host threads, each launching on its own stream, with known
 // launch counts, then a clean exit while nothing is left running.
 //
-//   multistream [threads] [launches-per-thread] [seconds]   (defaults: 4, 50, 0)
+//   multistream [threads] [launches-per-thread] [seconds] [pause-ms]
+//                                                (defaults: 4, 50, 0, 0)
 //
 // Each thread launches `work` N times and `tail` once and checks its result,
 // so a tracer must count exactly threads*N `work` and `threads` `tail`. With
 // seconds > 0 each thread launches `work` in batches of N until that much
-// time has passed, and the line printed at the end gives the total.
+// time has passed (sleeping pause-ms after each batch), and the line
+// printed at the end gives the total.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -24,7 +26,7 @@ __global__ void tail(unsigned long long* counter, unsigned long long* out) { *ou
 
 // Launches `work` `launches` times (in batches of `launches` for `seconds`
 // when seconds > 0), then `tail`; *launched: how many `work`s.
-int RunThread(int id, int launches, int seconds, long long* launched) {
+int RunThread(int id, int launches, int seconds, int pause_ms, long long* launched) {
   cudaStream_t stream;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return 1;
   unsigned long long *counter = nullptr, *out = nullptr;
@@ -39,6 +41,7 @@ int RunThread(int id, int launches, int seconds, long long* launched) {
     total += launches;
     // Keeps at most a few batches in flight, so the end is on time.
     if (seconds > 0) cudaStreamSynchronize(stream);
+    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   } while (seconds > 0 && std::chrono::steady_clock::now() < deadline);
   *launched = total;
   tail<<<1, 1, 0, stream>>>(counter, out);
@@ -59,8 +62,10 @@ int main(int argc, char** argv) {
   int threads = argc > 1 ? std::atoi(argv[1]) : 4;
   int launches = argc > 2 ? std::atoi(argv[2]) : 50;
   int seconds = argc > 3 ? std::atoi(argv[3]) : 0;
-  if (threads <= 0 || launches <= 0 || seconds < 0) {
-    std::fprintf(stderr, "usage: multistream [threads > 0] [launches > 0] [seconds >= 0]\n");
+  int pause_ms = argc > 4 ? std::atoi(argv[4]) : 0;
+  if (threads <= 0 || launches <= 0 || seconds < 0 || pause_ms < 0) {
+    std::fprintf(stderr,
+                 "usage: multistream [threads > 0] [launches > 0] [seconds >= 0] [pause-ms >= 0]\n");
     return 64;
   }
   if (cudaFree(nullptr) != cudaSuccess) {  // initialize CUDA before the threads race
@@ -71,7 +76,7 @@ int main(int argc, char** argv) {
   std::vector<long long> launched(threads, 0);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] { results[t] = RunThread(t, launches, seconds, &launched[t]); });
+    pool.emplace_back([&, t] { results[t] = RunThread(t, launches, seconds, pause_ms, &launched[t]); });
   }
   for (auto& t : pool) t.join();
   for (int r : results) {

@@ -106,9 +106,9 @@ TEST_F(Trace, FourThreadsFourStreamsExactCounts) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("multistream: OK threads=4 launches=50 work=200 tail=4"));
   Summary s = ReadSummary(prefix + ".json");
-  EXPECT_EQ(s.kernels["work(int*, int)"], 200);
-  EXPECT_EQ(s.kernels["tail(int*, int*)"], 4);
-  EXPECT_EQ(s.launches["work(int*, int)"], 200);
+  EXPECT_EQ(s.kernels["work(unsigned long long*, int)"], 200);
+  EXPECT_EQ(s.kernels["tail(unsigned long long*, unsigned long long*)"], 4);
+  EXPECT_EQ(s.launches["work(unsigned long long*, int)"], 200);
   EXPECT_EQ(s.memset["[CUDA memset]"], 4);
 }
 
@@ -181,7 +181,8 @@ TEST_F(Trace, ExitStress) {
               r.out.find("work=40 tail=4") != std::string::npos;
     if (ok) {
       Summary s = ReadSummary(prefix + ".json");
-      ok = s.kernels["work(int*, int)"] == 40 && s.kernels["tail(int*, int*)"] == 4;
+      ok = s.kernels["work(unsigned long long*, int)"] == 40 &&
+           s.kernels["tail(unsigned long long*, unsigned long long*)"] == 4;
     }
     if (!ok) {
       ++failures;
