@@ -61,6 +61,10 @@ OPTIONS
                             csv     PREFIX.csv: kernel summary as CSV
                             chrome  PREFIX.trace.json: a timeline for Perfetto
                                     (ui.perfetto.dev) or chrome://tracing
+                            prom    PREFIX.prom: Prometheus text exposition,
+                                    labelled host, rank (RANK, SLURM_PROCID,
+                                    OMPI_COMM_WORLD_RANK) and pid, for
+                                    collecting many ranks and machines
   -t, --trace LIST        what to trace, comma-separated (default: all):
                             launches  every launch call on the CPU: API time,
                                       grid, block, shared memory, stream
@@ -259,9 +263,11 @@ absl::StatusOr<std::vector<ReportFormat>> ParseFormats(std::string_view list) {
       formats.push_back(ReportFormat::kCsv);
     } else if (f == "chrome" || f == "perfetto") {
       formats.push_back(ReportFormat::kChrome);
+    } else if (f == "prom" || f == "prometheus") {
+      formats.push_back(ReportFormat::kPrometheus);
     } else {
       return Invalid(absl::StrCat("unknown report format '", f,
-                                  "' (expected table, json, csv, chrome)"),
+                                  "' (expected table, json, csv, chrome, prom)"),
                      "trace");
     }
   }
@@ -757,6 +763,7 @@ std::string_view ReportFormatName(ReportFormat format) {
     case ReportFormat::kJson: return "json";
     case ReportFormat::kCsv: return "csv";
     case ReportFormat::kChrome: return "chrome";
+    case ReportFormat::kPrometheus: return "prom";
   }
   return "?";
 }

@@ -23,7 +23,7 @@ enum class Command {
   kHelp, kVersion, kTrace, kRun, kAttach, kInspect, kCompile, kInstrument, kMaps
 };
 
-enum class ReportFormat { kTable, kJson, kCsv, kChrome };
+enum class ReportFormat { kTable, kJson, kCsv, kChrome, kPrometheus };
 
 struct TraceOptions {
   std::string output = "cuprobe-report";  // prefix of the report files

@@ -54,12 +54,33 @@ absl::Status CheckWritable(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The labels every Prometheus sample of this run carries: the host, the
+// rank of a distributed job (from the launcher's environment, when set) and
+// the traced process (when there is exactly one).
+std::vector<std::pair<std::string, std::string>> PrometheusLabels(const TraceData& data) {
+  std::vector<std::pair<std::string, std::string>> labels;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) labels.emplace_back("host", host);
+  for (const char* var : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') {
+      labels.emplace_back("rank", v);
+      break;
+    }
+  }
+  if (data.processes().size() == 1) {
+    labels.emplace_back("pid", absl::StrCat(data.processes()[0].pid));
+  }
+  return labels;
+}
+
 std::string ReportPath(const TraceOptions& o, ReportFormat f) {
   switch (f) {
     case ReportFormat::kTable: return o.output + ".txt";
     case ReportFormat::kJson: return o.output + ".json";
     case ReportFormat::kCsv: return o.output + ".csv";
     case ReportFormat::kChrome: return o.output + ".trace.json";
+    case ReportFormat::kPrometheus: return o.output + ".prom";
   }
   return o.output;
 }
@@ -237,6 +258,9 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
         break;
       case ReportFormat::kChrome:
         s = WriteFile(path, FormatChromeTrace(data));
+        break;
+      case ReportFormat::kPrometheus:
+        s = WriteFile(path, FormatPrometheus(summary, PrometheusLabels(data)));
         break;
     }
     if (s.ok()) {

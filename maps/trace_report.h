@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -155,6 +156,16 @@ struct TraceSummary {
 // All tables with titles, totals, and a warning line when records were
 // dropped, invalid or of unknown type.
 [[nodiscard]] std::string FormatSummaryText(const TraceSummary& summary);
+
+// The Prometheus text exposition format (version 0.0.4) of a summary, for
+// aggregation across ranks and machines: every sample carries `labels`
+// (e.g. {"host", "node7"}, {"rank", "3"}, {"pid", "4242"}) plus its own
+// (kernel, kind, quantile). Counters for kernel instances and GPU seconds,
+// launch calls and errors, memcpy/memset bytes and seconds, dropped records;
+// a summary (quantiles 0.5 and 0.99, _sum, _count) for launch latency.
+// Label values are escaped (\\, \", \n); names are sorted by the summary.
+[[nodiscard]] std::string FormatPrometheus(
+    const TraceSummary& summary, absl::Span<const std::pair<std::string, std::string>> labels);
 
 // CSV (RFC 4180): a header row, then one row per line ("\n"); a field with a
 // comma, quote, CR or LF is quoted, with quotes doubled. Same columns and

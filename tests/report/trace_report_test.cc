@@ -13,11 +13,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -667,6 +669,36 @@ TEST(FormatTest, SummaryTextGolden) {
   TraceData data = MakeFixture();
   data.AddDropped(3);
   ExpectGolden("summary.txt", FormatSummaryText(Summarize(data)));
+}
+
+// The Prometheus exposition: golden, and every sample line is
+// `name{labels} value` with labels escaped (the fixture has a kernel name
+// with a quote and a comma).
+TEST(FormatTest, PrometheusGoldenAndWellFormed) {
+  TraceData data = MakeFixture();
+  data.AddDropped(3);
+  const std::string text = FormatPrometheus(
+      Summarize(data), {{"host", "node7"}, {"rank", "3"}, {"job", "a\\b\"c"}});
+  ExpectGolden("metrics.prom", text);
+  std::regex sample(
+      R"re(^[a-zA-Z_:][a-zA-Z0-9_:]*\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*)\} -?[0-9.]+(e[+-]?[0-9]+)?$)re");
+  int samples = 0;
+  for (std::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#') {
+      EXPECT_TRUE(absl::StartsWith(line, "# HELP cuprobe_") || absl::StartsWith(line, "# TYPE cuprobe_"))
+          << line;
+      continue;
+    }
+    ++samples;
+    EXPECT_TRUE(std::regex_match(std::string(line), sample)) << line;
+    EXPECT_THAT(std::string(line), HasSubstr("host=\"node7\",rank=\"3\",job=\"a\\\\b\\\"c\""));
+  }
+  EXPECT_GT(samples, 20);
+  EXPECT_THAT(text, HasSubstr("cuprobe_kernel_instances_total{host=\"node7\",rank=\"3\","
+                              "job=\"a\\\\b\\\"c\",kernel=\"vec_add(float const*, float const*, "
+                              "float*, int)\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("cuprobe_trace_records_dropped_total{host=\"node7\",rank=\"3\","
+                              "job=\"a\\\\b\\\"c\"} 3\n"));
 }
 
 TEST(FormatTest, CsvGolden) {
