@@ -375,6 +375,16 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
           patcher_->OnModuleApi(cbid, data);
         } else if (images_ != nullptr) {
           images_->OnModuleApi(cbid, data);
+          if (attach_ != nullptr && data != nullptr && data->callbackSite == CUPTI_API_EXIT &&
+              data->functionParams != nullptr) {
+            if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload) {
+              attach_->OnModuleUnloaded(
+                  static_cast<const cuLibraryUnload_params*>(data->functionParams)->library);
+            } else if (cbid == CUPTI_DRIVER_TRACE_CBID_cuModuleUnload) {
+              attach_->OnModuleUnloaded(
+                  static_cast<const cuModuleUnload_params*>(data->functionParams)->hmod);
+            }
+          }
         }
       }
       break;
@@ -391,6 +401,7 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         // and their memory freed while it still exists.
         auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
         if (device_maps_ != nullptr && r != nullptr) device_maps_->OnContextDestroying(r->context);
+        if (attach_ != nullptr && r != nullptr) attach_->OnContextDestroying(r->context);
         // Publish what the context produced while it still exists.
         if (watcher_ != nullptr) watcher_->Poke();
       }

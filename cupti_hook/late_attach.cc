@@ -1,6 +1,5 @@
 #include "cupti_hook/late_attach.h"
 
-#include <dlfcn.h>
 #include <signal.h>
 
 #include <cerrno>
@@ -32,12 +31,19 @@ struct ImageRegistry::Kept {
 
 namespace {
 
-// True when `p` lies in a loaded ELF object (the executable or a shared
-// library): the CUDA runtime's fatbins live there for as long as their
-// modules are loaded, so a pointer is enough.
-bool InLoadedObject(const void* p) {
-  Dl_info info = {};
-  return ::dladdr(p, &info) != 0 && info.dli_fname != nullptr;
+// The CUDA runtime hands cuLibraryLoadData the fatbin wrapper it registered
+// (__cudaRegisterFatBinary): both live in the program's executable or
+// shared library (.nvFatBinSegment, .nv_fatbin) for as long as the module
+// is loaded, so the fatbin the wrapper points to is kept by pointer.
+// Anything else (Triton's cubins, NVRTC's PTX, cuModuleLoadData of a
+// buffer) may be freed once the load returns and is copied. No loader call
+// (dladdr) is made here: it would take glibc's loader lock inside a CUDA
+// callback.
+const void* StaticFatbin(const void* image) {
+  FatbinWrapper w;
+  std::memcpy(&w, image, sizeof(w));
+  if (static_cast<uint32_t>(w.magic) != kFatbinWrapperMagic || w.data == nullptr) return nullptr;
+  return w.data;
 }
 
 }  // namespace
@@ -71,8 +77,8 @@ void ImageRegistry::OnModuleApi(CUpti_CallbackId cbid, const CUpti_CallbackData*
     if (file != nullptr && *file != nullptr) {
       kept->source.path = *file;
     } else if (live != nullptr && *live != nullptr) {
-      if (InLoadedObject(*live)) {
-        kept->source.live = *live;
+      if (const void* fatbin = StaticFatbin(*live); fatbin != nullptr) {
+        kept->source.live = fatbin;
       } else {
         // A buffer of the program's (Triton's cubins, NVRTC's PTX): it may be
         // freed once the load returns, so keep a copy of what the driver reads.
@@ -92,18 +98,29 @@ void ImageRegistry::OnModuleApi(CUpti_CallbackId cbid, const CUpti_CallbackData*
     *data->correlationData = reinterpret_cast<uint64_t>(kept.release());
     return;
   }
-  if (data->correlationData == nullptr || *data->correlationData == 0) return;
-  std::shared_ptr<Kept> kept(reinterpret_cast<Kept*>(*data->correlationData));
-  *data->correlationData = 0;
+  std::shared_ptr<Kept> kept;
+  if (data->correlationData != nullptr && *data->correlationData != 0) {
+    kept.reset(reinterpret_cast<Kept*>(*data->correlationData));
+    *data->correlationData = 0;
+  }
   const bool ok = data->functionReturnValue != nullptr &&
                   *static_cast<const CUresult*>(data->functionReturnValue) == CUDA_SUCCESS;
-  void* handle = LoadedHandle(cbid, params);
-  if (!ok || handle == nullptr) {
-    copied_bytes_.fetch_sub(kept->counted, std::memory_order_relaxed);
+  void* handle = ok ? LoadedHandle(cbid, params) : nullptr;
+  if (handle == nullptr) {
+    if (kept != nullptr) copied_bytes_.fetch_sub(kept->counted, std::memory_order_relaxed);
     return;
   }
+  std::shared_ptr<Kept> stale;  // a handle the driver reused: freed after the lock
   absl::MutexLock lock(&mu_);
-  by_handle_[handle] = std::move(kept);
+  auto it = by_handle_.find(handle);
+  if (it != by_handle_.end()) {
+    stale = std::move(it->second);
+    copied_bytes_.fetch_sub(stale->counted, std::memory_order_relaxed);
+    by_handle_.erase(it);
+  }
+  // An image that was not kept leaves no entry: the handle's old image
+  // (a module unloaded without our seeing it) must not stand in for it.
+  if (kept != nullptr) by_handle_[handle] = std::move(kept);
 }
 
 std::shared_ptr<const ImageSource> ImageRegistry::Find(const void* handle) const {
@@ -121,30 +138,6 @@ size_t ImageRegistry::size() const {
 
 // ---- LaunchRedirector -------------------------------------------------------
 
-namespace {
-
-// Where a launch API keeps its function; nullptr for graph launches.
-CUfunction* LaunchFunctionParam(CUpti_CallbackId cbid, void* params) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-      return &static_cast<cuLaunchKernel_params*>(params)->f;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      return &static_cast<cuLaunchKernel_ptsz_params*>(params)->f;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-      return &static_cast<cuLaunchKernelEx_params*>(params)->f;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      return &static_cast<cuLaunchKernelEx_ptsz_params*>(params)->f;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-      return &static_cast<cuLaunchCooperativeKernel_params*>(params)->f;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      return &static_cast<cuLaunchCooperativeKernel_ptsz_params*>(params)->f;
-    default:
-      return nullptr;
-  }
-}
-
-}  // namespace
-
 LaunchRedirector::LaunchRedirector(CuptiSeam& seam, const ImageRegistry& images,
                                    ImageInstrumenter& instrumenter, MapTableProvider& maps,
                                    ModuleGlobals globals)
@@ -154,71 +147,190 @@ LaunchRedirector::LaunchRedirector(CuptiSeam& seam, const ImageRegistry& images,
       maps_(maps),
       globals_(std::move(globals)) {}
 
-bool LaunchRedirector::Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  if (data == nullptr || data->functionParams == nullptr) return false;
+namespace {
+
+template <typename P>
+void ClassicShape(P* p, CUfunction** f, CUstream* stream, uint64_t* threads, uint64_t* shared) {
+  *f = &p->f;
+  *stream = p->hStream;
+  *threads = uint64_t{p->blockDimX} * p->blockDimY * p->blockDimZ;
+  *shared = p->sharedMemBytes;
+}
+
+template <typename P>
+void ExShape(P* p, CUfunction** f, CUstream* stream, uint64_t* threads, uint64_t* shared) {
+  *f = &p->f;
+  if (p->config == nullptr) return;
+  *stream = p->config->hStream;
+  *threads = uint64_t{p->config->blockDimX} * p->config->blockDimY * p->config->blockDimZ;
+  *shared = p->config->sharedMemBytes;
+}
+
+}  // namespace
+
+bool LaunchRedirector::ReadShape(CUpti_CallbackId cbid, const void* params, Shape* s) {
   // As for module loads (module_patcher.cc): the parameters are the driver's
   // own copy, and the driver launches what `f` holds after ENTER (DESIGN.md).
-  CUfunction* f = LaunchFunctionParam(cbid, const_cast<void*>(data->functionParams));
-  if (f == nullptr || *f == nullptr) return false;
-  CUfunction twin = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    twin = Resolve(data->context, *f);
-    if (twin != nullptr) contexts_.insert(data->context);
+  void* p = const_cast<void*>(params);
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      ClassicShape(static_cast<cuLaunchKernel_params*>(p), &s->function, &s->stream, &s->threads,
+                   &s->dynamic_shared);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      ClassicShape(static_cast<cuLaunchKernel_ptsz_params*>(p), &s->function, &s->stream,
+                   &s->threads, &s->dynamic_shared);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      ClassicShape(static_cast<cuLaunchCooperativeKernel_params*>(p), &s->function, &s->stream,
+                   &s->threads, &s->dynamic_shared);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      ClassicShape(static_cast<cuLaunchCooperativeKernel_ptsz_params*>(p), &s->function,
+                   &s->stream, &s->threads, &s->dynamic_shared);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      ExShape(static_cast<cuLaunchKernelEx_params*>(p), &s->function, &s->stream, &s->threads,
+              &s->dynamic_shared);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      ExShape(static_cast<cuLaunchKernelEx_ptsz_params*>(p), &s->function, &s->stream,
+              &s->threads, &s->dynamic_shared);
+      return true;
+    default:
+      return false;
   }
-  if (twin == nullptr) return false;
-  *f = twin;
+}
+
+bool LaunchRedirector::Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (data == nullptr || data->functionParams == nullptr) return false;
+  Shape shape;
+  if (!ReadShape(cbid, data->functionParams, &shape) || shape.function == nullptr ||
+      *shape.function == nullptr) {
+    return false;
+  }
+  std::optional<Target> target = Resolve(data->context, *shape.function);
+  if (!target.has_value() || target->twin == nullptr) return false;
+  if (shape.threads > static_cast<uint64_t>(target->max_threads) ||
+      shape.dynamic_shared > static_cast<uint64_t>(target->max_dynamic_shared)) {
+    return false;  // the twin cannot take this launch (more registers, less shared memory)
+  }
+  // A launch into a capture would put the twin into the program's graph,
+  // which outlives a detach: leave captures alone.
+  absl::StatusOr<bool> capturing = seam_.StreamCapturing(shape.stream);
+  if (!capturing.ok() || *capturing) return false;
+  *shape.function = target->twin;
   launches_redirected_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-CUfunction LaunchRedirector::Resolve(CUcontext context, CUfunction function) {
-  auto known = targets_.find({context, function});
-  if (known != targets_.end()) return known->second;
-  CUfunction& target = targets_[{context, function}];
-  target = nullptr;
-
+std::optional<LaunchRedirector::Target> LaunchRedirector::Resolve(CUcontext context,
+                                                                  CUfunction function) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto known = targets_.find({context, function});
+    if (known != targets_.end()) return known->second;
+  }
   absl::StatusOr<FunctionOwner> owner = seam_.LaunchOwner(function);
   if (!owner.ok()) {
+    absl::MutexLock lock(&mu_);
     ++kernels_left_alone_;
-    CUPROBE_LOG(kDebug, "late attach: a launch handle cannot be named (%s)",
-                owner.status().message());
-    return nullptr;
+    targets_[{context, function}] = Target{};
+    return Target{};
   }
-  auto twin_it = twins_.find({context, owner->handle});
-  if (twin_it == twins_.end()) {
-    twin_it = twins_.emplace(std::make_pair(context, static_cast<const void*>(owner->handle)),
-                             MakeTwin(*owner))
-                  .first;
+  const std::pair<CUcontext, const void*> key(context, owner->handle);
+  bool build = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = twins_.find(key);
+    if (it == twins_.end()) {
+      twins_.emplace(key, Twin{});  // building
+      build = true;
+    } else if (it->second.building) {
+      return std::nullopt;  // another thread makes it; this launch runs the original
+    }
   }
-  Twin& twin = twin_it->second;
-  if (!twin.status.ok() || twin.kernels.count(owner->name) == 0) {
-    ++kernels_left_alone_;
-    return nullptr;
+  if (build) {
+    Twin made = MakeTwin(*owner);  // compile, load, fill: no lock held
+    made.building = false;
+    absl::MutexLock lock(&mu_);
+    auto it = twins_.find(key);
+    if (it == twins_.end()) {
+      // Forgotten meanwhile (the owner was unloaded or its context destroyed).
+      if (made.module != nullptr) forgotten_modules_.push_back(made.module);
+      return std::nullopt;
+    }
+    it->second = std::move(made);
   }
-  absl::StatusOr<CUfunction> fn = seam_.ModuleFunction(twin.module, owner->name.c_str());
+  Twin twin;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = twins_.find(key);
+    if (it == twins_.end() || it->second.building) return std::nullopt;
+    twin.status = it->second.status;
+    twin.module = it->second.module;
+    twin.building = false;
+    if (it->second.kernels.count(owner->name) != 0) twin.kernels.insert(owner->name);
+  }
+  Target target = MakeTarget(twin, *owner, function);  // driver calls, no lock
+  absl::MutexLock lock(&mu_);
+  if (twins_.find(key) == twins_.end()) return std::nullopt;
+  auto [it, inserted] = targets_.emplace(std::make_pair(context, function), target);
+  if (inserted) ++(target.twin != nullptr ? kernels_redirected_ : kernels_left_alone_);
+  return it->second;
+}
+
+LaunchRedirector::Target LaunchRedirector::MakeTarget(const Twin& twin,
+                                                      const FunctionOwner& owner,
+                                                      CUfunction original) {
+  Target target;
+  target.owner = owner.handle;
+  if (!twin.status.ok() || twin.module == nullptr || twin.kernels.count(owner.name) == 0) {
+    return target;
+  }
+  absl::StatusOr<CUfunction> fn = seam_.ModuleFunction(twin.module, owner.name.c_str());
   if (!fn.ok()) {
-    ++kernels_left_alone_;
-    CUPROBE_LOG(kWarning, "late attach: %s stays uninstrumented: %s", owner->name,
-                fn.status().message());
-    return nullptr;
+    ReportOnce(absl::StrCat("function ", owner.name),
+               absl::StrCat("late attach: ", owner.name, " stays uninstrumented: ",
+                            fn.status().message()));
+    return target;
   }
-  ++kernels_redirected_;
-  target = *fn;
+  // What the program set on its function (cuFuncSetAttribute: more dynamic
+  // shared memory, a carveout) holds for the twin too.
+  for (CUfunction_attribute attribute : kCopiedAttributes) {
+    absl::StatusOr<int> value = seam_.FunctionAttribute(original, attribute);
+    if (value.ok()) (void)seam_.SetFunctionAttribute(*fn, attribute, *value);
+  }
+  absl::StatusOr<int> threads = seam_.FunctionAttribute(*fn, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  absl::StatusOr<int> shared =
+      seam_.FunctionAttribute(*fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  if (!threads.ok() || !shared.ok()) return target;
+  target.twin = *fn;
+  target.max_threads = *threads;
+  target.max_dynamic_shared = *shared;
   return target;
+}
+
+void LaunchRedirector::ReportOnce(const std::string& key, const std::string& message) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!reported_.insert(key).second) return;
+  }
+  CUPROBE_LOG(kWarning, "%s", message);
 }
 
 LaunchRedirector::Twin LaunchRedirector::MakeTwin(const FunctionOwner& owner) {
   Twin twin;
+  twin.building = false;
   std::shared_ptr<const ImageSource> source = images_.Find(owner.handle);
   if (source == nullptr) {
     twin.status = absl::NotFoundError("its module's image was not kept");
     // One message per reason, naming the first kernel it hits.
-    if (reported_.insert("no image").second) {
-      CUPROBE_LOG(kWarning, "late attach: %s cannot be instrumented: its module was loaded "
-                  "before cuprobe kept images, or its image was too large to copy; later "
-                  "messages of this kind are not shown", owner.name);
-    }
+    ReportOnce("no image",
+               absl::StrCat("late attach: ", owner.name,
+                            " cannot be instrumented: its module was loaded before cuprobe kept "
+                            "images, or its image was too large to copy; later messages of this "
+                            "kind are not shown"));
     return twin;
   }
   absl::StatusOr<uint32_t> sm = seam_.CurrentDeviceSm();
@@ -228,10 +340,8 @@ LaunchRedirector::Twin LaunchRedirector::MakeTwin(const FunctionOwner& owner) {
   }
   if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) {
     twin.status = usable;
-    if (reported_.insert("context").second) {
-      CUPROBE_LOG(kWarning, "late attach: %s stays uninstrumented: %s", owner.name,
-                  usable.message());
-    }
+    ReportOnce("context", absl::StrCat("late attach: ", owner.name, " stays uninstrumented: ",
+                                       usable.message()));
     return twin;
   }
   absl::StatusOr<std::optional<InstrumentedImage>> image = instrumenter_.Instrument(*source, *sm);
@@ -276,9 +386,117 @@ LaunchRedirector::Twin LaunchRedirector::MakeTwin(const FunctionOwner& owner) {
   return twin;
 }
 
-std::vector<CUcontext> LaunchRedirector::contexts() const {
+void LaunchRedirector::AfterRedirectedLaunch(CUcontext context, CUstream stream) {
+  absl::StatusOr<CUevent> event = seam_.RecordEvent(stream);
+  CUevent old = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    CUevent& slot = last_launch_[{context, stream}];
+    old = slot;
+    // A failed record leaves a null slot: the drain then cannot vouch for
+    // this stream and keeps the maps.
+    slot = event.ok() ? *event : nullptr;
+  }
+  if (old != nullptr) seam_.DestroyEvent(old);
+}
+
+void LaunchRedirector::ForgetOwner(const void* owner) {
   absl::MutexLock lock(&mu_);
-  return std::vector<CUcontext>(contexts_.begin(), contexts_.end());
+  for (auto it = twins_.begin(); it != twins_.end();) {
+    if (it->first.second == owner) {
+      if (it->second.module != nullptr) forgotten_modules_.push_back(it->second.module);
+      twins_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    if (it->second.owner == owner) {
+      targets_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LaunchRedirector::ForgetContext(CUcontext context) {
+  absl::MutexLock lock(&mu_);
+  // Modules and events of a destroyed context go with it.
+  for (auto it = twins_.begin(); it != twins_.end();) {
+    if (it->first.first == context) {
+      twins_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    if (it->first.first == context) {
+      targets_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = last_launch_.begin(); it != last_launch_.end();) {
+    if (it->first.first == context) {
+      last_launch_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool LaunchRedirector::Drain(std::chrono::milliseconds timeout) {
+  std::vector<CUevent> events;
+  bool complete = true;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [where, event] : last_launch_) {
+      if (event == nullptr) {
+        complete = false;
+      } else {
+        events.push_back(event);
+      }
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (CUevent event : events) {
+    while (true) {
+      absl::StatusOr<bool> done = seam_.EventDone(event);
+      if (!done.ok()) {
+        complete = false;
+        break;
+      }
+      if (*done) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        complete = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (complete) {
+    absl::MutexLock lock(&mu_);
+    for (auto& [where, event] : last_launch_) {
+      if (event != nullptr) seam_.DestroyEvent(event);
+    }
+    last_launch_.clear();
+  }
+  return complete;
+}
+
+void LaunchRedirector::UnloadTwins() {
+  std::vector<CUmodule> modules;
+  {
+    absl::MutexLock lock(&mu_);
+    modules = std::move(forgotten_modules_);
+    forgotten_modules_.clear();
+    for (auto& [key, twin] : twins_) {
+      if (twin.module != nullptr) modules.push_back(twin.module);
+    }
+    twins_.clear();
+    targets_.clear();
+  }
+  for (CUmodule m : modules) (void)seam_.UnloadModule(m);
 }
 
 RedirectStats LaunchRedirector::stats() const {
@@ -303,7 +521,35 @@ struct LateAttach::Attached {
 
 namespace {
 
-thread_local bool tls_redirected = false;  // this launch's ENTER redirected it
+// This launch's ENTER redirected it (counted in flight until its EXIT), and
+// the stream it went to.
+thread_local bool tls_redirected = false;
+thread_local CUstream tls_stream = nullptr;
+
+CUstream LaunchStream(CUpti_CallbackId cbid, const void* params) {
+  if (params == nullptr) return nullptr;
+  void* p = const_cast<void*>(params);
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      return static_cast<cuLaunchKernel_params*>(p)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      return static_cast<cuLaunchKernel_ptsz_params*>(p)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      return static_cast<cuLaunchCooperativeKernel_params*>(p)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      return static_cast<cuLaunchCooperativeKernel_ptsz_params*>(p)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      auto* e = static_cast<cuLaunchKernelEx_params*>(p);
+      return e->config != nullptr ? e->config->hStream : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      auto* e = static_cast<cuLaunchKernelEx_ptsz_params*>(p);
+      return e->config != nullptr ? e->config->hStream : nullptr;
+    }
+    default:
+      return nullptr;
+  }
+}
 
 bool ProcessAlive(uint32_t pid) {
   return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
@@ -320,11 +566,26 @@ LateAttach::LateAttach(CuptiSeam& seam, const ImageRegistry& images, Session& se
 
 LateAttach::~LateAttach() = default;
 
+template <typename F>
+void LateAttach::WithAttached(F&& f) {
+  if (current_.load(std::memory_order_acquire) == nullptr) return;  // nothing attached
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
+  if (Attached* attached = current_.load(std::memory_order_seq_cst)) f(*attached);
+  in_flight_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 void LateAttach::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (data == nullptr) return;
   if (data->callbackSite == CUPTI_API_EXIT) {
     if (tls_redirected) {
       tls_redirected = false;
+      // Still counted in flight, so the redirector is alive. The launch is
+      // in its stream now: mark it, for the drain at detach.
+      Attached* attached = current_.load(std::memory_order_seq_cst);
+      if (attached != nullptr) {
+        ReentrancyGuard guard;
+        attached->redirector->AfterRedirectedLaunch(data->context, tls_stream);
+      }
       in_flight_.fetch_sub(1, std::memory_order_seq_cst);
     }
     return;
@@ -334,9 +595,23 @@ void LateAttach::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data)
   Attached* attached = current_.load(std::memory_order_seq_cst);
   if (attached != nullptr && attached->redirector->Redirect(cbid, data)) {
     tls_redirected = true;  // counted until EXIT: the kernel is enqueued by then
+    tls_stream = LaunchStream(cbid, data->functionParams);
     return;
   }
   in_flight_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void LateAttach::OnModuleUnloaded(const void* handle) {
+  WithAttached([handle](Attached& a) { a.redirector->ForgetOwner(handle); });
+}
+
+void LateAttach::OnContextDestroying(CUcontext context) {
+  WithAttached([context](Attached& a) {
+    // The maps' last snapshot while the context exists, and nothing of it
+    // is touched afterwards (its memory may be the program's again).
+    a.maps->OnContextDestroying(context);
+    a.redirector->ForgetContext(context);
+  });
 }
 
 void LateAttach::Poll(uint64_t now_ns) {
@@ -360,6 +635,10 @@ void LateAttach::Poll(uint64_t now_ns) {
   if (request->serial == last_request_) return;
   last_request_ = request->serial;
   if (attached_ != nullptr) Detach("the attacher asked", now_ns);
+  if (request->name == session_.name()) {
+    CUPROBE_LOG(kWarning, "late attach: ignoring a request to attach the program's own session");
+    return;
+  }
   if (!request->name.empty()) Attach(request->name, now_ns);
 }
 
@@ -420,31 +699,29 @@ void LateAttach::Detach(const char* why, uint64_t now_ns) {
   current_.store(nullptr, std::memory_order_seq_cst);
   // Launches that saw the probes are either still in their ENTER (they may
   // redirect) or between ENTER and EXIT: wait until they have all been
-  // submitted, then until their kernels finished, before freeing the maps
-  // those kernels write.
+  // submitted, then until their kernels finished (the event each stream got
+  // after its last redirected launch), before freeing the maps those
+  // kernels write. Both waits are bounded: a persistent kernel keeps the
+  // maps alive rather than hang the program's exit.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(kDrainTimeoutMs);
   while (in_flight_.load(std::memory_order_seq_cst) > 0 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  const bool drained = in_flight_.load(std::memory_order_seq_cst) <= 0;
-  bool finished = drained;
-  for (CUcontext context : attached_->redirector->contexts()) {
-    absl::Status s = seam_.ContextSynchronize(context);
-    if (!s.ok()) {
-      finished = false;
-      CUPROBE_LOG(kWarning, "late attach: waiting for the instrumented kernels: %s", s.message());
-    }
-  }
+  const bool submitted = in_flight_.load(std::memory_order_seq_cst) <= 0;
+  const bool finished =
+      submitted && attached_->redirector->Drain(std::chrono::milliseconds(kKernelTimeoutMs));
   const RedirectStats stats = attached_->redirector->stats();
   if (finished) {
     absl::Status s = attached_->maps->Release(now_ns);
     if (!s.ok()) CUPROBE_LOG(kWarning, "late attach: releasing the maps: %s", s.message());
+    attached_->redirector->UnloadTwins();
   } else {
     // A kernel may still write them: publish, and keep the memory.
     (void)attached_->maps->Publish(now_ns);
-    CUPROBE_LOG(kWarning, "late attach: instrumented launches did not drain; keeping their maps");
+    CUPROBE_LOG(kWarning, "late attach: instrumented kernels did not finish in time; keeping "
+                "their maps and modules");
   }
   (void)attached_->session.SetHookStatus(static_cast<uint32_t>(HookState::kStopped),
                                          SessionState::kHookStopped, "");

@@ -6,9 +6,9 @@
 // instead each launch of a selected kernel is redirected to an instrumented
 // twin of the kernel, loaded as a separate module from the original image.
 //
-//   ImageRegistry      every module load's original image (kept by pointer
-//                      when it lives in a loaded ELF object, which is where
-//                      the CUDA runtime's fatbins are; copied otherwise, up
+//   ImageRegistry      every module load's original image (the CUDA
+//                      runtime's registered fatbins by pointer: they live in
+//                      the program's ELF objects; anything else copied, up
 //                      to kMaxCopiedBytes), by library/module handle.
 //   LaunchRedirector   at launch ENTER: (context, function) -> the twin, made
 //                      on the first launch (instrument the owner's image,
@@ -43,6 +43,7 @@
 #include <cupti.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -97,23 +98,66 @@ class LaunchRedirector {
 
   // A launch callback at ENTER (cuLaunchKernel[Ex][_ptsz],
   // cuLaunchCooperativeKernel[_ptsz]): swaps the function parameter for its
-  // twin. True when it did.
+  // twin. True when it did. Never redirects a launch into a stream that is
+  // being captured (the graph would keep the twin after a detach), nor one
+  // whose block or dynamic shared memory the twin cannot take. The twin is
+  // made on the first launch, outside the lock: launches of the same module
+  // meanwhile run the original.
   bool Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  // The EXIT of a launch that Redirect swapped: records this stream's "last
+  // redirected launch" event (the drain at detach waits for these).
+  void AfterRedirectedLaunch(CUcontext context, CUstream stream);
+  // The program unloaded a library or module: its twins and targets go
+  // (a later load may reuse the handle).
+  void ForgetOwner(const void* owner);
+  // A context is being destroyed: everything made in it goes.
+  void ForgetContext(CUcontext context);
 
-  // The contexts that received redirected launches.
-  [[nodiscard]] std::vector<CUcontext> contexts() const;
+  // Detach: waits (up to `timeout`) for the last redirected launch of every
+  // stream to finish. False when one did not (or its event failed).
+  bool Drain(std::chrono::milliseconds timeout);
+  // After a drain that succeeded: unloads the twins.
+  void UnloadTwins();
+
   [[nodiscard]] RedirectStats stats() const;
+
+  // Twin limits a launch must fit (CU_FUNC_ATTRIBUTE_*), and the attributes
+  // copied from the original function before they are read.
+  static constexpr CUfunction_attribute kCopiedAttributes[] = {
+      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+  };
 
  private:
   // One owner (library or module) in one context: its loaded twin module.
   struct Twin {
-    absl::Status status;  // why there is no twin
+    bool building = true;  // a thread is making it
+    absl::Status status;   // why there is no twin
     CUmodule module = nullptr;
     absl::flat_hash_set<std::string> kernels;  // instrumented mangled names
   };
-  // The twin function of `function`, nullptr to leave it alone.
-  CUfunction Resolve(CUcontext context, CUfunction function) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Twin MakeTwin(const FunctionOwner& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A launch handle in a context: its twin function (nullptr: leave it).
+  struct Target {
+    CUfunction twin = nullptr;
+    const void* owner = nullptr;
+    int max_threads = 0;
+    int max_dynamic_shared = 0;
+  };
+  struct Shape {
+    CUfunction* function = nullptr;
+    CUstream stream = nullptr;
+    uint64_t threads = 0;
+    uint64_t dynamic_shared = 0;
+  };
+  // The function parameter, stream, block size and dynamic shared memory of
+  // a launch; false for graph launches.
+  static bool ReadShape(CUpti_CallbackId cbid, const void* params, Shape* shape);
+  // Resolves and caches the target of (context, function); driver calls
+  // outside the lock. nullopt: not decided yet (the twin is being made).
+  std::optional<Target> Resolve(CUcontext context, CUfunction function);
+  Twin MakeTwin(const FunctionOwner& owner);
+  Target MakeTarget(const Twin& twin, const FunctionOwner& owner, CUfunction original);
+  void ReportOnce(const std::string& key, const std::string& message);
 
   CuptiSeam& seam_;
   const ImageRegistry& images_;
@@ -122,9 +166,11 @@ class LaunchRedirector {
   const ModuleGlobals globals_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::pair<CUcontext, CUfunction>, CUfunction> targets_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<CUcontext, CUfunction>, Target> targets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<CUcontext, const void*>, Twin> twins_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<CUcontext> contexts_ ABSL_GUARDED_BY(mu_);
+  // (context, stream) -> the event recorded after its last redirected launch.
+  absl::flat_hash_map<std::pair<CUcontext, CUstream>, CUevent> last_launch_ ABSL_GUARDED_BY(mu_);
+  std::vector<CUmodule> forgotten_modules_ ABSL_GUARDED_BY(mu_);  // to unload after a drain
   absl::flat_hash_set<std::string> reported_ ABSL_GUARDED_BY(mu_);  // one message per reason
   std::atomic<uint64_t> launches_redirected_{0};
   uint64_t kernels_redirected_ ABSL_GUARDED_BY(mu_) = 0;
@@ -146,6 +192,10 @@ class LateAttach {
 
   // Launch callbacks, ENTER and EXIT (cheap while nothing is attached).
   void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  // Module unloads (EXIT) and context destruction (from the hook's
+  // callbacks, any thread).
+  void OnModuleUnloaded(const void* handle);
+  void OnContextDestroying(CUcontext context);
   // Watcher thread: acts on a new attach request, publishes the attached
   // probes' maps, detaches when the attacher died.
   void Poll(uint64_t now_ns);
@@ -160,9 +210,16 @@ class LateAttach {
   // reach EXIT (after which their kernels are in the stream and a context
   // synchronize covers them).
   static constexpr int kDrainTimeoutMs = 5000;
+  // How long a detach waits for the redirected launches' kernels to finish
+  // (a persistent kernel would never): then the maps are kept, not freed.
+  static constexpr int kKernelTimeoutMs = 10000;
 
  private:
   struct Attached;
+  // Runs f(attached) if probes are attached, counted as in flight so that a
+  // detach waits for it.
+  template <typename F>
+  void WithAttached(F&& f);
   void Attach(const std::string& name, uint64_t now_ns);
   void Detach(const char* why, uint64_t now_ns);
 

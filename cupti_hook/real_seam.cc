@@ -32,9 +32,15 @@ struct DriverApi {
   CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*ctx_push_current)(CUcontext) = nullptr;
-  CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
-  CUresult (*ctx_synchronize)() = nullptr;
+  CUresult (*module_unload)(CUmodule) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*func_get_attribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
+  CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
+  CUresult (*kernel_get_attribute)(int*, CUfunction_attribute, CUkernel, CUdevice) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned int) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
 };
 
 template <typename F>
@@ -73,9 +79,15 @@ const DriverApi& Driver() {
     d->redirect_status.Update(Resolve(lib, "cuKernelGetLibrary", &d->kernel_get_library));
     d->redirect_status.Update(Resolve(lib, "cuModuleLoadData", &d->module_load_data));
     d->redirect_status.Update(Resolve(lib, "cuModuleGetFunction", &d->module_get_function));
-    d->redirect_status.Update(Resolve(lib, "cuCtxPushCurrent_v2", &d->ctx_push_current));
-    d->redirect_status.Update(Resolve(lib, "cuCtxPopCurrent_v2", &d->ctx_pop_current));
-    d->redirect_status.Update(Resolve(lib, "cuCtxSynchronize", &d->ctx_synchronize));
+    d->redirect_status.Update(Resolve(lib, "cuModuleUnload", &d->module_unload));
+    d->redirect_status.Update(Resolve(lib, "cuStreamIsCapturing", &d->stream_is_capturing));
+    d->redirect_status.Update(Resolve(lib, "cuFuncGetAttribute", &d->func_get_attribute));
+    d->redirect_status.Update(Resolve(lib, "cuFuncSetAttribute", &d->func_set_attribute));
+    d->redirect_status.Update(Resolve(lib, "cuKernelGetAttribute", &d->kernel_get_attribute));
+    d->redirect_status.Update(Resolve(lib, "cuEventCreate", &d->event_create));
+    d->redirect_status.Update(Resolve(lib, "cuEventRecord", &d->event_record));
+    d->redirect_status.Update(Resolve(lib, "cuEventQuery", &d->event_query));
+    d->redirect_status.Update(Resolve(lib, "cuEventDestroy_v2", &d->event_destroy));
     return d;
   }();
   return *api;
@@ -268,15 +280,76 @@ absl::StatusOr<CUfunction> RealSeam::ModuleFunction(CUmodule module, const char*
   return function;
 }
 
-absl::Status RealSeam::ContextSynchronize(CUcontext context) {
+absl::Status RealSeam::UnloadModule(CUmodule module) {
   const DriverApi& d = Driver();
   CUPROBE_RETURN_IF_ERROR(d.status);
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_push_current(context)));
-  absl::Status s = CUPROBE_CU_CALL(d.ctx_synchronize());
-  CUcontext popped = nullptr;
-  (void)d.ctx_pop_current(&popped);
-  return s;
+  return CUPROBE_CU_CALL(d.module_unload(module));
+}
+
+absl::StatusOr<bool> RealSeam::StreamCapturing(CUstream stream) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.stream_is_capturing(stream, &status)));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+absl::StatusOr<int> RealSeam::FunctionAttribute(CUfunction function,
+                                                CUfunction_attribute attribute) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  int value = 0;
+  const char* name = nullptr;
+  // As in LaunchOwner: cuFuncGetName tells a CUfunction from a CUkernel.
+  if (d.func_get_name(&name, function) == CUDA_SUCCESS) {
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.func_get_attribute(&value, attribute, function)));
+    return value;
+  }
+  CUdevice device = 0;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_get_device(&device)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(
+      d.kernel_get_attribute(&value, attribute, reinterpret_cast<CUkernel>(function), device)));
+  return value;
+}
+
+absl::Status RealSeam::SetFunctionAttribute(CUfunction function, CUfunction_attribute attribute,
+                                            int value) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  return CUPROBE_CU_CALL(d.func_set_attribute(function, attribute, value));
+}
+
+absl::StatusOr<CUevent> RealSeam::RecordEvent(CUstream stream) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  CUevent event = nullptr;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.event_create(&event, CU_EVENT_DISABLE_TIMING)));
+  absl::Status s = CUPROBE_CU_CALL(d.event_record(event, stream));
+  if (!s.ok()) {
+    (void)d.event_destroy(event);
+    return s;
+  }
+  return event;
+}
+
+absl::StatusOr<bool> RealSeam::EventDone(CUevent event) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_RETURN_IF_ERROR(d.redirect_status);
+  CUresult r = d.event_query(event);
+  if (r == CUDA_SUCCESS) return true;
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  return CUPROBE_CU_CALL(r);
+}
+
+void RealSeam::DestroyEvent(CUevent event) {
+  const DriverApi& d = Driver();
+  if (d.status.ok() && d.redirect_status.ok()) (void)d.event_destroy(event);
 }
 
 }  // namespace cuprobe

@@ -44,7 +44,15 @@ class RealSeam final : public CuptiSeam {
   absl::StatusOr<FunctionOwner> LaunchOwner(CUfunction function) override;
   absl::StatusOr<CUmodule> LoadModuleData(const void* image) override;
   absl::StatusOr<CUfunction> ModuleFunction(CUmodule module, const char* name) override;
-  absl::Status ContextSynchronize(CUcontext context) override;
+  absl::Status UnloadModule(CUmodule module) override;
+  absl::StatusOr<bool> StreamCapturing(CUstream stream) override;
+  absl::StatusOr<int> FunctionAttribute(CUfunction function,
+                                        CUfunction_attribute attribute) override;
+  absl::Status SetFunctionAttribute(CUfunction function, CUfunction_attribute attribute,
+                                    int value) override;
+  absl::StatusOr<CUevent> RecordEvent(CUstream stream) override;
+  absl::StatusOr<bool> EventDone(CUevent event) override;
+  void DestroyEvent(CUevent event) override;
 
  private:
   CUpti_SubscriberHandle subscriber_ = nullptr;

@@ -101,8 +101,24 @@ class CuptiSeam {
   [[nodiscard]] virtual absl::StatusOr<CUmodule> LoadModuleData(const void* image) = 0;
   [[nodiscard]] virtual absl::StatusOr<CUfunction> ModuleFunction(CUmodule module,
                                                                    const char* name) = 0;
-  // Waits for all work of `context` (pushed current for the call).
-  [[nodiscard]] virtual absl::Status ContextSynchronize(CUcontext context) = 0;
+  [[nodiscard]] virtual absl::Status UnloadModule(CUmodule module) = 0;
+  // cuStreamIsCapturing: whether work launched on `stream` now would be
+  // captured into a graph instead of running.
+  [[nodiscard]] virtual absl::StatusOr<bool> StreamCapturing(CUstream stream) = 0;
+  // A function attribute of a launch handle (a CUfunction, or a CUkernel
+  // through cuKernelGetAttribute on the current context's device), and
+  // setting one on a CUfunction.
+  [[nodiscard]] virtual absl::StatusOr<int> FunctionAttribute(CUfunction function,
+                                                              CUfunction_attribute attribute) = 0;
+  [[nodiscard]] virtual absl::Status SetFunctionAttribute(CUfunction function,
+                                                          CUfunction_attribute attribute,
+                                                          int value) = 0;
+  // Events marking the end of redirected launches: created (without timing)
+  // and recorded on `stream` in the current context; done or not yet;
+  // destroyed.
+  [[nodiscard]] virtual absl::StatusOr<CUevent> RecordEvent(CUstream stream) = 0;
+  [[nodiscard]] virtual absl::StatusOr<bool> EventDone(CUevent event) = 0;
+  virtual void DestroyEvent(CUevent event) = 0;
 };
 
 }  // namespace cuprobe

@@ -247,11 +247,53 @@ absl::StatusOr<CUfunction> FakeSeam::ModuleFunction(CUmodule module, const char*
   return absl::NotFoundError("cuModuleGetFunction: CUDA_ERROR_NOT_FOUND");
 }
 
-absl::Status FakeSeam::ContextSynchronize(CUcontext context) {
-  Record("ContextSynchronize");
+absl::Status FakeSeam::UnloadModule(CUmodule module) {
+  Record("UnloadModule");
   std::lock_guard<std::mutex> lock(mu_);
-  synchronized.push_back(context);
+  unloaded_modules.push_back(module);
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> FakeSeam::StreamCapturing(CUstream stream) {
+  Record("StreamCapturing");
+  return capturing_streams.count(stream) != 0;
+}
+
+absl::StatusOr<int> FakeSeam::FunctionAttribute(CUfunction function,
+                                                CUfunction_attribute attribute) {
+  Record(absl::StrCat("FunctionAttribute(", static_cast<int>(attribute), ")"));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = attributes.find({function, static_cast<int>(attribute)});
+  if (it != attributes.end()) return it->second;
+  if (attribute == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) return 1024;
+  if (attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return 48 << 10;
+  return 0;
+}
+
+absl::Status FakeSeam::SetFunctionAttribute(CUfunction function, CUfunction_attribute attribute,
+                                            int value) {
+  Record(absl::StrCat("SetFunctionAttribute(", static_cast<int>(attribute), ",", value, ")"));
+  std::lock_guard<std::mutex> lock(mu_);
+  attributes[{function, static_cast<int>(attribute)}] = value;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CUevent> FakeSeam::RecordEvent(CUstream stream) {
+  Record("RecordEvent");
+  std::lock_guard<std::mutex> lock(mu_);
+  recorded_events.push_back(stream);
+  return reinterpret_cast<CUevent>(recorded_events.size());
+}
+
+absl::StatusOr<bool> FakeSeam::EventDone(CUevent event) {
+  Record("EventDone");
+  return events_done;
+}
+
+void FakeSeam::DestroyEvent(CUevent event) {
+  Record("DestroyEvent");
+  std::lock_guard<std::mutex> lock(mu_);
+  ++events_destroyed;
 }
 
 }  // namespace cuprobe

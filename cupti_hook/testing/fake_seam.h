@@ -54,7 +54,17 @@ class FakeSeam : public CuptiSeam {
   std::vector<const void*> loaded_images;
   std::vector<std::string> module_functions;
   static constexpr uintptr_t kFirstLoadedModule = 0x100000;
-  std::vector<CUcontext> synchronized;
+  // Attributes by (handle, attribute); a missing one reads as 0, except
+  // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (1024) and
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (48 KiB).
+  std::map<std::pair<const void*, int>, int> attributes;
+  std::set<const void*> capturing_streams;
+  // Events: recorded on which stream (index = handle - 1); EventDone says
+  // `events_done`.
+  std::vector<CUstream> recorded_events;
+  bool events_done = true;
+  int events_destroyed = 0;
+  std::vector<CUmodule> unloaded_modules;
 
   // Called (when set) inside each seam call, e.g. to re-enter the hook.
   std::function<void(const std::string& call)> on_call;
@@ -104,7 +114,15 @@ class FakeSeam : public CuptiSeam {
   absl::StatusOr<FunctionOwner> LaunchOwner(CUfunction function) override;
   absl::StatusOr<CUmodule> LoadModuleData(const void* image) override;
   absl::StatusOr<CUfunction> ModuleFunction(CUmodule module, const char* name) override;
-  absl::Status ContextSynchronize(CUcontext context) override;
+  absl::Status UnloadModule(CUmodule module) override;
+  absl::StatusOr<bool> StreamCapturing(CUstream stream) override;
+  absl::StatusOr<int> FunctionAttribute(CUfunction function,
+                                        CUfunction_attribute attribute) override;
+  absl::Status SetFunctionAttribute(CUfunction function, CUfunction_attribute attribute,
+                                    int value) override;
+  absl::StatusOr<CUevent> RecordEvent(CUstream stream) override;
+  absl::StatusOr<bool> EventDone(CUevent event) override;
+  void DestroyEvent(CUevent event) override;
 
  private:
   void Record(const std::string& call);

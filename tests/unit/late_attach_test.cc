@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "cupti_hook/testing/fake_output.h"
 #include "cupti_hook/testing/fake_seam.h"
@@ -149,14 +151,21 @@ TEST(ImageRegistry, CopiesBuffersAndForgetsUnloadedModules) {
   EXPECT_NE(kept->live, nullptr) << "a holder keeps its image after the unload";
 }
 
-TEST(ImageRegistry, KeepsImagesInLoadedObjectsByPointer) {
+// The runtime's registered fatbin (a wrapper pointing at it) is kept by
+// pointer, without a copy: it lives in the program's ELF object.
+TEST(ImageRegistry, KeepsTheRuntimesFatbinsByPointer) {
   ImageRegistry registry;
-  static const char kStaticPtx[] = ".version 9.0\n.target sm_90\n.address_size 64\n";
-  const auto module = reinterpret_cast<CUmodule>(0x78);
-  LoadModule(registry, kStaticPtx, module);
-  ASSERT_NE(registry.Find(module), nullptr);
-  EXPECT_EQ(registry.Find(module)->live, kStaticPtx);
+  static const uint8_t kFatbin[16] = {0x50, 0xED, 0x55, 0xBA};
+  static const FatbinWrapper kWrapper = {static_cast<int32_t>(kFatbinWrapperMagic), 1, kFatbin,
+                                         nullptr};
+  const auto library = reinterpret_cast<CUmodule>(0x78);
+  LoadModule(registry, &kWrapper, library);
+  ASSERT_NE(registry.Find(library), nullptr);
+  EXPECT_EQ(registry.Find(library)->live, kFatbin);
   EXPECT_EQ(registry.copied_bytes(), 0u);
+  // A reload at the same handle whose image is not kept drops the old one.
+  LoadModule(registry, "not an image", library);
+  EXPECT_EQ(registry.Find(library), nullptr);
 }
 
 TEST(LaunchRedirector, SwapsSelectedKernelsForTheirTwinAndCachesIt) {
@@ -187,7 +196,86 @@ TEST(LaunchRedirector, SwapsSelectedKernelsForTheirTwinAndCachesIt) {
   EXPECT_EQ(stats.launches_redirected, 4u);
   EXPECT_EQ(stats.kernels_redirected, 1u);
   EXPECT_EQ(stats.kernels_left_alone, 1u);
-  EXPECT_THAT(rig.redirector->contexts(), ElementsAre(rig.context));
+  // The program's attribute settings reach the twin.
+  EXPECT_THAT(rig.seam.calls(),
+              Contains(absl::StrCat("SetFunctionAttribute(",
+                                    static_cast<int>(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
+                                    ",", 48 << 10, ")")));
+}
+
+TEST(LaunchRedirector, LeavesCapturesAndLaunchesTheTwinCannotTakeAlone) {
+  RedirectRig rig;
+  const auto twin = reinterpret_cast<CUfunction>(FakeSeam::kFirstLoadedModule + 1);
+  // A stream being captured into a graph.
+  const auto stream = reinterpret_cast<CUstream>(0x77);
+  rig.seam.capturing_streams.insert(stream);
+  cuLaunchKernel_params p = {};
+  p.f = rig.vec_add;
+  p.hStream = stream;
+  p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+  CUpti_CallbackData data = {};
+  data.functionParams = &p;
+  data.context = rig.context;
+  data.callbackSite = CUPTI_API_ENTER;
+  EXPECT_FALSE(rig.redirector->Redirect(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data));
+  EXPECT_EQ(p.f, rig.vec_add);
+  // The same launch outside the capture is redirected.
+  p.hStream = nullptr;
+  EXPECT_TRUE(rig.redirector->Redirect(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data));
+  EXPECT_EQ(p.f, twin);
+  // More threads per block than the twin takes (its registers), or more
+  // dynamic shared memory than it allows: the original runs.
+  rig.seam.attributes[{twin, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}] = 512;
+  RedirectRig big;
+  big.seam.attributes[{twin, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}] = 512;
+  p.f = big.vec_add;
+  p.blockDimX = 1024;
+  EXPECT_FALSE(big.redirector->Redirect(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data));
+  p.f = big.vec_add;
+  p.blockDimX = 256;
+  p.sharedMemBytes = 64 << 10;
+  EXPECT_FALSE(big.redirector->Redirect(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data));
+  p.sharedMemBytes = 0;
+  EXPECT_TRUE(big.redirector->Redirect(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data));
+}
+
+TEST(LaunchRedirector, UnloadedOwnerAndDestroyedContextAreForgotten) {
+  RedirectRig rig;
+  const auto first = reinterpret_cast<CUfunction>(FakeSeam::kFirstLoadedModule + 1);
+  EXPECT_EQ(rig.Run(rig.vec_add, rig.context), first);
+  // The program unloads the module; a new one reuses the handles.
+  rig.redirector->ForgetOwner(rig.app_module);
+  EXPECT_EQ(rig.Run(rig.vec_add, rig.context),
+            reinterpret_cast<CUfunction>(FakeSeam::kFirstLoadedModule + 0x1000 + 1))
+      << "a new twin from the new image";
+  EXPECT_EQ(rig.Calls("LoadModuleData"), 2);
+  rig.redirector->ForgetContext(rig.context);
+  EXPECT_EQ(rig.Run(rig.vec_add, rig.context),
+            reinterpret_cast<CUfunction>(FakeSeam::kFirstLoadedModule + 0x2000 + 1));
+  // Unloading after a drain: the forgotten twin of the unloaded owner and the
+  // live one; the destroyed context's twin went with its context.
+  EXPECT_TRUE(rig.redirector->Drain(std::chrono::milliseconds(10)));
+  rig.redirector->UnloadTwins();
+  EXPECT_THAT(rig.seam.unloaded_modules,
+              ::testing::UnorderedElementsAre(
+                  reinterpret_cast<CUmodule>(FakeSeam::kFirstLoadedModule),
+                  reinterpret_cast<CUmodule>(FakeSeam::kFirstLoadedModule + 0x2000)));
+}
+
+TEST(LaunchRedirector, DrainWaitsForTheLastLaunchOfEachStream) {
+  RedirectRig rig;
+  const auto s1 = reinterpret_cast<CUstream>(0x31), s2 = reinterpret_cast<CUstream>(0x32);
+  rig.redirector->AfterRedirectedLaunch(rig.context, s1);
+  rig.redirector->AfterRedirectedLaunch(rig.context, s1);  // replaces the first event
+  rig.redirector->AfterRedirectedLaunch(rig.context, s2);
+  EXPECT_EQ(rig.seam.events_destroyed, 1);
+  rig.seam.events_done = false;  // a kernel that does not end
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(rig.redirector->Drain(std::chrono::milliseconds(50)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  rig.seam.events_done = true;
+  EXPECT_TRUE(rig.redirector->Drain(std::chrono::milliseconds(50)));
+  EXPECT_EQ(rig.seam.events_destroyed, 3);
 }
 
 TEST(LaunchRedirector, EachContextGetsItsOwnTwin) {
@@ -320,12 +408,42 @@ TEST_F(LateAttachProtocol, AttachRedirectsAndDetachWaitsAndAnswers) {
   ASSERT_TRUE(attach_->stats().has_value());
   EXPECT_EQ(attach_->stats()->launches_redirected, 2u);
 
+  EXPECT_EQ(seam_.recorded_events.size(), 2u) << "each redirected launch marks its stream";
+
   ASSERT_TRUE(program_->RequestDetach().ok());
   attach_->Poll(3);
   EXPECT_FALSE(attach_->attached());
-  EXPECT_THAT(seam_.synchronized, ElementsAre(context_)) << "kernels waited for before the free";
+  EXPECT_THAT(seam_.calls(), Contains("EventDone")) << "kernels waited for before the free";
+  EXPECT_EQ(seam_.events_destroyed, 2);
+  EXPECT_THAT(seam_.unloaded_modules,
+              ElementsAre(reinterpret_cast<CUmodule>(FakeSeam::kFirstLoadedModule)));
   EXPECT_EQ(probes.session_state(), static_cast<uint32_t>(SessionState::kHookStopped));
   EXPECT_FALSE(Launch(vec_add)) << "after the detach the original kernel runs";
+}
+
+TEST_F(LateAttachProtocol, KernelsThatDoNotFinishKeepTheirMaps) {
+  const auto module = reinterpret_cast<CUmodule>(0x500);
+  const auto vec_add = reinterpret_cast<CUfunction>(0x501);
+  seam_.owners[vec_add] = {module, false, kVecAdd};
+  seam_.module_functions = {kVecAdd};
+  LoadVecAdd(module);
+  Session& probes = MakeProbeSession();
+  ASSERT_TRUE(program_->RequestAttach(probes.name()).ok());
+  attach_->Poll(1);
+  ASSERT_TRUE(Launch(vec_add));
+  seam_.events_done = false;  // a persistent kernel
+  ASSERT_TRUE(program_->RequestDetach().ok());
+  attach_->Poll(2);
+  EXPECT_FALSE(attach_->attached());
+  EXPECT_TRUE(seam_.unloaded_modules.empty()) << "a kernel may still run in the twin";
+  EXPECT_EQ(probes.session_state(), static_cast<uint32_t>(SessionState::kHookStopped));
+}
+
+TEST_F(LateAttachProtocol, ARequestNamingTheProgramsOwnSessionIsIgnored) {
+  ASSERT_TRUE(program_->RequestAttach(program_->name()).ok());
+  attach_->Poll(1);
+  EXPECT_FALSE(attach_->attached());
+  EXPECT_NE(program_->session_state(), static_cast<uint32_t>(SessionState::kHookDisabled));
 }
 
 TEST_F(LateAttachProtocol, BadRequestsAttachNothing) {
