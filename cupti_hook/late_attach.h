@@ -34,7 +34,7 @@
 //    that communicate through module globals see different memory.
 //  - Launches inside CUDA graphs are not redirected (graph nodes hold the
 //    function); neither are kernels whose image the registry did not keep.
-//  - The first redirected launch of each kernel waits for its compile (the
+//  - A module's launches run the original while its twin compiles (the
 //    on-disk compile cache makes later runs fast).
 #ifndef CUPROBE_CUPTI_HOOK_LATE_ATTACH_H_
 #define CUPROBE_CUPTI_HOOK_LATE_ATTACH_H_

@@ -142,8 +142,9 @@ USAGE
 
   Caveats: an instrumented copy has its own __device__ variables (initialized
   from the image, not the program's current values); launches inside CUDA
-  graphs run uninstrumented; the first launch of each kernel waits for its
-  compile. Use `cuprobe run` when the probes are known before the start.
+  graphs run uninstrumented; a kernel's launches run uninstrumented while its
+  module compiles. Use `cuprobe run` when the probes are known before the
+  start.
 
 OPTIONS
   -p, --probe PROBE       a probe (.c, .o, .cpb); several -p are compiled together
