@@ -9,6 +9,17 @@
 namespace cuprobe {
 
 absl::StatusOr<uint64_t> Interpret(const BpfProgram& program, const InterpreterEnv& env) {
+  // Register fields are 4 bits wide; eBPF has 11 registers. Verified code
+  // never names r11..r15, but summary code arrives in bundles (untrusted
+  // bytes): refuse it before any instruction indexes the register file.
+  for (size_t i = 0; i < program.insns.size(); ++i) {
+    const Insn& insn = program.insns[i];
+    if (insn.dst >= kNumRegs || insn.src >= kNumRegs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "instruction ", i, " names register r", insn.dst >= kNumRegs ? insn.dst : insn.src,
+          " (eBPF has r0..r10)"));
+    }
+  }
   alignas(8) uint8_t stack[kStackSize] = {};
   alignas(8) uint8_t ctx[CUPROBE_CTX_SIZE] = {};
   const uint64_t ctx_lo = reinterpret_cast<uint64_t>(ctx);

@@ -600,6 +600,16 @@ TEST(SiteCountersTest, CodeThatDependsOnMoreThanTheSiteOrMisbehavesIsCalled) {
   Emit(&code, 0x85, 0, 0, 0, CUPROBE_HELPER_KTIME_GET_NS);
   Emit(&code, 0x95, 0, 0, 0, 0);
   EXPECT_FALSE(run(code).has_value());
+  // Registers r11..r15 (4-bit fields, 11 registers): refused before the
+  // register file is indexed (found by bundle_fuzz under UBSan).
+  code.clear();
+  Emit(&code, 0xb7, 15, 0, 0, 7);  // r15 = 7
+  Emit(&code, 0x95, 0, 0, 0, 0);
+  EXPECT_FALSE(run(code).has_value());
+  code.clear();
+  Emit(&code, 0xbf, 0, 13, 0, 0);  // r0 = r13
+  Emit(&code, 0x95, 0, 0, 0, 0);
+  EXPECT_FALSE(run(code).has_value());
   // Doing nothing at all is a summary: no adds.
   code.clear();
   Emit(&code, 0xb7, 0, 0, 0, 0);
