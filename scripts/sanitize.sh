@@ -16,7 +16,7 @@ tests=(init_state_test hook_test watcher_test module_patcher_test segment_test r
        maps_region_test map_algorithms_test map_set_test ptx_parser_test ptx_rewriter_passes_test
        trace_report_test support_test)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
-      maps_region_fuzz_corpus)
+      maps_region_fuzz_corpus segment_fuzz_corpus)
 
 echo "sanitize: configuring $build (address;undefined)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUPROBE_WERROR=ON \

@@ -13,12 +13,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -671,6 +672,50 @@ TEST(FormatTest, SummaryTextGolden) {
   ExpectGolden("summary.txt", FormatSummaryText(Summarize(data)));
 }
 
+// `name{label="value",...} number` with only \\, \" and \n escaped in values
+// (the exposition format's grammar, written out: <regex> trips GCC 12's
+// maybe-uninitialized warning in the sanitizer build).
+bool WellFormedPromSample(std::string_view line) {
+  size_t i = 0;
+  auto name = [&](bool colon) {
+    const size_t start = i;
+    while (i < line.size() && (absl::ascii_isalnum(line[i]) || line[i] == '_' ||
+                               (colon && line[i] == ':'))) {
+      ++i;
+    }
+    return i > start && !absl::ascii_isdigit(line[start]);
+  };
+  if (!name(true) || i >= line.size() || line[i] != '{') return false;
+  ++i;
+  while (true) {
+    if (!name(false) || i + 1 >= line.size() || line[i] != '=' || line[i + 1] != '"') return false;
+    i += 2;
+    while (i < line.size() && line[i] != '"') {
+      if (line[i] == '\n') return false;
+      if (line[i] == '\\') {
+        if (i + 1 >= line.size() || (line[i + 1] != '\\' && line[i + 1] != '"' &&
+                                     line[i + 1] != 'n')) {
+          return false;
+        }
+        ++i;
+      }
+      ++i;
+    }
+    if (i >= line.size()) return false;
+    ++i;  // closing quote
+    if (i < line.size() && line[i] == ',') {
+      ++i;
+      continue;
+    }
+    if (i < line.size() && line[i] == '}') break;
+    return false;
+  }
+  ++i;
+  if (i >= line.size() || line[i] != ' ') return false;
+  double value = 0;
+  return absl::SimpleAtod(line.substr(i + 1), &value);
+}
+
 // The Prometheus exposition: golden, and every sample line is
 // `name{labels} value` with labels escaped (the fixture has a kernel name
 // with a quote and a comma).
@@ -680,8 +725,6 @@ TEST(FormatTest, PrometheusGoldenAndWellFormed) {
   const std::string text = FormatPrometheus(
       Summarize(data), {{"host", "node7"}, {"rank", "3"}, {"job", "a\\b\"c"}});
   ExpectGolden("metrics.prom", text);
-  std::regex sample(
-      R"re(^[a-zA-Z_:][a-zA-Z0-9_:]*\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*)\} -?[0-9.]+(e[+-]?[0-9]+)?$)re");
   int samples = 0;
   for (std::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     if (line[0] == '#') {
@@ -690,7 +733,7 @@ TEST(FormatTest, PrometheusGoldenAndWellFormed) {
       continue;
     }
     ++samples;
-    EXPECT_TRUE(std::regex_match(std::string(line), sample)) << line;
+    EXPECT_TRUE(WellFormedPromSample(line)) << line;
     EXPECT_THAT(std::string(line), HasSubstr("host=\"node7\",rank=\"3\",job=\"a\\\\b\\\"c\""));
   }
   EXPECT_GT(samples, 20);
