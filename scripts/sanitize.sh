@@ -45,6 +45,7 @@ run ptx_fuzz_corpus "$build/bin/ptx_fuzz_corpus" "$corpus/ptx" "$root/tests/ptx_
 run bpf_object_fuzz_corpus "$build/bin/bpf_object_fuzz_corpus" "$corpus/bpf_object"
 run bundle_fuzz_corpus "$build/bin/bundle_fuzz_corpus" "$corpus/bundle"
 run maps_region_fuzz_corpus "$build/bin/maps_region_fuzz_corpus" "$build/tests/fuzz/maps_region_seeds"
+run segment_fuzz_corpus "$build/bin/segment_fuzz_corpus" "$corpus/segment"
 if [[ $fails -ne 0 ]]; then
   echo "sanitize: $fails failed"
   exit 1
