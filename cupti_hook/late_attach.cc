@@ -202,7 +202,8 @@ bool LaunchRedirector::ReadShape(CUpti_CallbackId cbid, const void* params, Shap
   }
 }
 
-bool LaunchRedirector::Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+bool LaunchRedirector::Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
+                                CUstream* stream) {
   if (data == nullptr || data->functionParams == nullptr) return false;
   Shape shape;
   if (!ReadShape(cbid, data->functionParams, &shape) || shape.function == nullptr ||
@@ -220,6 +221,7 @@ bool LaunchRedirector::Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData*
   absl::StatusOr<bool> capturing = seam_.StreamCapturing(shape.stream);
   if (!capturing.ok() || *capturing) return false;
   *shape.function = target->twin;
+  if (stream != nullptr) *stream = shape.stream;
   launches_redirected_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -526,31 +528,6 @@ namespace {
 thread_local bool tls_redirected = false;
 thread_local CUstream tls_stream = nullptr;
 
-CUstream LaunchStream(CUpti_CallbackId cbid, const void* params) {
-  if (params == nullptr) return nullptr;
-  void* p = const_cast<void*>(params);
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-      return static_cast<cuLaunchKernel_params*>(p)->hStream;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      return static_cast<cuLaunchKernel_ptsz_params*>(p)->hStream;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-      return static_cast<cuLaunchCooperativeKernel_params*>(p)->hStream;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      return static_cast<cuLaunchCooperativeKernel_ptsz_params*>(p)->hStream;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
-      auto* e = static_cast<cuLaunchKernelEx_params*>(p);
-      return e->config != nullptr ? e->config->hStream : nullptr;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
-      auto* e = static_cast<cuLaunchKernelEx_ptsz_params*>(p);
-      return e->config != nullptr ? e->config->hStream : nullptr;
-    }
-    default:
-      return nullptr;
-  }
-}
-
 bool ProcessAlive(uint32_t pid) {
   return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
@@ -593,9 +570,8 @@ void LateAttach::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data)
   if (current_.load(std::memory_order_acquire) == nullptr) return;  // nothing attached
   in_flight_.fetch_add(1, std::memory_order_seq_cst);
   Attached* attached = current_.load(std::memory_order_seq_cst);
-  if (attached != nullptr && attached->redirector->Redirect(cbid, data)) {
+  if (attached != nullptr && attached->redirector->Redirect(cbid, data, &tls_stream)) {
     tls_redirected = true;  // counted until EXIT: the kernel is enqueued by then
-    tls_stream = LaunchStream(cbid, data->functionParams);
     return;
   }
   in_flight_.fetch_sub(1, std::memory_order_seq_cst);

@@ -102,8 +102,10 @@ class LaunchRedirector {
   // being captured (the graph would keep the twin after a detach), nor one
   // whose block or dynamic shared memory the twin cannot take. The twin is
   // made on the first launch, outside the lock: launches of the same module
-  // meanwhile run the original.
-  bool Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  // meanwhile run the original. `stream` (optional) gets the launch's stream
+  // when it was redirected.
+  bool Redirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
+                CUstream* stream = nullptr);
   // The EXIT of a launch that Redirect swapped: records this stream's "last
   // redirected launch" event (the drain at detach waits for these).
   void AfterRedirectedLaunch(CUcontext context, CUstream stream);
