@@ -237,7 +237,7 @@ void Hook::StartProbes() {
       [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
   CuptiSeam* seam = &seam_;
   device_maps_ = KeptForever(new DeviceMaps(
-      std::move(specs), output_->Maps(), [seam, tracer](CUcontext context, CUstream stream) {
+      std::move(specs), output_->AttachSession(), [seam, tracer](CUcontext context, CUstream stream) {
         absl::StatusOr<uint32_t> id = seam->StreamId(context, stream);
         if (id.ok()) tracer->IgnoreStream(*id);
       }));

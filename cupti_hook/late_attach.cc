@@ -647,7 +647,7 @@ void LateAttach::Attach(const std::string& name, uint64_t now_ns) {
       [tracer](std::string_view kernel, uint32_t id) { tracer->OnKernelInstrumented(kernel, id); });
   CuptiSeam* seam = &seam_;
   attached->maps = std::make_unique<DeviceMaps>(
-      std::move(specs), &attached->session.maps(), [seam, tracer](CUcontext c, CUstream s) {
+      std::move(specs), &attached->session, [seam, tracer](CUcontext c, CUstream s) {
         absl::StatusOr<uint32_t> id = seam->StreamId(c, s);
         if (id.ok()) tracer->IgnoreStream(*id);
       });

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -53,12 +54,18 @@ void SessionOutput::PublishStatus(HookState state, std::string_view reason) {
 }
 
 void SessionOutput::PublishStats(const TracerStats& stats, uint64_t now_ns) {
+  // Several processes may share the session: each adds what it counted
+  // since its last publication, so the header holds the sum.
   SegmentHeader& h = session_.header();
-  h.records_written.store(stats.records_written, std::memory_order_relaxed);
-  h.records_dropped.store(stats.records_dropped, std::memory_order_relaxed);
-  h.activity_buffers.store(stats.activity_buffers, std::memory_order_relaxed);
-  h.activity_records_dropped.store(stats.activity_dropped, std::memory_order_relaxed);
-  h.launches_seen.store(stats.launches, std::memory_order_relaxed);
+  auto add = [](std::atomic<uint64_t>& total, uint64_t now, uint64_t& last) {
+    if (now > last) total.fetch_add(now - last, std::memory_order_relaxed);
+    last = std::max(last, now);
+  };
+  add(h.records_written, stats.records_written, published_.records_written);
+  add(h.records_dropped, stats.records_dropped, published_.records_dropped);
+  add(h.activity_buffers, stats.activity_buffers, published_.activity_buffers);
+  add(h.activity_records_dropped, stats.activity_dropped, published_.activity_dropped);
+  add(h.launches_seen, stats.launches, published_.launches);
   h.heartbeat_ns.store(now_ns, std::memory_order_relaxed);
   h.heartbeat_count.fetch_add(1, std::memory_order_release);
 }

@@ -44,6 +44,7 @@ class SessionOutput final : public TraceOutput {
  private:
   explicit SessionOutput(Session session) : session_(std::move(session)) {}
   Session session_;
+  TracerStats published_;  // this process's counts already added to the header
 };
 
 class StandaloneOutput final : public TraceOutput {

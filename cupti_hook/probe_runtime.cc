@@ -280,9 +280,12 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
   return std::optional<InstrumentedImage>(std::move(out));
 }
 
-DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, MapsRegion* region,
+DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, Session* session,
                        std::function<void(CUcontext, CUstream)> on_stream)
-    : specs_(std::move(specs)), region_(region), on_stream_(std::move(on_stream)) {}
+    : specs_(std::move(specs)),
+      session_(session),
+      region_(session != nullptr ? &session->maps() : nullptr),
+      on_stream_(std::move(on_stream)) {}
 
 DeviceMaps::~DeviceMaps() = default;
 
@@ -293,12 +296,28 @@ absl::Status DeviceMaps::CreateLocked() {
   if (context == nullptr) {
     return absl::FailedPreconditionError("no CUDA context is current while loading the module");
   }
-  CUPROBE_ASSIGN_OR_RETURN(memory_, CudaDeviceMemory::Create(driver_));
+  const auto pid = static_cast<uint32_t>(::getpid());
+  if (session_ != nullptr && !specs_.empty()) CUPROBE_RETURN_IF_ERROR(session_->ClaimMaps(pid));
+  auto give_back = [&](absl::Status status) {
+    memory_.reset();
+    if (session_ != nullptr) session_->ReleaseMaps(pid);
+    return status;
+  };
+  absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(driver_);
+  if (!memory.ok()) return give_back(memory.status());
+  memory_ = *std::move(memory);
   MapsRegion* region = region_ != nullptr && region_->size() > 0 ? region_ : nullptr;
   absl::StatusOr<MapSet> maps = MapSet::Create(specs_, memory_.get(), region);
-  if (!maps.ok()) {
-    memory_.reset();
-    return maps.status();
+  if (!maps.ok()) return give_back(maps.status());
+  // Another process of the session, or this one before a cudaDeviceReset,
+  // may have counted already: go on from its last snapshot.
+  absl::StatusOr<size_t> seeded = maps->SeedFromRegion();
+  if (!seeded.ok()) {
+    (void)maps->Release();
+    return give_back(seeded.status());
+  }
+  if (*seeded > 0) {
+    CUPROBE_LOG(kInfo, "%d map(s) continue from their last published snapshot", *seeded);
   }
   maps_ = *std::move(maps);
   context_ = context;
@@ -306,15 +325,20 @@ absl::Status DeviceMaps::CreateLocked() {
   return absl::OkStatus();
 }
 
+absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns) {
+  ScopedContext scope(driver_, context_);
+  absl::Status status = maps_->Publish(now_ns);
+  status.Update(maps_->Release());
+  maps_.reset();
+  memory_.reset();  // destroys the copy stream, in its context
+  context_ = nullptr;
+  if (session_ != nullptr) session_->ReleaseMaps(static_cast<uint32_t>(::getpid()));
+  return status;
+}
+
 absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   absl::MutexLock lock(&mu_);
   if (maps_.has_value()) return maps_->table();
-  if (context_destroyed_) {
-    return absl::FailedPreconditionError(
-        "the probes' maps belonged to a CUDA context that was destroyed (cudaDeviceReset or "
-        "cuCtxDestroy); their last snapshot stays readable, modules loaded since run "
-        "uninstrumented");
-  }
   if (released_) return absl::FailedPreconditionError("the maps were released (exiting)");
   if (!failed_.ok()) return failed_;
   absl::Status s = CreateLocked();
@@ -335,7 +359,6 @@ absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> co
 
 absl::Status DeviceMaps::UsableInCurrentContext() {
   absl::MutexLock lock(&mu_);
-  if (context_destroyed_) return absl::FailedPreconditionError("the probes' maps' context was destroyed");
   if (!maps_.has_value()) return absl::OkStatus();
   CUcontext current = nullptr;
   if (driver_->CtxGetCurrent(&current) != CUDA_SUCCESS || current != context_) {
@@ -349,20 +372,17 @@ absl::Status DeviceMaps::UsableInCurrentContext() {
 void DeviceMaps::OnContextDestroying(CUcontext context) {
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value() || context != context_) return;
-  context_destroyed_ = true;
-  ScopedContext scope(driver_, context_);
-  absl::Status s = maps_->Publish(absl::GetCurrentTimeNanos());
-  s.Update(maps_->Release());
-  maps_.reset();
-  memory_.reset();
+  absl::Status s = PublishAndFreeLocked(absl::GetCurrentTimeNanos());
   if (!s.ok()) CUPROBE_LOG(kWarning, "the probes' maps at context teardown: %s", s.message());
-  CUPROBE_LOG(kInfo, "the probes' context is being destroyed: maps published and freed");
+  CUPROBE_LOG(kInfo,
+              "the probes' context is being destroyed: maps published and freed; the next "
+              "module load makes them again from this snapshot");
 }
 
 void DeviceMaps::Prepare(CUcontext context) {
   if (specs_.empty() || context == nullptr) return;
   absl::MutexLock lock(&mu_);
-  if (maps_.has_value() || released_ || context_destroyed_ || !failed_.ok()) return;
+  if (maps_.has_value() || released_ || !failed_.ok()) return;
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
   if (!driver.ok()) return;
   ScopedContext scope(*driver, context);
@@ -385,12 +405,7 @@ absl::Status DeviceMaps::Release(uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   released_ = true;
   if (!maps_.has_value()) return absl::OkStatus();
-  ScopedContext scope(driver_, context_);
-  absl::Status status = maps_->Publish(now_ns);
-  status.Update(maps_->Release());
-  maps_.reset();
-  memory_.reset();  // destroys the copy stream, in its context
-  return status;
+  return PublishAndFreeLocked(now_ns);
 }
 
 }  // namespace cuprobe

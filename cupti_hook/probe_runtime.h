@@ -38,6 +38,7 @@
 #include "maps/cuda_device_memory.h"
 #include "maps/map_set.h"
 #include "maps/maps_region.h"
+#include "maps/segment.h"
 #include "ptx_rewriter/bundle.h"
 #include "ptx_rewriter/compile_cache.h"
 
@@ -73,10 +74,13 @@ class BundleInstrumenter final : public ImageInstrumenter {
 
 class DeviceMaps final : public MapTableProvider {
  public:
-  // `region`: the session's maps region (may be empty when the bundle has no
-  // maps). `on_stream`: told the private copy stream, once, so the tracer
-  // can keep those copies out of the program's trace.
-  DeviceMaps(std::vector<MapSpec> specs, MapsRegion* region,
+  // `session`: the probe session whose maps region the maps publish into
+  // (null in standalone mode: no region). The maps are claimed in it before
+  // they are made (Session::ClaimMaps: one process of a session at a time)
+  // and continue from its last snapshot (MapSet::SeedFromRegion).
+  // `on_stream`: told the private copy stream, once, so the tracer can keep
+  // those copies out of the program's trace.
+  DeviceMaps(std::vector<MapSpec> specs, Session* session,
              std::function<void(CUcontext, CUstream)> on_stream);
   ~DeviceMaps() override;
 
@@ -84,12 +88,13 @@ class DeviceMaps final : public MapTableProvider {
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
   // OK when the maps exist in the current context or do not exist yet;
   // FAILED_PRECONDITION when they live in another context (device memory of
-  // one context is not mapped in another) or their context was destroyed.
+  // one context is not mapped in another).
   absl::Status UsableInCurrentContext() override;
   // CUPTI's context-destroy-starting (cudaDeviceReset, cuCtxDestroy): when it
   // is the maps' context, publishes the last snapshot while the context still
-  // exists, frees the maps, and refuses to make new ones (modules loaded
-  // afterwards run uninstrumented; what was counted stays readable).
+  // exists, frees the maps and gives the claim back. The next module load (in
+  // the context that replaces it) makes them again, seeded from that
+  // snapshot: counting goes on across a cudaDeviceReset.
   void OnContextDestroying(CUcontext context);
   // Creates the maps in `context` ahead of the first module load (at context
   // creation). Failures are kept and reported by MapTable().
@@ -102,7 +107,11 @@ class DeviceMaps final : public MapTableProvider {
  private:
   absl::Status CreateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Final snapshot, free, give the claim back (maps_ must exist).
+  absl::Status PublishAndFreeLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::vector<MapSpec> specs_;
+  Session* const session_;
   MapsRegion* const region_;
   const std::function<void(CUcontext, CUstream)> on_stream_;
   absl::Mutex mu_;
@@ -112,7 +121,6 @@ class DeviceMaps final : public MapTableProvider {
   std::optional<MapSet> maps_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // a failed creation is not retried
   bool released_ ABSL_GUARDED_BY(mu_) = false;
-  bool context_destroyed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cuprobe

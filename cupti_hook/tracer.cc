@@ -134,7 +134,7 @@ uint64_t Tracer::InternName(std::string_view name) {
     absl::MutexLock lock(&names_mu_);
     auto it = ids_by_name_.find(name);
     if (it != ids_by_name_.end()) return it->second;
-    id = next_name_id_++;
+    id = ProcessQualifiedId(pid_, next_name_id_++);
     ids_by_name_.emplace(std::string(name), id);
   }
   // First sight: publish the name once. A dropped name record leaves readers
@@ -216,7 +216,7 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
   LaunchShape shape;
   if (!ReadShape(cbid, data->functionParams, &shape)) return;
   LaunchRecord rec = {};
-  rec.correlation_id = data->correlationId;
+  rec.correlation_id = ProcessQualifiedId(pid_, data->correlationId);
   rec.name_id = shape.api == LaunchApi::kGraphLaunch ? 0 : NameForHandle(shape.handle);
   rec.api_start_ns = data->correlationData != nullptr ? *data->correlationData : end;
   rec.api_end_ns = end;
@@ -241,7 +241,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       if (Ignored(k->streamId)) break;
       KernelRecord rec = {};
-      rec.correlation_id = k->correlationId;
+      rec.correlation_id = ProcessQualifiedId(pid_, k->correlationId);
       rec.name_id = InternName(k->name != nullptr ? k->name : "<unnamed>");
       rec.start_ns = k->start;
       rec.end_ns = k->end;
@@ -266,7 +266,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       if (Ignored(m->streamId)) break;
       MemcpyRecord rec = {};
-      rec.correlation_id = m->correlationId;
+      rec.correlation_id = ProcessQualifiedId(pid_, m->correlationId);
       rec.start_ns = m->start;
       rec.end_ns = m->end;
       rec.bytes = m->bytes;
@@ -284,7 +284,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       if (Ignored(m->streamId)) break;
       MemsetRecord rec = {};
-      rec.correlation_id = m->correlationId;
+      rec.correlation_id = ProcessQualifiedId(pid_, m->correlationId);
       rec.start_ns = m->start;
       rec.end_ns = m->end;
       rec.bytes = m->bytes;

@@ -1,5 +1,8 @@
 #include "loader/args.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <functional>
 
 #include "absl/strings/match.h"
@@ -53,7 +56,9 @@ USAGE
   code (or re-raises the signal that killed it).
 
 OPTIONS
-  -o, --output PREFIX     report file prefix (default: cuprobe-report)
+  -o, --output PREFIX     report file prefix (default: cuprobe-report);
+                          %p: cuprobe's pid, %h: host name, %q{VAR}: the
+                          environment variable VAR (e.g. rank%q{RANK})
   -f, --format LIST       comma-separated: table, json, csv, chrome
                           (default: table,chrome)
                             table   kernel summary on stderr and in PREFIX.txt
@@ -82,6 +87,8 @@ EXAMPLES
   cuprobe trace -o matmul --format table,json -- python3 matmul.py
   cuprobe trace --format chrome -o timeline -- ./app && echo open timeline.trace.json
   cuprobe trace --trace launches -- ./launch_heavy_app    # counts only, lowest overhead
+  torchrun --nproc_per_node=2 --no-python \
+      cuprobe trace -o job/rank%q{RANK} --format table,prom,chrome -- python3 train.py
 )";
 
 constexpr char kRunUsage[] = R"(cuprobe run: attach eBPF probes to a program's kernels and read them live
@@ -253,6 +260,18 @@ absl::Status Invalid(std::string_view message, std::string_view topic) {
       message, "\nTry 'cuprobe ", topic, topic.empty() ? "" : " ", "--help'."));
 }
 
+// -o as given on the command line, expanded for this process.
+absl::StatusOr<std::string> ReportPrefix(std::string_view value, std::string_view topic) {
+  if (value.empty()) return Invalid("--output needs a non-empty prefix", topic);
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  absl::StatusOr<std::string> out = ExpandReportPrefix(
+      value, static_cast<uint32_t>(::getpid()), host, [](const char* n) { return std::getenv(n); });
+  if (!out.ok()) return Invalid(out.status().message(), topic);
+  if (out->empty()) return Invalid(absl::StrCat("--output '", value, "' expands to nothing"), topic);
+  return out;
+}
+
 absl::StatusOr<std::vector<ReportFormat>> ParseFormats(std::string_view list) {
   std::vector<ReportFormat> formats;
   for (std::string_view f : absl::StrSplit(list, ',', absl::SkipEmpty())) {
@@ -381,8 +400,7 @@ absl::Status ParseTracedRun(const std::vector<std::string>& argv, size_t i, std:
     OptionReader r(argv, i);
     if (r.Match("-o", "--output", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
-      if (value.empty()) return Invalid("--output needs a non-empty prefix", topic);
-      t.output = value;
+      CUPROBE_ASSIGN_OR_RETURN(t.output, ReportPrefix(value, topic));
     } else if (r.Match("-f", "--format", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(t.formats, ParseFormats(value));
@@ -518,8 +536,7 @@ absl::StatusOr<CliArgs> ParseAttach(const std::vector<std::string>& argv, size_t
       o.run.events_json = value == "json";
     } else if (r.Match("-o", "--output", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
-      if (value.empty()) return Invalid("--output needs a non-empty prefix", "attach");
-      o.run.trace.output = value;
+      CUPROBE_ASSIGN_OR_RETURN(o.run.trace.output, ReportPrefix(value, "attach"));
     } else if (arg == "--quiet") {
       o.run.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -745,6 +762,49 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     return args;
   }
   return Invalid(absl::StrCat("unknown command '", cmd, "'"), "");
+}
+
+absl::StatusOr<std::string> ExpandReportPrefix(
+    std::string_view prefix, uint32_t pid, std::string_view host,
+    const std::function<const char*(const char*)>& getenv) {
+  std::string out;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (prefix[i] != '%') {
+      out += prefix[i];
+      continue;
+    }
+    if (i + 1 >= prefix.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--output '", prefix, "' ends in a lone '%' (write %% for a '%')"));
+    }
+    const char c = prefix[++i];
+    if (c == '%') {
+      out += '%';
+    } else if (c == 'p') {
+      absl::StrAppend(&out, pid);
+    } else if (c == 'h') {
+      out += host;
+    } else if (c == 'q' && i + 1 < prefix.size() && prefix[i + 1] == '{') {
+      const size_t close = prefix.find('}', i + 2);
+      if (close == std::string_view::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--output '", prefix, "': %q{ at offset ", i - 1, " has no closing }"));
+      }
+      const std::string name(prefix.substr(i + 2, close - i - 2));
+      if (name.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--output '", prefix, "': %q{} names no environment variable"));
+      }
+      const char* value = getenv(name.c_str());
+      if (value != nullptr) out += value;
+      i = close;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--output '", prefix, "': unknown placeholder '%", std::string(1, c), "' at offset ",
+          i - 1, " (known: %p pid, %h host, %q{VAR} environment variable, %% a '%')"));
+    }
+  }
+  return out;
 }
 
 std::string UsageText(std::string_view topic) {

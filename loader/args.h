@@ -10,6 +10,7 @@
 #define CUPROBE_LOADER_ARGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,6 +100,15 @@ struct CliArgs {
 };
 
 [[nodiscard]] absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv);
+
+// Expands the placeholders of a report prefix (-o), so that one command line
+// serves every rank of a launcher (`torchrun --no-python cuprobe trace -o
+// job/rank%q{RANK} -- python3 train.py`): %p the cuprobe process's pid, %h
+// the host name, %q{NAME} environment variable NAME (empty when unset), %%
+// a '%'. INVALID_ARGUMENT for any other '%' sequence, naming it.
+[[nodiscard]] absl::StatusOr<std::string> ExpandReportPrefix(
+    std::string_view prefix, uint32_t pid, std::string_view host,
+    const std::function<const char*(const char*)>& getenv);
 
 // Usage text for `cuprobe --help` ("") and `cuprobe <command> --help`.
 [[nodiscard]] std::string UsageText(std::string_view topic);

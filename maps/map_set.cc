@@ -152,6 +152,26 @@ absl::Status MapSet::Initialize(size_t i) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> MapSet::SeedFromRegion() {
+  if (region_ == nullptr) return size_t{0};
+  size_t seeded = 0;
+  for (size_t i = 0; i < maps_.size(); ++i) {
+    if (region_->generation(i) == 0) continue;
+    CUPROBE_ASSIGN_OR_RETURN(SnapshotBytes snap, region_->ReadSnapshot(i));
+    const uint64_t bytes = maps_[i].geometry.snapshot_bytes();
+    if (snap.generation == 0) continue;
+    if (snap.bytes.size() != bytes) {
+      return absl::DataLossError(absl::StrFormat(
+          "map '%s': its published snapshot holds %d bytes, the map %d", maps_[i].spec.name,
+          snap.bytes.size(), bytes));
+    }
+    CUPROBE_RETURN_IF_ERROR(
+        memory_->CopyToDevice(maps_[i].base + CUPROBE_MAP_DESC_SIZE, snap.bytes.data(), bytes));
+    ++seeded;
+  }
+  return seeded;
+}
+
 absl::Status MapSet::CopyFolded(size_t i, std::vector<uint8_t>* out,
                                 const std::vector<std::vector<uint64_t>>* counts) {
   const Map& m = maps_[i];

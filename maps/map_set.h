@@ -70,6 +70,15 @@ class MapSet {
   // Snapshots every map into the region (if any) and honours clear requests.
   [[nodiscard]] absl::Status Publish(uint64_t now_ns);
 
+  // Continues from what the region last published: every map that has a
+  // snapshot (generation > 0) gets that snapshot's control and image as its
+  // device state (value copies and counter shards stay zero: the snapshot
+  // is folded). For maps re-created in a new context (after
+  // cudaDeviceReset) or by the next process of a session, so counts go on
+  // where they stopped. Call right after Create, before any kernel runs.
+  // Returns how many maps were seeded; a no-op without a region.
+  [[nodiscard]] absl::StatusOr<size_t> SeedFromRegion();
+
   // Back to the initial state: zero counters and image, initial value again.
   // INVALID_ARGUMENT for ring buffers.
   [[nodiscard]] absl::Status Clear(size_t i);

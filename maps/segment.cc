@@ -573,6 +573,36 @@ absl::Status Session::RequestAttach(std::string_view attach_session) {
   return absl::OkStatus();
 }
 
+absl::Status Session::ClaimMaps(uint32_t pid) {
+  if (!writable_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("session segment '%s' is open read-only", name_));
+  }
+  uint32_t owner = 0;
+  while (!header_->maps_owner.compare_exchange_strong(owner, pid, std::memory_order_acq_rel)) {
+    if (owner == pid) return absl::OkStatus();
+    // A holder that died without giving the maps back (SIGKILL) is replaced.
+    if (::kill(static_cast<pid_t>(owner), 0) == 0 || errno == EPERM) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the probes' maps of session '%s' are held by pid %d, another process of the same "
+          "session (one process of a session at a time is instrumented: run one cuprobe per "
+          "process, see docs/CLI.md \"Several ranks and machines\")",
+          name_, owner));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Session::ReleaseMaps(uint32_t pid) {
+  if (!writable_ || header_ == nullptr) return;
+  uint32_t expected = pid;
+  header_->maps_owner.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+}
+
+uint32_t Session::maps_owner() const {
+  return header_ == nullptr ? 0 : header_->maps_owner.load(std::memory_order_acquire);
+}
+
 absl::Status Session::RequestDetach() {
   if (!writable_) {
     return absl::FailedPreconditionError(

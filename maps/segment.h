@@ -152,6 +152,16 @@ class Session {
   // True for names Session::Create makes: [A-Za-z0-9._-], 1..63 characters.
   [[nodiscard]] static bool IsSessionName(std::string_view name);
 
+  // The probes' maps belong to one process of the session at a time (the
+  // device maps of two processes would overwrite each other's snapshots).
+  // ClaimMaps takes maps_owner for `pid`: OK when it was free, already
+  // `pid`'s, or held by a process that no longer exists; FAILED_PRECONDITION
+  // naming the live holder otherwise. ReleaseMaps gives it back (a no-op
+  // unless `pid` holds it). FAILED_PRECONDITION on a read-only Session.
+  [[nodiscard]] absl::Status ClaimMaps(uint32_t pid);
+  void ReleaseMaps(uint32_t pid);
+  [[nodiscard]] uint32_t maps_owner() const;
+
   // Unlinks the name (shm_unlink) so no new process can open it; mappings,
   // this one included, stay valid. Idempotent: a name already gone is OK.
   [[nodiscard]] absl::Status Remove();

@@ -100,7 +100,11 @@ struct SegmentHeader {
   std::atomic<uint32_t> hook_pid;
   std::atomic<uint32_t> hook_state;     // the hook's own state enum value
   std::atomic<uint32_t> session_state;  // SessionState; 0 while being built
-  uint32_t reserved1;
+  // The pid whose hook holds the probes' maps (0: none). Processes of one
+  // session take turns: a second process that starts while the first holds
+  // them runs uninstrumented (Session::ClaimMaps). Formerly reserved1 (zero
+  // in layout 4 segments of earlier builds: unclaimed).
+  std::atomic<uint32_t> maps_owner;
   std::atomic<uint64_t> heartbeat_ns;
   std::atomic<uint64_t> heartbeat_count;
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -29,7 +30,10 @@ struct Event {
 
 class ChromeTraceWriter {
  public:
-  explicit ChromeTraceWriter(const TraceData& data) : data_(data) { origin_ = Origin(); }
+  explicit ChromeTraceWriter(const TraceData& data) : data_(data) {
+    origin_ = Origin();
+    NumberGpus();
+  }
 
   std::string Write();
 
@@ -44,7 +48,13 @@ class ChromeTraceWriter {
     const uint64_t d = DurationNs(start, end);
     return absl::StrFormat("%d.%03d", d / 1000, d % 1000);
   }
-  static uint32_t GpuPid(uint32_t device) { return kChromeGpuPidBase + device; }
+  // The track group of a GPU operation: one per device, or, when several
+  // processes wrote into the session, one per (process, device).
+  void NumberGpus();
+  uint32_t GpuPid(uint64_t correlation_id, uint32_t device) const {
+    auto it = gpu_pids_.find({IdProcess(correlation_id), device});
+    return it != gpu_pids_.end() ? it->second : kChromeGpuPidBase + device;
+  }
   static uint32_t LaneTid(uint32_t stream, uint32_t lane) {
     return stream + lane * kChromeLaneTidStride;
   }
@@ -73,11 +83,27 @@ class ChromeTraceWriter {
   std::vector<Event> flows_;
   std::set<uint32_t> cpu_pids_;
   std::set<std::pair<uint32_t, uint32_t>> cpu_threads_;  // (pid, tid)
-  std::set<uint32_t> devices_;
-  // (device, stream id, lane): lane 0 is the stream's own track.
+  // (process, device) -> the track group's pid.
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> gpu_pids_;
+  bool several_processes_ = false;
+  // (GPU pid, stream id, lane): lane 0 is the stream's own track.
   std::set<std::tuple<uint32_t, uint32_t, uint32_t>> tracks_;
   std::vector<uint32_t> kernel_lane_, memcpy_lane_, memset_lane_;
 };
+
+void ChromeTraceWriter::NumberGpus() {
+  std::set<std::pair<uint32_t, uint32_t>> gpus;  // (process, device)
+  for (const auto& k : data_.kernels()) gpus.insert({IdProcess(k.correlation_id), k.device});
+  for (const auto& m : data_.memcpys()) gpus.insert({IdProcess(m.correlation_id), m.device});
+  for (const auto& m : data_.memsets()) gpus.insert({IdProcess(m.correlation_id), m.device});
+  std::set<uint32_t> processes;
+  for (const auto& [process, device] : gpus) processes.insert(process);
+  several_processes_ = processes.size() > 1;
+  uint32_t next = kChromeGpuPidBase;
+  for (const auto& [process, device] : gpus) {
+    gpu_pids_[{process, device}] = several_processes_ ? next++ : kChromeGpuPidBase + device;
+  }
+}
 
 uint64_t ChromeTraceWriter::Origin() const {
   uint64_t origin = std::numeric_limits<uint64_t>::max();
@@ -109,7 +135,7 @@ std::string Dim3(const uint32_t (&v)[3]) { return absl::StrCat("[", v[0], ",", v
 // the first free overflow lane of that stream (greedy interval partitioning).
 void ChromeTraceWriter::AssignLanes() {
   struct Op {
-    uint32_t device, stream;
+    uint32_t gpu, stream;  // gpu: the track group's pid
     uint64_t start, end;
     int kind;  // 0 kernel, 1 memcpy, 2 memset
     size_t index;
@@ -119,20 +145,20 @@ void ChromeTraceWriter::AssignLanes() {
   const auto& memcpys = data_.memcpys();
   const auto& memsets = data_.memsets();
   for (size_t i = 0; i < kernels.size(); ++i) {
-    ops.push_back({kernels[i].device, kernels[i].stream_id, kernels[i].start_ns,
+    ops.push_back({GpuPid(kernels[i].correlation_id, kernels[i].device), kernels[i].stream_id, kernels[i].start_ns,
                    std::max(kernels[i].start_ns, kernels[i].end_ns), 0, i});
   }
   for (size_t i = 0; i < memcpys.size(); ++i) {
-    ops.push_back({memcpys[i].device, memcpys[i].stream_id, memcpys[i].start_ns,
+    ops.push_back({GpuPid(memcpys[i].correlation_id, memcpys[i].device), memcpys[i].stream_id, memcpys[i].start_ns,
                    std::max(memcpys[i].start_ns, memcpys[i].end_ns), 1, i});
   }
   for (size_t i = 0; i < memsets.size(); ++i) {
-    ops.push_back({memsets[i].device, memsets[i].stream_id, memsets[i].start_ns,
+    ops.push_back({GpuPid(memsets[i].correlation_id, memsets[i].device), memsets[i].stream_id, memsets[i].start_ns,
                    std::max(memsets[i].start_ns, memsets[i].end_ns), 2, i});
   }
   std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) {
-    return std::tie(a.device, a.stream, a.start, a.kind, a.index) <
-           std::tie(b.device, b.stream, b.start, b.kind, b.index);
+    return std::tie(a.gpu, a.stream, a.start, a.kind, a.index) <
+           std::tie(b.gpu, b.stream, b.start, b.kind, b.index);
   });
   kernel_lane_.assign(kernels.size(), 0);
   memcpy_lane_.assign(memcpys.size(), 0);
@@ -140,7 +166,7 @@ void ChromeTraceWriter::AssignLanes() {
   std::vector<uint64_t> lane_end;  // per lane of the current stream
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    if (i == 0 || op.device != ops[i - 1].device || op.stream != ops[i - 1].stream) {
+    if (i == 0 || op.gpu != ops[i - 1].gpu || op.stream != ops[i - 1].stream) {
       lane_end.clear();
     }
     uint32_t lane = 0;
@@ -149,8 +175,7 @@ void ChromeTraceWriter::AssignLanes() {
     lane_end[lane] = op.end;
     // Lanes beyond the stride's reach would collide with other streams' tids.
     lane = std::min<uint32_t>(lane, kChromeMaxLanes - 1);
-    devices_.insert(op.device);
-    tracks_.insert({op.device, op.stream, lane});
+    tracks_.insert({op.gpu, op.stream, lane});
     (op.kind == 0 ? kernel_lane_ : op.kind == 1 ? memcpy_lane_ : memset_lane_)[op.index] = lane;
   }
 }
@@ -167,7 +192,7 @@ void ChromeTraceWriter::AddLaunches() {
     } else {
       AppendJsonString(&e, DemangleKernelName(data_.Name(l.name_id)));
     }
-    absl::StrAppend(&e, ",\"correlation id\":", l.correlation_id, ",\"grid\":", Dim3(l.grid),
+    absl::StrAppend(&e, ",\"correlation id\":", IdLocal(l.correlation_id), ",\"grid\":", Dim3(l.grid),
                     ",\"block\":", Dim3(l.block), ",\"shared memory\":", l.shared_mem_bytes,
                     ",\"stream\":\"", absl::StrFormat("0x%x", l.stream), "\",\"result\":",
                     l.result, "}}");
@@ -181,8 +206,8 @@ void ChromeTraceWriter::AddKernels() {
     const uint32_t tid = LaneTid(k.stream_id, kernel_lane_[i]);
     const std::string_view raw = data_.Name(k.name_id);
     const std::string name = DemangleKernelName(raw);
-    std::string e = SliceHead(name, "kernel", k.start_ns, k.end_ns, GpuPid(k.device), tid);
-    absl::StrAppend(&e, "\"correlation id\":", k.correlation_id, ",\"grid\":", Dim3(k.grid),
+    std::string e = SliceHead(name, "kernel", k.start_ns, k.end_ns, GpuPid(k.correlation_id, k.device), tid);
+    absl::StrAppend(&e, "\"correlation id\":", IdLocal(k.correlation_id), ",\"grid\":", Dim3(k.grid),
                     ",\"block\":", Dim3(k.block),
                     ",\"shared memory\":", k.dynamic_shared_bytes + uint64_t{k.static_shared_bytes},
                     ",\"dynamic shared memory\":", k.dynamic_shared_bytes,
@@ -198,7 +223,7 @@ void ChromeTraceWriter::AddKernels() {
       AppendJsonString(&e, raw);
     }
     e += "}}";
-    AddEvent(k.start_ns, GpuPid(k.device), tid, std::move(e));
+    AddEvent(k.start_ns, GpuPid(k.correlation_id, k.device), tid, std::move(e));
   }
 }
 
@@ -207,24 +232,24 @@ void ChromeTraceWriter::AddMemoryOps() {
     const MemcpyRecord& m = data_.memcpys()[i];
     const uint32_t tid = LaneTid(m.stream_id, memcpy_lane_[i]);
     std::string e = SliceHead(MemcpyKindName(m.copy_kind), "memcpy", m.start_ns, m.end_ns,
-                              GpuPid(m.device), tid);
-    absl::StrAppend(&e, "\"bytes\":", m.bytes, ",\"correlation id\":", m.correlation_id,
+                              GpuPid(m.correlation_id, m.device), tid);
+    absl::StrAppend(&e, "\"bytes\":", m.bytes, ",\"correlation id\":", IdLocal(m.correlation_id),
                     ",\"stream\":", m.stream_id, ",\"device\":", m.device, ",\"src kind\":");
     AppendJsonString(&e, MemoryKindName(m.src_kind));
     e += ",\"dst kind\":";
     AppendJsonString(&e, MemoryKindName(m.dst_kind));
     e += "}}";
-    AddEvent(m.start_ns, GpuPid(m.device), tid, std::move(e));
+    AddEvent(m.start_ns, GpuPid(m.correlation_id, m.device), tid, std::move(e));
   }
   for (size_t i = 0; i < data_.memsets().size(); ++i) {
     const MemsetRecord& m = data_.memsets()[i];
     const uint32_t tid = LaneTid(m.stream_id, memset_lane_[i]);
     std::string e = SliceHead(kMemsetOperationName, "memset", m.start_ns, m.end_ns,
-                              GpuPid(m.device), tid);
+                              GpuPid(m.correlation_id, m.device), tid);
     absl::StrAppend(&e, "\"bytes\":", m.bytes, ",\"value\":", m.value,
-                    ",\"correlation id\":", m.correlation_id, ",\"stream\":", m.stream_id,
+                    ",\"correlation id\":", IdLocal(m.correlation_id), ",\"stream\":", m.stream_id,
                     ",\"device\":", m.device, "}}");
-    AddEvent(m.start_ns, GpuPid(m.device), tid, std::move(e));
+    AddEvent(m.start_ns, GpuPid(m.correlation_id, m.device), tid, std::move(e));
   }
 }
 
@@ -238,21 +263,35 @@ void ChromeTraceWriter::AddFlows() {
     if (!inserted && kernels[i].start_ns < kernels[it->second].start_ns) it->second = i;
   }
   // One arrow per correlation id: the first launch record that carries it.
+  // Arrows are numbered from 1 in correlation order: process-qualified
+  // correlation ids exceed JavaScript's exact integers.
+  std::vector<std::pair<size_t, size_t>> arrows;  // (launch, kernel) indices
   absl::flat_hash_map<uint64_t, bool> done;
-  for (const LaunchRecord& l : data_.launches()) {
+  const auto& launches = data_.launches();
+  for (size_t li = 0; li < launches.size(); ++li) {
+    const LaunchRecord& l = launches[li];
     auto it = kernel_of.find(l.correlation_id);
     if (it == kernel_of.end() || !done.try_emplace(l.correlation_id, true).second) continue;
-    const KernelRecord& k = kernels[it->second];
+    arrows.push_back({li, it->second});
+  }
+  std::sort(arrows.begin(), arrows.end(), [&](const auto& a, const auto& b) {
+    return launches[a.first].correlation_id < launches[b.first].correlation_id;
+  });
+  uint64_t id = 0;
+  for (const auto& [li, ki] : arrows) {
+    const LaunchRecord& l = launches[li];
+    const KernelRecord& k = kernels[ki];
+    ++id;
     std::string s = absl::StrCat(
-        "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"s\",\"id\":", l.correlation_id,
+        "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"s\",\"id\":", id,
         ",\"ts\":", Micros(l.api_start_ns), ",\"pid\":", l.pid, ",\"tid\":", l.tid, "}");
     std::string f = absl::StrCat(
-        "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"f\",\"bp\":\"e\",\"id\":",
-        l.correlation_id, ",\"ts\":", Micros(k.start_ns), ",\"pid\":", GpuPid(k.device),
-        ",\"tid\":", LaneTid(k.stream_id, kernel_lane_[it->second]), "}");
-    // Sorted by correlation id, start before finish.
-    flows_.push_back(Event{l.correlation_id, 0, 0, 0, std::move(s)});
-    flows_.push_back(Event{l.correlation_id, 0, 0, 1, std::move(f)});
+        "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"f\",\"bp\":\"e\",\"id\":", id,
+        ",\"ts\":", Micros(k.start_ns), ",\"pid\":", GpuPid(k.correlation_id, k.device),
+        ",\"tid\":", LaneTid(k.stream_id, kernel_lane_[ki]), "}");
+    // Sorted by arrow, start before finish.
+    flows_.push_back(Event{id, 0, 0, 0, std::move(s)});
+    flows_.push_back(Event{id, 0, 0, 1, std::move(f)});
   }
   std::sort(flows_.begin(), flows_.end(), [](const Event& a, const Event& b) {
     return std::tie(a.ts, a.seq) < std::tie(b.ts, b.seq);
@@ -296,19 +335,24 @@ std::string ChromeTraceWriter::Metadata() const {
   for (const auto& [pid, tid] : cpu_threads_) {
     AppendMetadata(&out, "thread_name", pid, tid, "name", absl::StrCat("Thread ", tid), 0, true);
   }
-  for (uint32_t device : devices_) {
-    AppendMetadata(&out, "process_name", GpuPid(device), 0, "name",
-                   absl::StrCat("GPU ", device), 0, true);
-    AppendMetadata(&out, "process_sort_index", GpuPid(device), 0, "sort_index", "",
-                   sort_index++, false);
+  for (const auto& [key, gpu] : gpu_pids_) {
+    const auto& [process, device] = key;
+    std::string name = absl::StrCat("GPU ", device);
+    if (several_processes_) {
+      auto it = process_names.find(process);
+      absl::StrAppend(&name, " (", it != process_names.end() ? it->second : "pid",
+                      it != process_names.end() ? ", pid " : " ", process, ")");
+    }
+    AppendMetadata(&out, "process_name", gpu, 0, "name", name, 0, true);
+    AppendMetadata(&out, "process_sort_index", gpu, 0, "sort_index", "", sort_index++, false);
   }
-  for (const auto& [device, stream, lane] : tracks_) {
+  for (const auto& [gpu, stream, lane] : tracks_) {
     const uint32_t tid = LaneTid(stream, lane);
-    AppendMetadata(&out, "thread_name", GpuPid(device), tid, "name",
+    AppendMetadata(&out, "thread_name", gpu, tid, "name",
                    lane == 0 ? absl::StrCat("Stream ", stream)
                              : absl::StrCat("Stream ", stream, " (overlap ", lane, ")"),
                    0, true);
-    AppendMetadata(&out, "thread_sort_index", GpuPid(device), tid, "sort_index", "",
+    AppendMetadata(&out, "thread_sort_index", gpu, tid, "sort_index", "",
                    int64_t{stream} * kChromeMaxLanes + lane, false);
   }
   return out;

@@ -19,14 +19,18 @@
 // - CPU: one process per app pid (named by its ProcessRecord, else "Process
 //   N"), one thread per CPU tid; each launch API call is an "X" slice.
 // - GPU: device D is process kChromeGpuPidBase + D named "GPU D" (real pids
-//   stay below 2^22, so they never collide); each stream is a thread whose
+//   stay below 2^22, so they never collide). When several processes wrote
+//   into the session (their ids differ in IdProcess), each (process, device)
+//   is its own group, kChromeGpuPidBase + 0, 1, ... in (pid, device) order,
+//   named "GPU D (program, pid P)". Each stream is a thread whose
 //   tid is the CUPTI stream id, named "Stream N", sorted by id. Kernels,
 //   memcpys and memsets are "X" slices on their stream. Operations that
 //   overlap on one stream (graph kernels run concurrently, yet CUPTI reports
 //   them on the launch stream) would be dropped or garbled by the viewers:
 //   those go to overflow tracks "Stream N (overlap K)", tid N + K *
 //   kChromeLaneTidStride, listed right after the stream.
-// - Flow arrows (cat "launch", id = correlation id) go from each launch slice
+// - Flow arrows (cat "launch", ids 1, 2, ... in correlation order; args show
+//   the correlation id's local half, IdLocal) go from each launch slice
 //   ("s", at the call's start) to the start of its kernel ("f", bp "e"). When
 //   several kernels share one correlation id (a cuGraphLaunch), the arrow goes
 //   to the earliest; the others still carry the id in their args.

@@ -19,8 +19,9 @@
 // (padding to a multiple of 8, or a future version's extra fields); only the
 // struct's bytes are read.
 //
-// name_id is unique within one process, and KernelRecord carries no pid: use
-// one TraceData per process ring.
+// Several processes may share one session: the hook qualifies correlation
+// and name ids with the writing process (maps/trace_records.h,
+// ProcessQualifiedId), so one TraceData takes them all.
 //
 // Not thread-safe: one consumer thread feeds it.
 #ifndef CUPROBE_MAPS_TRACE_DATA_H_

@@ -25,6 +25,17 @@ namespace cuprobe {
 
 inline constexpr uint32_t kTraceRecordsVersion = 1;
 
+// Several processes may write into one session (a launcher's children: the
+// ranks of torchrun, a shell pipeline). Correlation and name ids are
+// therefore qualified by the writing process: the pid in the high 32 bits,
+// the process's own id (CUPTI's correlation id, a name counter) in the low
+// 32. Readers key on the whole id; reports show the low half.
+[[nodiscard]] constexpr uint64_t ProcessQualifiedId(uint32_t pid, uint64_t local) {
+  return (uint64_t{pid} << 32) | (local & 0xffffffffu);
+}
+[[nodiscard]] constexpr uint32_t IdProcess(uint64_t id) { return static_cast<uint32_t>(id >> 32); }
+[[nodiscard]] constexpr uint32_t IdLocal(uint64_t id) { return static_cast<uint32_t>(id); }
+
 enum class RecordType : uint16_t {
   kName = 1,     // NameRecord + bytes
   kLaunch = 2,   // LaunchRecord: one kernel launch API call on a CPU thread

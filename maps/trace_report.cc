@@ -473,7 +473,7 @@ TraceSummary Summarize(const TraceData& data) {
   }
 
   // Launch latency: each kernel against the launch call of its correlation id.
-  absl::flat_hash_map<uint32_t, uint64_t> launch_start;  // correlation id -> API start
+  absl::flat_hash_map<uint64_t, uint64_t> launch_start;  // correlation id -> API start
   for (const LaunchRecord& l : data.launches()) {
     if (l.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)) continue;
     launch_start.emplace(l.correlation_id, l.api_start_ns);

@@ -185,6 +185,68 @@ TEST_F(MapSetTest, DescriptorsDriveTheAlgorithmsAndReadersSeePublishedSnapshots)
   EXPECT_TRUE(maps->Release().ok()) << "idempotent";
 }
 
+// A second MapSet on the same region (the next process of a session, or the
+// maps made again after cudaDeviceReset) goes on from the last snapshot:
+// counts add up, HASH keys stay, the ring's head continues past what the
+// consumer already read, with no record repeated or lost.
+TEST_F(MapSetTest, MapsMadeAgainContinueFromTheLastSnapshot) {
+  Session& session = Create(Specs());
+  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
+  ASSERT_TRUE(consumer.ok());
+  absl::StatusOr<MapRing> ring = consumer->maps().Ring(4);
+  ASSERT_TRUE(ring.ok());
+  std::vector<uint64_t> events;
+  auto consume = [&] {
+    return ring->Consume([&](absl::Span<const uint8_t> b) {
+      uint64_t v;
+      std::memcpy(&v, b.data(), 8);
+      events.push_back(v);
+    });
+  };
+  auto run = [&](uint64_t round) {
+    HostDeviceMemory memory;
+    absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+    ASSERT_TRUE(maps.ok()) << maps.status();
+    absl::StatusOr<size_t> seeded = maps->SeedFromRegion();
+    ASSERT_TRUE(seeded.ok()) << seeded.status();
+    EXPECT_EQ(*seeded, round == 0 ? 0u : 5u) << "maps with a snapshot";
+    for (uint64_t k = 0; k < 10; ++k) {
+      int64_t err = 0;
+      *algo::MapAddTarget(Desc(*maps, 0), &k, 0, &err) += k * 100;
+      algo::AtomicAdd64(algo::HistTarget(Desc(*maps, 2), k), 1);
+    }
+    const uint64_t key = 100 + round;  // a key only this round adds
+    int64_t err = 0;
+    *algo::MapAddTarget(Desc(*maps, 0), &key, 0, &err) += 1;
+    const uint64_t event[2] = {round, round};
+    ASSERT_EQ(algo::RingOutput(Desc(*maps, 4), event, sizeof(event), 0), 0);
+    ASSERT_TRUE(maps->Publish(1000 + round).ok());
+    EXPECT_EQ(consume(), 1u);
+    ASSERT_TRUE(maps->Release().ok());
+  };
+  for (uint64_t round = 0; round < 3; ++round) run(round);
+
+  MapsRegion& region = session.maps();
+  absl::StatusOr<SnapshotBytes> bytes = region.ReadSnapshot(0);
+  ASSERT_TRUE(bytes.ok());
+  MapSnapshot counts(region.map(0), *std::move(bytes));
+  EXPECT_EQ(counts.CountEntries(), 13u) << "10 shared keys and one per round";
+  for (uint64_t k = 0; k < 10; ++k) {
+    auto v = counts.Lookup(AsBytes(k));
+    ASSERT_TRUE(v.has_value()) << k;
+    uint64_t value;
+    std::memcpy(&value, v->data(), 8);
+    EXPECT_EQ(value, 3 * k * 100) << k;
+  }
+  bytes = region.ReadSnapshot(2);
+  ASSERT_TRUE(bytes.ok());
+  const std::vector<uint64_t> buckets = MapSnapshot(region.map(2), *std::move(bytes)).Buckets();
+  EXPECT_EQ(buckets[3], 12u) << "4..7, three rounds";
+  EXPECT_THAT(events, ::testing::ElementsAre(0u, 1u, 2u));
+  EXPECT_EQ(ring->Stats().reserved, 3u);
+  EXPECT_EQ(ring->Stats().head, 72u);
+}
+
 TEST_F(MapSetTest, OpenRejectsASessionWhoseMapsRegionIsCorrupt) {
   Session& session = Create(Specs());
   ASSERT_GT(session.maps().size(), 0u);

@@ -222,6 +222,41 @@ TEST_F(SegmentTest, ModeIs0600EvenUnderAHostileUmask) {
   EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, s->segment_size());
 }
 
+// One process of a session at a time holds the probes' maps: a live holder
+// keeps them (the error names it), a dead one's claim is taken over, and
+// giving them back frees them for the next process.
+TEST_F(SegmentTest, MapsAreClaimedByOneLiveProcessAtATime) {
+  absl::StatusOr<Session> s = CreateTracked();
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto me = static_cast<uint32_t>(::getpid());
+  const auto parent = static_cast<uint32_t>(::getppid());  // alive while we run
+  EXPECT_EQ(s->maps_owner(), 0u);
+  ASSERT_TRUE(s->ClaimMaps(parent).ok());
+  absl::Status taken = s->ClaimMaps(me);
+  EXPECT_EQ(taken.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(taken.message()), HasSubstr(absl::StrCat("held by pid ", parent)));
+  s->ReleaseMaps(me);
+  EXPECT_EQ(s->maps_owner(), parent) << "only the holder gives them back";
+  s->ReleaseMaps(parent);
+  EXPECT_EQ(s->maps_owner(), 0u);
+
+  // A holder that died without giving them back.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(s->ClaimMaps(static_cast<uint32_t>(child)).ok());
+  ASSERT_TRUE(s->ClaimMaps(me).ok()) << "a dead holder is replaced";
+  EXPECT_EQ(s->maps_owner(), me);
+  EXPECT_TRUE(s->ClaimMaps(me).ok()) << "claiming again is fine";
+
+  absl::StatusOr<Session> reader = Session::Open(s->name(), /*writable=*/false);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->maps_owner(), me);
+  EXPECT_EQ(reader->ClaimMaps(me).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(SegmentTest, TwoCreatesGetDifferentNames) {
   CUPROBE_ASSERT_CREATE(a, kSmallRing);
   CUPROBE_ASSERT_CREATE(b, kSmallRing);

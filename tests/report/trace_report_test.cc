@@ -841,7 +841,7 @@ TEST(FormatTest, OverlappingWorkOnOneStreamGetsOverflowTracks) {
   EXPECT_THAT(trace, HasSubstr("\"tid\":20000005,\"args\":{\"name\":\"Stream 5 (overlap 2)\"}"));
   EXPECT_THAT(trace, ::testing::Not(HasSubstr("overlap 3")));
   // The arrow to the second kernel ends on the overflow track.
-  EXPECT_THAT(trace, HasSubstr("\"ph\":\"f\",\"bp\":\"e\",\"id\":71,\"ts\":0.140,"
+  EXPECT_THAT(trace, HasSubstr("\"ph\":\"f\",\"bp\":\"e\",\"id\":2,\"ts\":0.140,"
                                "\"pid\":1000000000,\"tid\":10000005}"));
   const std::string path = TempPath("overlap_trace.json");
   ASSERT_TRUE(WriteFile(path, trace).ok());
@@ -849,6 +849,60 @@ TEST(FormatTest, OverlappingWorkOnOneStreamGetsOverflowTracks) {
   CUPROBE_SKIP_WITHOUT_PYTHON(r);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "X=8 s=4 f=4 M=11\n");
+  ::unlink(path.c_str());
+}
+
+// Two processes wrote into one session (a launcher's children): their
+// correlation and name ids are qualified by pid, so equal local ids do not
+// collide; the summary adds their kernels up, the timeline gives each
+// (process, GPU) its own track group, and every arrow finds its kernel.
+TEST(FormatTest, TwoProcessesInOneSessionStayApart) {
+  TraceData data;
+  const uint32_t pids[] = {4242, 4343};
+  for (uint32_t pid : pids) {
+    ProcessRecord p{};
+    p.pid = pid;
+    p.name_id = ProcessQualifiedId(pid, 1);
+    data.AddProcess(p);
+    data.AddName(ProcessQualifiedId(pid, 1), pid == 4242 ? "trainer" : "server");
+    // The same local name id names different kernels in each process.
+    data.AddName(ProcessQualifiedId(pid, 2), pid == 4242 ? "_Z4stepv" : "_Z5servev");
+    for (uint64_t c = 1; c <= 3; ++c) {  // the same local correlation ids
+      LaunchRecord l{};
+      l.correlation_id = ProcessQualifiedId(pid, c);
+      l.name_id = ProcessQualifiedId(pid, 2);
+      l.api_start_ns = 1000 * c + pid;
+      l.api_end_ns = l.api_start_ns + 10;
+      l.pid = pid;
+      l.tid = pid;
+      data.AddLaunch(l);
+      KernelRecord k{};
+      k.correlation_id = l.correlation_id;
+      k.name_id = l.name_id;
+      k.start_ns = l.api_start_ns + 100;
+      k.end_ns = k.start_ns + (pid == 4242 ? 50 : 70);
+      k.stream_id = 7;
+      data.AddKernel(k);
+    }
+  }
+  TraceSummary summary = Summarize(data);
+  ASSERT_EQ(summary.kernels.size(), 2u);
+  for (const KernelSummaryRow& row : summary.kernels) EXPECT_EQ(row.time.count, 3u) << row.name;
+  EXPECT_EQ(summary.totals.processes, 2u);
+  const std::string trace = FormatChromeTrace(data);
+  EXPECT_THAT(trace, HasSubstr("{\"name\":\"GPU 0 (trainer, pid 4242)\"}"));
+  EXPECT_THAT(trace, HasSubstr("{\"name\":\"GPU 0 (server, pid 4343)\"}"));
+  EXPECT_THAT(trace, HasSubstr("\"pid\":1000000001,\"tid\":7,\"args\":{\"correlation id\":1,"));
+  // Arrows 1..6; process 4343's first kernel ends arrow 4 on its own group.
+  EXPECT_THAT(trace, HasSubstr("\"ph\":\"f\",\"bp\":\"e\",\"id\":4,"));
+  EXPECT_THAT(trace, ::testing::Not(HasSubstr("\"id\":7,")));
+  EXPECT_THAT(trace, ::testing::Not(HasSubstr("\"name\":\"GPU 0\"}")));
+  const std::string path = TempPath("two_processes.json");
+  ASSERT_TRUE(WriteFile(path, trace).ok());
+  testing::ProcessResult r = RunPython(kChromeCheck, path);
+  CUPROBE_SKIP_WITHOUT_PYTHON(r);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("s=6 f=6"));
   ::unlink(path.c_str());
 }
 

@@ -1,5 +1,10 @@
 #include "loader/args.h"
 
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -132,6 +137,28 @@ TEST(Args, Attach) {
   absl::StatusOr<CliArgs> h = Parse({"attach", "--help"});
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->help_topic, "attach");
+}
+
+TEST(Args, ReportPrefixPlaceholders) {
+  auto env = [](const char* name) -> const char* {
+    return std::string_view(name) == "RANK" ? "3" : nullptr;
+  };
+  auto expand = [&](std::string_view p) { return ExpandReportPrefix(p, 4242, "node7", env); };
+  EXPECT_EQ(*expand("job/rank%q{RANK}"), "job/rank3");
+  EXPECT_EQ(*expand("%h-%p"), "node7-4242");
+  EXPECT_EQ(*expand("r%q{UNSET}x"), "rx");
+  EXPECT_EQ(*expand("100%%"), "100%");
+  EXPECT_EQ(*expand("plain"), "plain");
+  EXPECT_THAT(expand("a%").status().message(), HasSubstr("lone '%'"));
+  EXPECT_THAT(expand("a%x").status().message(), HasSubstr("unknown placeholder '%x' at offset 1"));
+  EXPECT_THAT(expand("%q{RANK").status().message(), HasSubstr("no closing }"));
+  EXPECT_THAT(expand("%q{}").status().message(), HasSubstr("names no environment variable"));
+  // Through the command line: expanded at parse time, errors name the command.
+  absl::StatusOr<CliArgs> a = ParseArgs({"cuprobe", "trace", "-o", "x%p", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->trace.output, absl::StrCat("x", ::getpid()));
+  absl::StatusOr<CliArgs> bad = ParseArgs({"cuprobe", "run", "-p", "p.o", "-o", "%z", "--", "a"});
+  EXPECT_THAT(bad.status().message(), HasSubstr("Try 'cuprobe run --help'"));
 }
 
 TEST(Args, UnknownCommand) {

@@ -217,7 +217,7 @@ TEST(Hook, LaunchBecomesALaunchRecordWithCachedName) {
   auto launches = rig.output.OfType(RecordType::kLaunch);
   ASSERT_EQ(launches.size(), 3u);
   LaunchRecord a = Body<LaunchRecord>(launches[0]);
-  EXPECT_EQ(a.correlation_id, 7u);
+  EXPECT_EQ(a.correlation_id, ProcessQualifiedId(4242, 7));
   EXPECT_EQ(a.api_start_ns, 1000u);
   EXPECT_EQ(a.api_end_ns, 1500u);
   EXPECT_EQ(a.grid[0], 4096u);
@@ -321,7 +321,7 @@ TEST(Hook, ActivityRecordsAreConvertedAtFlush) {
   auto kernels = rig.output.OfType(RecordType::kKernel);
   ASSERT_EQ(kernels.size(), 1u);
   KernelRecord kr = Body<KernelRecord>(kernels[0]);
-  EXPECT_EQ(kr.correlation_id, 7u);
+  EXPECT_EQ(kr.correlation_id, ProcessQualifiedId(4242, 7));
   EXPECT_EQ(kr.start_ns, 5000u);
   EXPECT_EQ(kr.end_ns, 9000u);
   EXPECT_EQ(kr.stream_id, 13u);
