@@ -63,34 +63,6 @@ uint32_t WaitForState(const Session& session, uint32_t from,
 
 }  // namespace
 
-absl::StatusOr<std::string> FindTargetSession(const std::string& target) {
-  std::string name = target;
-  if (absl::StartsWith(name, "/dev/shm/")) name = name.substr(9);
-  uint32_t pid = 0;
-  if (!absl::SimpleAtoi(name, &pid)) return name;
-  const std::string prefix = absl::StrCat("cuprobe-", ::geteuid(), "-");
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot list /dev/shm: ", std::strerror(errno)));
-  }
-  std::vector<std::string> candidates;
-  while (dirent* e = ::readdir(dir)) {
-    if (absl::StartsWith(e->d_name, prefix)) candidates.emplace_back(e->d_name);
-  }
-  ::closedir(dir);
-  for (const std::string& candidate : candidates) {
-    absl::StatusOr<Session> s = Session::Open(candidate, /*writable=*/false);
-    if (!s.ok()) continue;
-    if (s->header().hook_pid.load(std::memory_order_acquire) != pid) continue;
-    const uint32_t state = s->session_state();
-    if (state == static_cast<uint32_t>(SessionState::kHookStopped)) continue;
-    return candidate;
-  }
-  return absl::NotFoundError(absl::StrCat(
-      "no running `cuprobe trace` session of yours belongs to pid ", pid,
-      " (start the program with `cuprobe trace -- program`, then attach to its pid)"));
-}
-
 absl::StatusOr<int> RunAttach(const AttachOptions& options) {
   CUPROBE_ASSIGN_OR_RETURN(std::string target_name, FindTargetSession(options.target));
   absl::StatusOr<Session> target = Session::Open(target_name, /*writable=*/true);

@@ -16,16 +16,11 @@
 
 #include "absl/status/statusor.h"
 #include "loader/args.h"
+#include "loader/session_lookup.h"
 
 namespace cuprobe {
 
 [[nodiscard]] absl::StatusOr<int> RunAttach(const AttachOptions& options);
-
-// The session of a target: a session name ("/dev/shm/" prefix allowed) is
-// returned as is; a pid is looked up among this user's sessions in /dev/shm
-// (the one whose hook runs in that process). NOT_FOUND naming the pid when
-// no session has it.
-[[nodiscard]] absl::StatusOr<std::string> FindTargetSession(const std::string& target);
 
 }  // namespace cuprobe
 

@@ -5,17 +5,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "cuprobe/abi.h"
+#include "loader/session_lookup.h"
 #include "maps/map_layout.h"
 #include "maps/map_print.h"
 #include "maps/map_reader.h"
@@ -28,10 +32,11 @@ namespace {
 constexpr char kUsage[] = R"(cuprobe maps: print the probes' maps of a session
 
 USAGE
-  cuprobe maps [options] SESSION
+  cuprobe maps [options] SESSION|PID
 
   SESSION is the session segment's name (cuprobe-<uid>-<pid>-<hex>, as in
-  /dev/shm; `cuprobe run --keep` and CUPROBE_SESSION show it). Prints every
+  /dev/shm; `cuprobe run --keep` and CUPROBE_SESSION show it), or the pid
+  of a program running under `cuprobe run` or `cuprobe trace`. Prints every
   map from the latest snapshot the hook published: histograms with bars and
   `@name[key]: value` tables, as bpftrace does. Reading never disturbs the
   program.
@@ -45,12 +50,19 @@ OPTIONS
       --events            consume the ring buffers and print their records
                           (one consumer at a time: not while `cuprobe run` reads them)
       --clear NAME        ask the hook to clear a map at its next publish (repeatable)
+      --set NAME[I]=V     write V into entry I of ARRAY map NAME, where the
+                          probes read it on the GPU (repeatable); V is an
+                          integer (decimal, 0x hex, negative) for 1-, 2-, 4-
+                          and 8-byte values, or hex:BYTES for any size. The
+                          hook applies it at its next publish; cuprobe waits
+                          for that (up to 5 s)
   -h, --help              this text
 
 EXAMPLES
   cuprobe maps cuprobe-1000-4242-0123456789abcdef
   cuprobe maps --watch --interval 500 --map lat cuprobe-1000-4242-0123456789abcdef
   cuprobe maps --clear counts cuprobe-1000-4242-0123456789abcdef
+  cuprobe maps --set 'config[0]=4' --map seen $(pgrep -n vec_add)
 )";
 
 absl::Status Invalid(std::string_view message) {
@@ -162,6 +174,10 @@ absl::StatusOr<MapsOptions> ParseMapsArgs(const std::vector<std::string>& argv, 
     } else if (Option(argv, i, "", "--clear", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       o.clear.push_back(value);
+    } else if (Option(argv, i, "", "--set", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      CUPROBE_RETURN_IF_ERROR(ParseMapAssignment(value).status());
+      o.set.push_back(value);
     } else if (Option(argv, i, "", "--map", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       o.only.push_back(value);
@@ -218,9 +234,80 @@ absl::StatusOr<std::string> FormatSessionMaps(MapReader& reader, const MapsOptio
   return out;
 }
 
+absl::StatusOr<MapAssignment> ParseMapAssignment(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Invalid(absl::StrCat("--set '", text, "': ", why, " (expected NAME[INDEX]=VALUE)"));
+  };
+  const size_t open = text.find('[');
+  const size_t close = text.find("]=");
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    return bad("no [INDEX]=");
+  }
+  MapAssignment a;
+  a.map = std::string(text.substr(0, open));
+  if (a.map.empty()) return bad("no map name");
+  if (!absl::SimpleAtoi(text.substr(open + 1, close - open - 1), &a.index)) {
+    return bad("the index is not a non-negative integer");
+  }
+  a.value = std::string(text.substr(close + 2));
+  if (a.value.empty()) return bad("no value");
+  return a;
+}
+
+absl::StatusOr<std::vector<uint8_t>> EncodeMapValue(std::string_view value, uint32_t size) {
+  std::vector<uint8_t> bytes(size);
+  if (absl::ConsumePrefix(&value, "hex:")) {
+    if (value.size() != 2 * size) {
+      return Invalid(absl::StrFormat("hex:%s has %d digits; the map's %d-byte values need %d",
+                                     value, value.size(), size, 2 * size));
+    }
+    for (uint32_t i = 0; i < size; ++i) {
+      int byte = 0;
+      for (int d = 0; d < 2; ++d) {
+        const char c = value[2 * i + d];
+        const int v = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+        if (v < 0) return Invalid(absl::StrFormat("hex:%s: '%c' is not a hex digit", value, c));
+        byte = byte * 16 + v;
+      }
+      bytes[i] = static_cast<uint8_t>(byte);
+    }
+    return bytes;
+  }
+  if (size != 1 && size != 2 && size != 4 && size != 8) {
+    return Invalid(absl::StrFormat(
+        "the map's values are %d bytes: give them as hex:BYTES (%d hex digits)", size, 2 * size));
+  }
+  uint64_t bits = 0;
+  int64_t negative = 0;
+  if (absl::StartsWith(value, "-") && absl::SimpleAtoi(value, &negative)) {
+    const int64_t min = size == 8 ? INT64_MIN : -(int64_t{1} << (8 * size - 1));
+    if (negative < min) return Invalid(absl::StrFormat("%s does not fit %d bytes", value, size));
+    bits = static_cast<uint64_t>(negative);
+  } else if (!absl::SimpleAtoi(value, &bits) && !absl::SimpleHexAtoi(value, &bits)) {
+    return Invalid(absl::StrFormat("'%s' is not an integer", value));
+  } else if (size < 8 && bits >> (8 * size) != 0) {
+    return Invalid(absl::StrFormat("%s does not fit %d bytes", value, size));
+  }
+  for (uint32_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(bits >> (8 * i));
+  return bytes;
+}
+
 absl::Status RunMaps(const MapsOptions& options) {
-  const bool writable = options.events || !options.clear.empty();
-  CUPROBE_ASSIGN_OR_RETURN(MapReader reader, MapReader::Open(options.session, writable));
+  const bool writable = options.events || !options.clear.empty() || !options.set.empty();
+  CUPROBE_ASSIGN_OR_RETURN(std::string session, FindTargetSession(options.session));
+  CUPROBE_ASSIGN_OR_RETURN(MapReader reader, MapReader::Open(session, writable));
+  for (const std::string& text : options.set) {
+    CUPROBE_ASSIGN_OR_RETURN(MapAssignment a, ParseMapAssignment(text));
+    CUPROBE_ASSIGN_OR_RETURN(size_t i, reader.Find(a.map));
+    CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                             EncodeMapValue(a.value, reader.maps()[i].spec.value_size));
+    CUPROBE_RETURN_IF_ERROR(reader.Write(a.map, a.index, bytes));
+    std::fprintf(stderr, "cuprobe: @%s[%u] = %s (applied by the hook)\n", a.map.c_str(), a.index,
+                 a.value.c_str());
+  }
   for (const std::string& name : options.clear) {
     CUPROBE_RETURN_IF_ERROR(reader.Clear(name));
     std::fprintf(stderr, "cuprobe: asked the hook to clear @%s at its next publish\n",

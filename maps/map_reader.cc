@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -59,6 +60,36 @@ absl::StatusOr<std::optional<std::vector<uint8_t>>> MapReader::Lookup(
 absl::Status MapReader::Clear(std::string_view name) {
   CUPROBE_ASSIGN_OR_RETURN(size_t i, Find(name));
   return session_.maps().RequestClear(i);
+}
+
+absl::Status MapReader::Write(std::string_view name, uint32_t index,
+                              absl::Span<const uint8_t> value, absl::Duration wait) {
+  CUPROBE_ASSIGN_OR_RETURN(size_t i, Find(name));
+  const absl::Time deadline = absl::Now() + wait;
+  CUPROBE_ASSIGN_OR_RETURN(uint64_t seq, session_.maps().RequestWrite(i, index, value, wait));
+  for (;;) {
+    std::optional<HostWriteResult> result = session_.maps().WriteResult(i, seq);
+    if (result.has_value()) {
+      switch (*result) {
+        case HostWriteResult::kApplied:
+          return absl::OkStatus();
+        case HostWriteResult::kFailed:
+          return absl::InternalError(absl::StrFormat(
+              "the hook could not write map '%s' index %d into device memory", name, index));
+        default:
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "the hook refused the write to map '%s' index %d (code %d)", name, index,
+              static_cast<int>(*result)));
+      }
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "the write to map '%s' index %d was not applied within %s: the program's hook has "
+          "not published its maps since (not started, or gone); it stays pending",
+          name, index, absl::FormatDuration(wait)));
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
 }
 
 absl::StatusOr<size_t> MapReader::ReadRing(std::string_view name,

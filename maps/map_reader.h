@@ -62,6 +62,16 @@ class MapReader {
   // Asks the hook to clear the map at its next publish (writable only).
   [[nodiscard]] absl::Status Clear(std::string_view name);
 
+  // Writes `value` into entry `index` of ARRAY map `name` (writable only):
+  // the hook applies it at its next publish; waits up to `wait` for that and
+  // returns OK once the published snapshot holds it. DEADLINE_EXCEEDED when
+  // no hook applied it in time (the write may still be applied later),
+  // INVALID_ARGUMENT for a map, index or size the write cannot go to (also
+  // when the hook refused it).
+  [[nodiscard]] absl::Status Write(std::string_view name, uint32_t index,
+                                   absl::Span<const uint8_t> value,
+                                   absl::Duration wait = absl::Seconds(5));
+
   // Consumes up to max_records committed records of ring `name` (writable
   // only): fn sees each body; returns how many were delivered.
   [[nodiscard]] absl::StatusOr<size_t> ReadRing(

@@ -8,7 +8,7 @@ cuprobe_cc_library(
   SRCS map_layout.cc map_ring.cc maps_region.cc map_snapshot.cc
   HDRS map_layout.h map_ring.h maps_region.h map_snapshot.h
   DEPS cuprobe::map_algorithms cuprobe::support absl::status absl::statusor absl::span
-       absl::strings absl::str_format absl::function_ref
+       absl::strings absl::str_format absl::function_ref absl::time
 )
 
 # The hook's runtime: maps in device memory behind the DeviceMemory seam.
@@ -26,7 +26,7 @@ cuprobe_cc_library(
   SRCS map_reader.cc map_print.cc
   HDRS map_reader.h map_print.h
   DEPS cuprobe::map_core cuprobe::segment absl::status absl::statusor absl::strings
-       absl::str_format
+       absl::str_format absl::time
 )
 
 # The CUDA driver behind DeviceMemory (dlopen'd: nothing links libcuda).

@@ -289,6 +289,45 @@ absl::Status MapSet::ClearMap(size_t i) {
   return Initialize(i);
 }
 
+HostWriteResult MapSet::ApplyHostWrite(size_t i, const HostWrite& write) {
+  const Map& m = maps_[i];
+  const MapGeometry& g = m.geometry;
+  if (g.type != CUPROBE_MAP_ARRAY) return HostWriteResult::kNotAnArray;
+  if (write.key >= g.max_entries) return HostWriteResult::kBadKey;
+  if (write.value.size() != g.value_size) return HostWriteResult::kBadSize;
+  // Counts kept by site counters for this entry start again from now: the
+  // entry's value is what the host wrote, plus what comes after.
+  if (!site_blocks_.empty()) {
+    absl::StatusOr<std::vector<std::vector<uint64_t>>> counts = SiteCounts();
+    if (!counts.ok()) return HostWriteResult::kFailed;
+    for (size_t b = 0; b < site_blocks_.size(); ++b) {
+      SiteBlock& block = site_blocks_[b];
+      for (size_t c = 0; c < block.counters.size(); ++c) {
+        for (size_t a = 0; a < block.counters[c].adds.size(); ++a) {
+          const SiteAdd& add = block.counters[c].adds[a];
+          uint32_t key = 0;
+          if (add.map != i || add.hist || add.key.size() < sizeof(key)) continue;
+          std::memcpy(&key, add.key.data(), sizeof(key));
+          if (key == write.key) block.cleared[c][a] = (*counts)[b][c];
+        }
+      }
+    }
+  }
+  // The first value copy takes the bytes; an add-only map's other copies
+  // of this entry are zeroed (their sum is the value).
+  const uint64_t entry = m.base + CUPROBE_MAP_IMAGE_OFFSET + g.values_offset +
+                         uint64_t{write.key} * g.value_stride;
+  if (!memory_->CopyToDevice(entry, write.value.data(), write.value.size()).ok()) {
+    return HostWriteResult::kFailed;
+  }
+  for (uint32_t shard = 1; shard < g.value_shards; ++shard) {
+    if (!memory_->Zero(entry + uint64_t{shard} * g.shard_bytes, g.value_size).ok()) {
+      return HostWriteResult::kFailed;
+    }
+  }
+  return HostWriteResult::kApplied;
+}
+
 absl::Status MapSet::Clear(size_t i) {
   if (i >= maps_.size()) return absl::OutOfRangeError(absl::StrFormat("no map %d", i));
   if (maps_[i].geometry.type == CUPROBE_MAP_RINGBUF) {
@@ -325,6 +364,18 @@ absl::Status MapSet::Publish(uint64_t now_ns) {
       region_->AcknowledgeClear(i, requests);
     }
   }
+  // Host writes are applied now and acknowledged once the snapshot that
+  // holds them is published.
+  struct Applied {
+    size_t map;
+    uint64_t seq;
+    HostWriteResult result;
+  };
+  std::vector<Applied> applied;
+  for (size_t i = 0; i < maps_.size(); ++i) {
+    std::optional<HostWrite> write = region_->PendingWrite(i);
+    if (write.has_value()) applied.push_back({i, write->seq, ApplyHostWrite(i, *write)});
+  }
   std::vector<std::vector<uint64_t>> counts;
   if (!site_blocks_.empty()) {
     CUPROBE_ASSIGN_OR_RETURN(counts, SiteCounts());
@@ -345,6 +396,7 @@ absl::Status MapSet::Publish(uint64_t now_ns) {
     }
   }
   region_->EndPublish(now_ns);
+  for (const Applied& a : applied) region_->AcknowledgeWrite(a.map, a.seq, a.result);
   return absl::OkStatus();
 }
 

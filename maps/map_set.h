@@ -67,7 +67,9 @@ class MapSet {
   [[nodiscard]] const MapGeometry& geometry(size_t i) const { return maps_[i].geometry; }
   [[nodiscard]] const MapSpec& spec(size_t i) const { return maps_[i].spec; }
 
-  // Snapshots every map into the region (if any) and honours clear requests.
+  // Snapshots every map into the region (if any) and honours clear requests
+  // and host writes (ARRAY entries; MapsRegion::RequestWrite), before the
+  // snapshot, so a reader that saw a write acknowledged sees it published.
   [[nodiscard]] absl::Status Publish(uint64_t now_ns);
 
   // Continues from what the region last published: every map that has a
@@ -121,6 +123,8 @@ class MapSet {
   void ApplySiteCounts(size_t i, const std::vector<std::vector<uint64_t>>& counts,
                        uint8_t* snapshot) const;
   [[nodiscard]] MapInfo InfoFor(size_t i) const;
+  // A host write (MapsRegion::RequestWrite) into map i's device memory.
+  [[nodiscard]] HostWriteResult ApplyHostWrite(size_t i, const HostWrite& write);
   // Map i's device memory from control on, folded (FoldMapImage): its first
   // snapshot_bytes() are the snapshot.
   // `counts`: SiteCounts(), read once per Publish (null: read here).

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "support/status_macros.h"
@@ -539,6 +540,77 @@ absl::Status MapsRegion::RequestClear(size_t i) {
   }
   entry(i)->clear_requests.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> MapsRegion::RequestWrite(size_t i, uint32_t key,
+                                                   absl::Span<const uint8_t> value,
+                                                   absl::Duration wait) {
+  const MapInfo& info = maps_[i];
+  const std::string& name = info.spec.name;
+  if (!writable_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot write map '%s': the session is open read-only", name));
+  }
+  if (info.spec.type != CUPROBE_MAP_ARRAY) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "map '%s' is a %s: only ARRAY maps take writes from the host", name,
+        MapTypeName(info.spec.type)));
+  }
+  if (key >= info.spec.max_entries) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "map '%s' has %d entries: no index %d", name, info.spec.max_entries, key));
+  }
+  if (value.size() != info.spec.value_size || value.size() > kHostWriteMaxValue) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "map '%s' holds %d-byte values, the write has %d (host writes take at most %d bytes)",
+        name, info.spec.value_size, value.size(), kHostWriteMaxValue));
+  }
+  MapEntry* e = entry(i);
+  const absl::Time deadline = absl::Now() + wait;
+  for (;;) {
+    uint64_t done = e->write_done.load(std::memory_order_acquire);
+    uint64_t expected = done;
+    // Even and applied: nobody is writing and nothing is pending.
+    if ((done & 1) == 0 &&
+        e->write_seq.compare_exchange_strong(expected, done + 1, std::memory_order_acq_rel)) {
+      e->write_key = key;
+      e->write_size = static_cast<uint32_t>(value.size());
+      std::memcpy(e->write_value, value.data(), value.size());
+      e->write_seq.store(done + 2, std::memory_order_release);
+      return done + 2;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "map '%s': an earlier write is still pending after %s (is the program's hook "
+          "publishing?)",
+          name, absl::FormatDuration(wait)));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+std::optional<HostWriteResult> MapsRegion::WriteResult(size_t i, uint64_t seq) const {
+  const MapEntry* e = entry(i);
+  if (e->write_done.load(std::memory_order_acquire) < seq) return std::nullopt;
+  return static_cast<HostWriteResult>(e->write_result.load(std::memory_order_acquire));
+}
+
+std::optional<HostWrite> MapsRegion::PendingWrite(size_t i) const {
+  const MapEntry* e = entry(i);
+  const uint64_t seq = e->write_seq.load(std::memory_order_acquire);
+  if ((seq & 1) != 0 || seq == e->write_done.load(std::memory_order_acquire)) return std::nullopt;
+  HostWrite w;
+  w.seq = seq;
+  w.key = e->write_key;
+  const uint32_t size = std::min(e->write_size, kHostWriteMaxValue);
+  w.value.assign(e->write_value, e->write_value + size);
+  return w;
+}
+
+void MapsRegion::AcknowledgeWrite(size_t i, uint64_t seq, HostWriteResult result) {
+  MapEntry* e = entry(i);
+  e->write_result.store(static_cast<int32_t>(result), std::memory_order_release);
+  e->write_done.store(seq, std::memory_order_release);
 }
 
 uint64_t MapsRegion::clear_requests(size_t i) const {

@@ -42,6 +42,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "maps/map_layout.h"
 #include "maps/map_ring.h"
@@ -115,7 +116,19 @@ struct MapEntry {
   std::atomic<uint64_t> publish_ns;      // CLOCK_REALTIME of the last one
   std::atomic<uint64_t> clear_requests;  // readers ask: clear the map
   std::atomic<uint64_t> clears_done;     // the hook: requests honoured so far
-  uint8_t reserved4[88];
+  // A host write into one ARRAY entry (MapsRegion::RequestWrite), one at a
+  // time per map. write_seq: even = no writer; a writer moves it from
+  // write_done (even) to odd, fills key, size and value, then makes it even
+  // again (pending). The hook applies a pending write at its next publish,
+  // then stores write_seq into write_done and the outcome in write_result.
+  // Formerly reserved4 (zero: nothing pending).
+  std::atomic<uint64_t> write_seq;
+  std::atomic<uint64_t> write_done;
+  uint32_t write_key;
+  uint32_t write_size;
+  std::atomic<int32_t> write_result;  // HostWriteResult of the last write applied
+  uint32_t reserved4;
+  uint8_t write_value[56];
 };
 static_assert(sizeof(MapEntry) == 256);
 static_assert(std::is_standard_layout_v<MapEntry>);
@@ -125,6 +138,26 @@ static_assert(offsetof(MapEntry, snapshot_offset) == 80);
 static_assert(offsetof(MapEntry, ring_size) == 104);
 static_assert(offsetof(MapEntry, seq) == 128);
 static_assert(offsetof(MapEntry, clears_done) == 160);
+static_assert(offsetof(MapEntry, write_seq) == 168);
+static_assert(offsetof(MapEntry, write_value) == 200);
+static_assert(std::atomic<int32_t>::is_always_lock_free && sizeof(std::atomic<int32_t>) == 4);
+
+// Bytes a host write may carry (an ARRAY value of at most this size).
+inline constexpr uint32_t kHostWriteMaxValue = 56;
+// What the hook did with a host write.
+enum class HostWriteResult : int32_t {
+  kApplied = 1,
+  kNotAnArray = 2,     // only ARRAY maps take host writes
+  kBadKey = 3,         // index >= max_entries
+  kBadSize = 4,        // not the map's value size
+  kFailed = 5,         // the device write failed
+};
+// A write waiting for the hook (MapsRegion::PendingWrite).
+struct HostWrite {
+  uint64_t seq = 0;
+  uint32_t key = 0;
+  std::vector<uint8_t> value;  // as the writer left it (the hook checks its size)
+};
 
 // One map as the region describes it (validated copies).
 struct MapInfo {
@@ -185,6 +218,22 @@ class MapsRegion {
   // Reader side. UNAVAILABLE when `max_attempts` copies all raced a writer.
   [[nodiscard]] absl::StatusOr<SnapshotBytes> ReadSnapshot(size_t i, int max_attempts = 100) const;
   [[nodiscard]] uint64_t generation(size_t i) const;
+
+  // Host writes (ARRAY maps; see MapEntry::write_seq). RequestWrite waits up
+  // to `wait` for an earlier write to be applied, then leaves this one
+  // pending and returns its sequence number; WriteResult(i, seq) is empty
+  // until the hook applied it. FAILED_PRECONDITION read-only,
+  // INVALID_ARGUMENT not an ARRAY or a bad key or size, DEADLINE_EXCEEDED
+  // when an earlier write stays pending (no hook publishing).
+  [[nodiscard]] absl::StatusOr<uint64_t> RequestWrite(size_t i, uint32_t key,
+                                                      absl::Span<const uint8_t> value,
+                                                      absl::Duration wait);
+  [[nodiscard]] std::optional<HostWriteResult> WriteResult(size_t i, uint64_t seq) const;
+  // The hook's side: the pending write of map i, if any (copied; its size
+  // is capped at kHostWriteMaxValue, never trusted further), and the
+  // acknowledgement.
+  [[nodiscard]] std::optional<HostWrite> PendingWrite(size_t i) const;
+  void AcknowledgeWrite(size_t i, uint64_t seq, HostWriteResult result);
 
   // The ring of RINGBUF map i (a consumer if the region is writable).
   [[nodiscard]] absl::StatusOr<MapRing> Ring(size_t i) const;

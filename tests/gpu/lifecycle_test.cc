@@ -6,6 +6,7 @@
 // `cuprobe run` with a counting probe: the program's output and exit code
 // must be the native ones, with no hang, and the counts exact where the
 // design says they are. Skips without a GPU.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -152,6 +153,51 @@ TEST(Stress, SixteenThreadsForAMinuteTracedAndProbedExactly) {
   EXPECT_EQ(entries, work * 1024 + 16) << maps;
   std::printf("stress: %d s, %llu work launches traced and probed exactly\n", seconds,
               static_cast<unsigned long long>(work));
+}
+
+// Consecutive short instrumented runs, each 8 threads launching on 8
+// streams under `cuprobe run` with a counting probe and full tracing: no
+// crash, no hang, and every run's counts exact. CUPROBE_PROBE_STRESS_RUNS
+// sets how many (default 20; the reliability figure is 1,000).
+TEST(Stress, ShortInstrumentedRunsEightThreadsEightStreams) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+  int runs = 20;
+  if (const char* s = std::getenv("CUPROBE_PROBE_STRESS_RUNS")) runs = std::atoi(s);
+  char tmpl[] = "/tmp/cuprobe-probe-stress-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string prefix = std::string(tmpl) + "/s";
+  int failures = 0, hangs = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < runs; ++i) {
+    ProcessResult r = RunProcess({Cuprobe(), "run", "-p", BuildDir() + "/probes/count_entries.cpb",
+                                  "--quiet", "-o", prefix, "--format", "json", "--",
+                                  SamplePath("multistream"), "8", "20"},
+                                 {}, 60);
+    bool ok = !r.timed_out && r.exit_code == 0 &&
+              r.out.find("work=160 tail=8") != std::string::npos;
+    uint64_t entries = 0;
+    if (ok) {
+      const std::string maps = ReadWholeFile(prefix + ".maps.txt");
+      std::regex line(R"(@entries\[\d+\]: (\d+))");
+      for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line);
+           it != std::sregex_iterator(); ++it) {
+        entries += std::stoull((*it)[1].str());
+      }
+      ok = entries == 160 * 1024 + 8;
+    }
+    if (!ok) {
+      ++failures;
+      hangs += r.timed_out ? 1 : 0;
+      ADD_FAILURE() << "run " << i << ": rc=" << r.exit_code << " signal=" << r.term_signal
+                    << " timed_out=" << r.timed_out << " entries=" << entries << "\n" << r.err;
+      if (failures > 3) break;
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("probe stress: %d runs in %.0f s, %d failures, %d hangs\n", runs, seconds, failures,
+              hangs);
+  EXPECT_EQ(failures, 0) << "of " << runs << " runs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Lifecycle,

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,6 +102,62 @@ TEST_F(Resilience, CliKilledWithSigkillTheProgramFinishesNormally) {
   EXPECT_EQ(ReadWholeFile(rc), "0\n");
   EXPECT_EQ(ReadWholeFile(out), native.out) << "the program's output is unchanged";
   // The hook saw that its creator is gone and removed the segment.
+  EXPECT_THAT(ShmEntries(session_prefix), ::testing::IsEmpty());
+}
+
+// The children of `pid` (from /proc; Linux 3.5+), or empty.
+std::vector<pid_t> Children(pid_t pid) {
+  std::vector<pid_t> out;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/task/", pid, "/children"));
+  pid_t child;
+  while (in >> child) out.push_back(child);
+  return out;
+}
+
+// The program killed with SIGKILL while its kernels run (launching
+// continuously on 4 streams): the hook gets no chance to stop; the CLI still
+// reports what reached the ring, dies of the same signal, and leaves no
+// session segment behind.
+TEST_F(Resilience, ProgramKilledWithSigkillWhileItsKernelsRun) {
+  pid_t cli = ::fork();
+  if (cli == 0) {
+    int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, 1);
+    std::vector<std::string> argv = {Cuprobe(), "trace", "-o", dir_ + "/killed", "--format",
+                                     "table,json", "--", SamplePath("multistream"), "4", "8",
+                                     "60", "1"};
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    int err_fd = ::open((dir_ + "/cli.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(err_fd, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ASSERT_GT(cli, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // CUDA up, kernels flowing
+  std::vector<pid_t> children = Children(cli);
+  ASSERT_EQ(children.size(), 1u) << "the program under the CLI";
+  const std::string session_prefix = absl::StrCat("cuprobe-", ::getuid(), "-", cli, "-");
+  EXPECT_EQ(ShmEntries(session_prefix).size(), 1u);
+  ASSERT_EQ(::kill(children[0], SIGKILL), 0);
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  pid_t waited = 0;
+  while ((waited = ::waitpid(cli, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (waited != cli) ::kill(cli, SIGKILL);
+  ASSERT_EQ(waited, cli) << "the CLI did not finish within 60 s of the program's death";
+  const std::string err = ReadWholeFile(dir_ + "/cli.err");
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << err;
+  EXPECT_THAT(err, HasSubstr("the program was killed by signal 9")) << err;
+  const std::string json = ReadWholeFile(dir_ + "/killed.json");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(json, m, std::regex(R"re("name":"work\([^"]*\)"[^}]*"instances":(\d+))re")))
+      << json.substr(0, 2000);
+  EXPECT_GT(std::stoull(m[1]), 1000u) << "the kernels traced before the kill are reported";
   EXPECT_THAT(ShmEntries(session_prefix), ::testing::IsEmpty());
 }
 

@@ -247,6 +247,83 @@ TEST_F(MapSetTest, MapsMadeAgainContinueFromTheLastSnapshot) {
   EXPECT_EQ(ring->Stats().head, 72u);
 }
 
+// Host writes (`cuprobe maps --set`): a reader in another process asks, the
+// hook's next publish writes the ARRAY entry into device memory (zeroing an
+// add-only map's other value copies, restarting site counts of that entry)
+// and acknowledges once the snapshot holds it.
+TEST_F(MapSetTest, HostWritesReachTheDeviceAtTheNextPublish) {
+  std::vector<MapSpec> specs = {Spec("config", CUPROBE_MAP_ARRAY, 4, 8, 4),
+                                Spec("hits", CUPROBE_MAP_ARRAY, 4, 8, 4),
+                                Spec("lat", CUPROBE_MAP_HIST_LOG2, 4, 8, 65)};
+  specs[1].flags |= CUPROBE_MAP_F_ADD_ONLY;  // value copies, as the compiler marks counters
+  Session& session = Create(specs);
+  HostDeviceMemory memory;
+  absl::StatusOr<MapSet> maps = MapSet::Create(specs, &memory, &session.maps());
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  ASSERT_GT(maps->geometry(1).value_shards, 1u) << "the test needs value copies";
+  absl::StatusOr<uint64_t> base = maps->AddSiteCounters(
+      {SiteCounter{{SiteAdd{1, false, {2, 0, 0, 0}, 1}, SiteAdd{1, false, {3, 0, 0, 0}, 1}}}});
+  ASSERT_TRUE(base.ok()) << base.status();
+  uint64_t* counter = algo::Ptr<uint64_t>(*base);  // counter 0, shard 0
+  // Entry 2 of "hits": 5 in copy 0, 6 in copy 1, 4 site-counted executions.
+  const cuprobe_map_desc* hits = Desc(*maps, 1);
+  *algo::Ptr<uint64_t>(hits->values + 2 * 8) = 5;
+  *algo::Ptr<uint64_t>(hits->values + hits->shard_bytes + 2 * 8) = 6;
+  *counter = 4;
+
+  absl::StatusOr<Session> other = Session::Open(session.name(), /*writable=*/true);
+  ASSERT_TRUE(other.ok());
+  MapsRegion& region = other->maps();
+  auto u64 = [](uint64_t v) {
+    std::vector<uint8_t> b(8);
+    std::memcpy(b.data(), &v, 8);
+    return b;
+  };
+  absl::StatusOr<uint64_t> seq_config = region.RequestWrite(0, 1, u64(42), absl::Seconds(1));
+  ASSERT_TRUE(seq_config.ok()) << seq_config.status();
+  absl::StatusOr<uint64_t> seq_hits = region.RequestWrite(1, 2, u64(100), absl::Seconds(1));
+  ASSERT_TRUE(seq_hits.ok()) << seq_hits.status();
+  EXPECT_FALSE(region.WriteResult(0, *seq_config).has_value()) << "not applied before a publish";
+  // One write per map at a time: a second one waits for the first.
+  EXPECT_EQ(region.RequestWrite(0, 0, u64(1), absl::Milliseconds(5)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(maps->Publish(77).ok());
+  EXPECT_EQ(region.WriteResult(0, *seq_config), HostWriteResult::kApplied);
+  EXPECT_EQ(region.WriteResult(1, *seq_hits), HostWriteResult::kApplied);
+  EXPECT_EQ(*algo::Ptr<uint64_t>(Desc(*maps, 0)->values + 8), 42u) << "device memory";
+  auto published = [&](size_t map, uint32_t key) {
+    absl::StatusOr<SnapshotBytes> bytes = region.ReadSnapshot(map);
+    EXPECT_TRUE(bytes.ok());
+    MapSnapshot snap(region.map(map), *std::move(bytes));
+    uint64_t v = 0;
+    std::memcpy(&v, snap.Lookup(AsBytes(key))->data(), 8);
+    return v;
+  };
+  EXPECT_EQ(published(0, 1), 42u);
+  EXPECT_EQ(published(1, 2), 100u) << "copies and site counts of the entry start again";
+  EXPECT_EQ(published(1, 3), 4u) << "another entry's site counts stay";
+  // The GPU goes on adding after the write.
+  *algo::Ptr<uint64_t>(hits->values + hits->shard_bytes + 2 * 8) += 1;
+  *counter += 2;
+  ASSERT_TRUE(maps->Publish(78).ok());
+  EXPECT_EQ(published(1, 2), 103u);
+  EXPECT_EQ(published(1, 3), 6u);
+
+  // Refused before anything is pending: wrong type, index, size; read-only.
+  EXPECT_THAT(std::string(region.RequestWrite(2, 0, u64(1), absl::Seconds(1)).status().message()),
+              HasSubstr("only ARRAY maps take writes"));
+  EXPECT_THAT(std::string(region.RequestWrite(0, 4, u64(1), absl::Seconds(1)).status().message()),
+              HasSubstr("no index 4"));
+  EXPECT_THAT(
+      std::string(region.RequestWrite(0, 0, {1, 2, 3}, absl::Seconds(1)).status().message()),
+      HasSubstr("holds 8-byte values, the write has 3"));
+  absl::StatusOr<Session> reader = Session::Open(session.name(), /*writable=*/false);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->maps().RequestWrite(0, 0, u64(1), absl::Seconds(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
 TEST_F(MapSetTest, OpenRejectsASessionWhoseMapsRegionIsCorrupt) {
   Session& session = Create(Specs());
   ASSERT_GT(session.maps().size(), 0u);

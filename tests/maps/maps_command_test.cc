@@ -10,9 +10,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -261,6 +264,72 @@ TEST_F(MapsCommand, CliPrintsTheSessionsMaps) {
   r = testing::RunProcess({cli, "maps", "cuprobe-0-0-0000000000000000"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("not found"));
+}
+
+// `cuprobe maps --set`: the CLI waits until the hook (here a thread
+// publishing as the watcher does) applied the write, and says so; the map
+// then holds it. Bad assignments are refused with the reason.
+TEST_F(MapsCommand, CliSetWritesAnArrayEntryThroughTheHook) {
+  const std::string cli = std::string(CUPROBE_BINARY_DIR) + "/bin/cuprobe";
+  std::atomic<bool> stop{false};
+  std::thread watcher([&] {
+    for (uint64_t now = 10; !stop.load(); ++now) {
+      EXPECT_TRUE(maps_->Publish(now).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  testing::ProcessResult r =
+      testing::RunProcess({cli, "maps", "--set", "cfg[0]=0x1234", "--map", "cfg", session_->name()});
+  stop = true;
+  watcher.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("@cfg[0] = 0x1234 (applied by the hook)"));
+  EXPECT_THAT(r.out, HasSubstr("@cfg: 4660\n")) << r.out;
+
+  // No hook publishing: the write stays pending and the CLI says why.
+  r = testing::RunProcess({cli, "maps", "--set", "cfg[0]=7", session_->name()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("was not applied within 5s"));
+  ASSERT_TRUE(maps_->Publish(99).ok());  // the hook comes back: it lands
+  absl::StatusOr<MapReader> reader = MapReader::Open(session_->name());
+  ASSERT_TRUE(reader.ok());
+  uint64_t value = 0;
+  std::memcpy(&value, (*reader->Lookup("cfg", AsBytes(uint32_t{0})))->data(), 8);
+  EXPECT_EQ(value, 7u);
+
+  r = testing::RunProcess({cli, "maps", "--set", "counts[0]=1", session_->name()});
+  EXPECT_THAT(r.err, HasSubstr("only ARRAY maps take writes from the host"));
+  r = testing::RunProcess({cli, "maps", "--set", "cfg[1]=1", session_->name()});
+  EXPECT_THAT(r.err, HasSubstr("has 1 entries: no index 1"));
+  r = testing::RunProcess({cli, "maps", "--set", "cfg=1", session_->name()});
+  EXPECT_THAT(r.err, HasSubstr("no [INDEX]="));
+}
+
+TEST(MapsArgs, ValuesAreEncodedByTheMapsValueSize) {
+  EXPECT_EQ(*EncodeMapValue("258", 2), (std::vector<uint8_t>{2, 1}));
+  EXPECT_EQ(*EncodeMapValue("0xff", 1), (std::vector<uint8_t>{0xff}));
+  EXPECT_EQ(*EncodeMapValue("-1", 4), (std::vector<uint8_t>{0xff, 0xff, 0xff, 0xff}));
+  EXPECT_EQ(*EncodeMapValue("hex:0a0B0c", 3), (std::vector<uint8_t>{0x0a, 0x0b, 0x0c}));
+  EXPECT_THAT(std::string(EncodeMapValue("256", 1).status().message()),
+              HasSubstr("does not fit 1 bytes"));
+  EXPECT_THAT(std::string(EncodeMapValue("-129", 1).status().message()),
+              HasSubstr("does not fit 1 bytes"));
+  EXPECT_THAT(std::string(EncodeMapValue("7", 3).status().message()),
+              HasSubstr("give them as hex:BYTES (6 hex digits)"));
+  EXPECT_THAT(std::string(EncodeMapValue("hex:0g", 1).status().message()),
+              HasSubstr("'g' is not a hex digit"));
+  EXPECT_THAT(std::string(EncodeMapValue("seven", 8).status().message()),
+              HasSubstr("'seven' is not an integer"));
+  absl::StatusOr<MapAssignment> a = ParseMapAssignment("cfg[12]=-3");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->map, "cfg");
+  EXPECT_EQ(a->index, 12u);
+  EXPECT_EQ(a->value, "-3");
+  EXPECT_THAT(std::string(ParseMapAssignment("[1]=2").status().message()), HasSubstr("no map name"));
+  EXPECT_THAT(std::string(ParseMapAssignment("m[x]=2").status().message()),
+              HasSubstr("not a non-negative integer"));
+  EXPECT_THAT(std::string(ParseArgs({"cuprobe", "maps", "--set", "m[1]=", "s"}).status().message()),
+              HasSubstr("no value"));
 }
 
 }  // namespace

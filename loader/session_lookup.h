@@ -1,0 +1,24 @@
+// File: loader/session_lookup.h
+//
+// Finds the session of a program given on the command line (`cuprobe attach
+// PID`, `cuprobe maps PID`).
+//
+//   CUPROBE_ASSIGN_OR_RETURN(std::string name, FindTargetSession("4242"));
+#ifndef CUPROBE_LOADER_SESSION_LOOKUP_H_
+#define CUPROBE_LOADER_SESSION_LOOKUP_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace cuprobe {
+
+// The session of a target: a session name ("/dev/shm/" prefix allowed) is
+// returned as is; a pid is looked up among this user's sessions in /dev/shm
+// (the one whose hook runs in that process and has not stopped). NOT_FOUND
+// naming the pid when no session has it.
+[[nodiscard]] absl::StatusOr<std::string> FindTargetSession(const std::string& target);
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_LOADER_SESSION_LOOKUP_H_
