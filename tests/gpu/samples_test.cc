@@ -379,5 +379,24 @@ TEST_F(Samples, LaunchlateMatchesEveryLaunchToItsKernel) {
   EXPECT_LE(p99, max);
 }
 
+// gpu_shared_map: samples/gpu_shared_map/run.sh runs the workload in three
+// phases of 10 launches x 64 blocks and, between phases, sets the epoch
+// with `cuprobe maps --set` from another process. Each write reaches the
+// GPU before the next phase starts: every phase's 640 blocks are counted
+// under its own epoch, and the GPU's own slot holds the last epoch it saw.
+TEST_F(Samples, GpuSharedMapHostWritesReachTheGpuBetweenPhases) {
+  ProcessResult r = RunProcess({"bash", SourceDir() + "/samples/gpu_shared_map/run.sh", BuildDir()},
+                               {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gpu_shared_map: OK (16384 values of 16384)")) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("@shared[0] = 1 (applied by the hook)")) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("@shared[0] = 2 (applied by the hook)")) << r.err;
+  const std::string final_maps = r.out.substr(r.out.find("== final maps"));
+  EXPECT_THAT(final_maps, HasSubstr("@blocks_per_epoch[0]: 640\n")) << final_maps;
+  EXPECT_THAT(final_maps, HasSubstr("@blocks_per_epoch[1]: 640\n")) << final_maps;
+  EXPECT_THAT(final_maps, HasSubstr("@blocks_per_epoch[2]: 640\n")) << final_maps;
+  EXPECT_THAT(final_maps, HasSubstr("@shared[0]: 2\n@shared[1]: 2\n")) << final_maps;
+}
+
 }  // namespace
 }  // namespace cuprobe::testing

@@ -52,6 +52,8 @@ std::vector<SampleCase> Cases() {
        {"axpy(float, float const*, float*, int)  [_Z4axpyfPKfPfi]",
         "stamp(unsigned long long*, unsigned long long, int, unsigned char, double, int)  "
         "[_Z5stampPyyihdi]"}},
+      {"gpu_shared_map", "gpu_shared_map/gpu_shared_map.bpf.c", "gpu_shared_map", {"--entry"},
+       1, {"bump(float*, int)  [_Z4bumpPfi]", "entry 1"}},
       {"warp_occupancy", "warp_occupancy/warp_occupancy.bpf.c", "matmul", {"--entry", "--exit"},
        1, {kMatmul, "entry 1, exit sites 1"}},
       // The reference probes of samples/probes.
