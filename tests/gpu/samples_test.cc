@@ -379,6 +379,25 @@ TEST_F(Samples, LaunchlateMatchesEveryLaunchToItsKernel) {
   EXPECT_LE(p99, max);
 }
 
+// directly_run: every probe kind on the harness kernel, whose shape and
+// arguments make each result exact: 4 x 64 threads, 3 launches, args 7 and
+// 1000; and a second shape through the same bundle.
+TEST_F(Samples, DirectlyRunGivesExactResultsForEveryProbeKind) {
+  std::string maps =
+      RunSample("directly_run", {SamplePath("directly_run"), "4", "64", "3", "7", "1000"});
+  EXPECT_THAT(maps, HasSubstr("@launches: 3\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@args[0]: 21\n@args[1]: 3000\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@exits: 768\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@stores: 768\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@store_bytes: 6144\n")) << maps;
+  maps = RunSample("directly_run",
+                   {SamplePath("directly_run"), "1000", "1000", "2", "0x100000000", "0"});
+  EXPECT_THAT(maps, HasSubstr("@launches: 2\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@args[0]: 8589934592\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@exits: 2000000\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@stores: 2000000\n")) << maps;
+}
+
 // gpu_shared_map: samples/gpu_shared_map/run.sh runs the workload in three
 // phases of 10 launches x 64 blocks and, between phases, sets the epoch
 // with `cuprobe maps --set` from another process. Each write reaches the

@@ -54,6 +54,10 @@ std::vector<SampleCase> Cases() {
         "[_Z5stampPyyihdi]"}},
       {"gpu_shared_map", "gpu_shared_map/gpu_shared_map.bpf.c", "gpu_shared_map", {"--entry"},
        1, {"bump(float*, int)  [_Z4bumpPfi]", "entry 1"}},
+      {"directly_run", "directly_run/directly_run.bpf.c", "directly_run",
+       {"--entry", "--exit", "--mem"}, 1,
+       {"harness(unsigned long, unsigned long, unsigned long*)  [_Z7harnessmmPm]", "entry 1",
+        "exit sites 1"}},
       {"warp_occupancy", "warp_occupancy/warp_occupancy.bpf.c", "matmul", {"--entry", "--exit"},
        1, {kMatmul, "entry 1, exit sites 1"}},
       // The reference probes of samples/probes.
