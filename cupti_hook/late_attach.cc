@@ -346,6 +346,12 @@ LaunchRedirector::Twin LaunchRedirector::MakeTwin(const FunctionOwner& owner) {
                                        usable.message()));
     return twin;
   }
+  if (absl::Status claimed = maps_.Claim(); !claimed.ok()) {
+    twin.status = claimed;
+    ReportOnce("claim", absl::StrCat("late attach: ", owner.name, " stays uninstrumented: ",
+                                     claimed.message()));
+    return twin;
+  }
   absl::StatusOr<std::optional<InstrumentedImage>> image = instrumenter_.Instrument(*source, *sm);
   if (!image.ok()) {
     twin.status = image.status();

@@ -200,6 +200,13 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
                 absl::StrJoin(pending->image.not_instrumented, ", "));
   }
   if (pending->image.kernels.empty() || pending->image.cubin.empty()) return;
+  if (absl::Status claimed = maps_.Claim(); !claimed.ok()) {
+    if (!claim_warned_.exchange(true)) {
+      CUPROBE_LOG(kWarning, "%s not instrumented: %s; this process's later modules are not "
+                  "reported", pending->source.Describe(), claimed.message());
+    }
+    return;
+  }
   if (file != nullptr) {
     absl::StatusOr<std::string> path = WriteReplacementFile(
         file_dir_, file_serial_.fetch_add(1, std::memory_order_relaxed), pending->image.cubin);

@@ -94,6 +94,10 @@ class MapTableProvider {
   // Whether modules loaded in the current context may be given these maps
   // (maps/DeviceMaps live in one context); checked before instrumenting.
   [[nodiscard]] virtual absl::Status UsableInCurrentContext() { return absl::OkStatus(); }
+  // Takes the maps for this process (the processes of one session take
+  // turns: DeviceMaps); checked once a module has kernels to instrument,
+  // before it is given them. An error leaves the module as it was.
+  [[nodiscard]] virtual absl::Status Claim() { return absl::OkStatus(); }
 };
 
 struct ModulePatcherStats {
@@ -175,6 +179,7 @@ class ModulePatcher {
   std::atomic<uint64_t> modules_failed_{0};
   std::atomic<uint64_t> file_serial_{0};
   std::atomic<bool> context_warned_{false};
+  std::atomic<bool> claim_warned_{false};
 };
 
 }  // namespace cuprobe

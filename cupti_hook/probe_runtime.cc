@@ -296,57 +296,78 @@ absl::Status DeviceMaps::CreateLocked() {
   if (context == nullptr) {
     return absl::FailedPreconditionError("no CUDA context is current while loading the module");
   }
-  const auto pid = static_cast<uint32_t>(::getpid());
-  if (session_ != nullptr && !specs_.empty()) CUPROBE_RETURN_IF_ERROR(session_->ClaimMaps(pid));
-  auto give_back = [&](absl::Status status) {
-    memory_.reset();
-    if (session_ != nullptr) session_->ReleaseMaps(pid);
-    return status;
-  };
-  absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(driver_);
-  if (!memory.ok()) return give_back(memory.status());
-  memory_ = *std::move(memory);
+  CUPROBE_ASSIGN_OR_RETURN(memory_, CudaDeviceMemory::Create(driver_));
   MapsRegion* region = region_ != nullptr && region_->size() > 0 ? region_ : nullptr;
   absl::StatusOr<MapSet> maps = MapSet::Create(specs_, memory_.get(), region);
-  if (!maps.ok()) return give_back(maps.status());
-  // Another process of the session, or this one before a cudaDeviceReset,
-  // may have counted already: go on from its last snapshot.
-  absl::StatusOr<size_t> seeded = maps->SeedFromRegion();
-  if (!seeded.ok()) {
-    (void)maps->Release();
-    return give_back(seeded.status());
-  }
-  if (*seeded > 0) {
-    CUPROBE_LOG(kInfo, "%d map(s) continue from their last published snapshot", *seeded);
+  if (!maps.ok()) {
+    memory_.reset();
+    return maps.status();
   }
   maps_ = *std::move(maps);
   context_ = context;
+  seeded_ = false;
   if (on_stream_) on_stream_(context, memory_->stream());
+  CUPROBE_LOG(kInfo, "allocated %d map(s) in device memory", maps_->size());
+  return absl::OkStatus();
+}
+
+absl::Status DeviceMaps::ClaimLocked() {
+  if (claimed_) return absl::OkStatus();
+  if (!claim_failed_.ok()) return claim_failed_;
+  if (session_ != nullptr && !specs_.empty()) {
+    absl::Status s = session_->ClaimMaps(static_cast<uint32_t>(::getpid()));
+    if (!s.ok()) {
+      claim_failed_ = s;  // for good: this process stays uninstrumented
+      return s;
+    }
+  }
+  claimed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceMaps::SeedLocked() {
+  if (!maps_.has_value() || !claimed_ || seeded_) return absl::OkStatus();
+  // Another process of the session, or this one before a cudaDeviceReset,
+  // may have counted already: go on from its last snapshot.
+  ScopedContext scope(driver_, context_);
+  CUPROBE_ASSIGN_OR_RETURN(size_t seeded, maps_->SeedFromRegion());
+  seeded_ = true;
+  if (seeded > 0) {
+    CUPROBE_LOG(kInfo, "%d map(s) continue from their last published snapshot", seeded);
+  }
   return absl::OkStatus();
 }
 
 absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns) {
   ScopedContext scope(driver_, context_);
-  absl::Status status = maps_->Publish(now_ns);
+  absl::Status status;
+  if (claimed_) status = maps_->Publish(now_ns);  // maps never claimed were never used
   status.Update(maps_->Release());
   maps_.reset();
   memory_.reset();  // destroys the copy stream, in its context
   context_ = nullptr;
-  if (session_ != nullptr) session_->ReleaseMaps(static_cast<uint32_t>(::getpid()));
+  seeded_ = false;
+  if (claimed_ && session_ != nullptr) {
+    session_->ReleaseMaps(static_cast<uint32_t>(::getpid()));
+  }
+  claimed_ = false;
   return status;
 }
 
 absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   absl::MutexLock lock(&mu_);
-  if (maps_.has_value()) return maps_->table();
   if (released_) return absl::FailedPreconditionError("the maps were released (exiting)");
-  if (!failed_.ok()) return failed_;
-  absl::Status s = CreateLocked();
-  if (!s.ok()) {
-    failed_ = absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
-    return failed_;
+  if (!maps_.has_value()) {
+    if (!failed_.ok()) return failed_;
+    absl::Status s = CreateLocked();
+    if (!s.ok()) {
+      failed_ =
+          absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
+      return failed_;
+    }
   }
-  CUPROBE_LOG(kInfo, "allocated %d map(s) in device memory", maps_->size());
+  CUPROBE_RETURN_IF_ERROR(ClaimLocked());
+  CUPROBE_RETURN_IF_ERROR(SeedLocked());
   return maps_->table();
 }
 
@@ -359,24 +380,34 @@ absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> co
 
 absl::Status DeviceMaps::UsableInCurrentContext() {
   absl::MutexLock lock(&mu_);
-  if (!maps_.has_value()) return absl::OkStatus();
-  CUcontext current = nullptr;
-  if (driver_->CtxGetCurrent(&current) != CUDA_SUCCESS || current != context_) {
-    return absl::FailedPreconditionError(
-        "the probes' maps live in another CUDA context (one context per process is "
-        "instrumented)");
+  if (maps_.has_value()) {
+    CUcontext current = nullptr;
+    if (driver_->CtxGetCurrent(&current) != CUDA_SUCCESS || current != context_) {
+      return absl::FailedPreconditionError(
+          "the probes' maps live in another CUDA context (one context per process is "
+          "instrumented)");
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status DeviceMaps::Claim() {
+  absl::MutexLock lock(&mu_);
+  CUPROBE_RETURN_IF_ERROR(ClaimLocked());
+  return SeedLocked();
 }
 
 void DeviceMaps::OnContextDestroying(CUcontext context) {
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value() || context != context_) return;
+  const bool was_claimed = claimed_;
   absl::Status s = PublishAndFreeLocked(absl::GetCurrentTimeNanos());
   if (!s.ok()) CUPROBE_LOG(kWarning, "the probes' maps at context teardown: %s", s.message());
-  CUPROBE_LOG(kInfo,
-              "the probes' context is being destroyed: maps published and freed; the next "
-              "module load makes them again from this snapshot");
+  if (was_claimed) {
+    CUPROBE_LOG(kInfo,
+                "the probes' context is being destroyed: maps published and freed; the next "
+                "module load makes them again from this snapshot");
+  }
 }
 
 void DeviceMaps::Prepare(CUcontext context) {
@@ -389,14 +420,12 @@ void DeviceMaps::Prepare(CUcontext context) {
   absl::Status s = CreateLocked();
   if (!s.ok()) {
     failed_ = absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
-    return;
   }
-  CUPROBE_LOG(kInfo, "allocated %d map(s) in device memory", maps_->size());
 }
 
 absl::Status DeviceMaps::Publish(uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
-  if (!maps_.has_value()) return absl::OkStatus();
+  if (!maps_.has_value() || !claimed_) return absl::OkStatus();
   ScopedContext scope(driver_, context_);
   return maps_->Publish(now_ns);
 }

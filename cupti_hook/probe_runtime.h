@@ -75,9 +75,10 @@ class BundleInstrumenter final : public ImageInstrumenter {
 class DeviceMaps final : public MapTableProvider {
  public:
   // `session`: the probe session whose maps region the maps publish into
-  // (null in standalone mode: no region). The maps are claimed in it before
-  // they are made (Session::ClaimMaps: one process of a session at a time)
-  // and continue from its last snapshot (MapSet::SeedFromRegion).
+  // (null in standalone mode: no region). The maps are claimed in it at the
+  // first module to instrument (Session::ClaimMaps: one process of a session
+  // at a time) and then continue from its last snapshot
+  // (MapSet::SeedFromRegion).
   // `on_stream`: told the private copy stream, once, so the tracer can keep
   // those copies out of the program's trace.
   DeviceMaps(std::vector<MapSpec> specs, Session* session,
@@ -90,6 +91,8 @@ class DeviceMaps final : public MapTableProvider {
   // FAILED_PRECONDITION when they live in another context (device memory of
   // one context is not mapped in another).
   absl::Status UsableInCurrentContext() override;
+  // Claims the maps in the session (then seeds them): see ClaimLocked.
+  absl::Status Claim() override;
   // CUPTI's context-destroy-starting (cudaDeviceReset, cuCtxDestroy): when it
   // is the maps' context, publishes the last snapshot while the context still
   // exists, frees the maps and gives the claim back. The next module load (in
@@ -107,7 +110,14 @@ class DeviceMaps final : public MapTableProvider {
  private:
   absl::Status CreateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Final snapshot, free, give the claim back (maps_ must exist).
+  // The maps are made (allocated) at context creation in every process, but
+  // used, published and seeded only once claimed in the session: at the
+  // first module to instrument. Claiming fails for good when another live
+  // process of the session holds them.
+  absl::Status ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Seeds freshly made, claimed maps from the region's last snapshot, once.
+  absl::Status SeedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Final snapshot (if claimed), free, give the claim back (maps_ must exist).
   absl::Status PublishAndFreeLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<MapSpec> specs_;
@@ -121,6 +131,9 @@ class DeviceMaps final : public MapTableProvider {
   std::optional<MapSet> maps_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // a failed creation is not retried
   bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool claimed_ ABSL_GUARDED_BY(mu_) = false;
+  bool seeded_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status claim_failed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cuprobe

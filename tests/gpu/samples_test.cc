@@ -379,6 +379,93 @@ TEST_F(Samples, LaunchlateMatchesEveryLaunchToItsKernel) {
   EXPECT_LE(p99, max);
 }
 
+// torch_transformer: two training steps of a small transformer through
+// torch.compile. `cuprobe trace` sees every kernel torch.profiler sees
+// (Inductor's Triton kernels, cuBLAS, PyTorch's own), launch for launch;
+// `cuprobe run -k 'triton_*'` instruments the Triton kernels from Triton's
+// cache (cuBLAS and PyTorch kernels are SASS only: named, left alone), the
+// losses stay the same digits, and the entries counted equal the threads of
+// every Triton launch in the timeline.
+TEST_F(Samples, TorchTransformerTraceMatchesTheProfilerAndProbesTritonKernels) {
+  if (RunProcess({"python3", "-c", "import torch, triton"}).exit_code != 0) {
+    GTEST_SKIP() << "no PyTorch with Triton here";
+  }
+  const std::string script = SourceDir() + "/samples/torch_transformer/train_step.py";
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"TRITON_CACHE_DIR", dir_ + "/triton"}, {"TORCHINDUCTOR_CACHE_DIR", dir_ + "/inductor"}};
+  // The first run compiles and fills the caches; the runs compared below all
+  // find their kernels there (no compiling or autotuning launches).
+  ProcessResult native = RunProcess({"python3", script, "--compile"}, env, 600);
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  native = RunProcess({"python3", script, "--compile"}, env, 600);
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  EXPECT_THAT(native.out, HasSubstr("step 1: loss "));
+  const std::string reference = dir_ + "/profiler.json";
+  ProcessResult ref =
+      RunProcess({"python3", script, "--compile", "--profile", reference}, env, 600);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_EQ(ref.out, native.out);
+
+  const std::string trace = dir_ + "/trace";
+  ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", trace, "--format", "json", "--",
+                                "python3", script, "--compile"},
+                               env, 600);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, native.out);
+  ProcessResult rows = RunProcess(
+      {"python3", "-c",
+       "import json,sys\n"
+       "ref=json.load(open(sys.argv[1]))\n"
+       "ours={k['name']:k['instances'] for k in json.load(open(sys.argv[2]))['kernels']}\n"
+       "bad=[(k,v,ours.get(k,0)) for k,v in ref.items() if ours.get(k,0)!=v]\n"
+       "extra=[(k,v) for k,v in ours.items() if k not in ref]\n"
+       "print('kernels=%d launches=%d triton=%d' % (len(ref), sum(ref.values()),"
+       " sum(v for k,v in ref.items() if k.startswith('triton_'))))\n"
+       "for b in bad: print('MISMATCH %s profiler=%d cuprobe=%d' % b)\n"
+       "for e in extra: print('EXTRA %s %d' % e)\n",
+       reference, trace + ".json"});
+  ASSERT_EQ(rows.exit_code, 0) << rows.err;
+  EXPECT_THAT(rows.out, ::testing::Not(HasSubstr("MISMATCH"))) << rows.out;
+  EXPECT_THAT(rows.out, ::testing::Not(HasSubstr("EXTRA"))) << rows.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(rows.out, m, std::regex(R"(triton=(\d+))"))) << rows.out;
+  EXPECT_GT(std::stoul(m[1]), 10u) << "Inductor made Triton kernels: " << rows.out;
+
+  const std::string run = dir_ + "/run";
+  r = RunProcess({Cuprobe(), "run", "-p", Probe("count_entries"), "-k", "triton_*", "--quiet",
+                  "-o", run, "--format", "json,chrome", "--", "python3", script, "--compile"},
+                 [&] {
+                   auto e = env;
+                   e.emplace_back("CUPROBE_LOG", "info");
+                   return e;
+                 }(),
+                 600);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, native.out) << "the losses must not change";
+  EXPECT_THAT(r.err, HasSubstr("SASS")) << "cuBLAS kernels are named as not instrumentable";
+  // Threads of every Triton launch, from the timeline.
+  ProcessResult threads = RunProcess(
+      {"python3", "-c",
+       "import json,sys\n"
+       "t=0\n"
+       "for e in json.load(open(sys.argv[1]))['traceEvents']:\n"
+       "  if e.get('cat')=='kernel' and e['name'].startswith('triton_'):\n"
+       "    g=e['args']['grid']; b=e['args']['block']\n"
+       "    t+=g[0]*g[1]*g[2]*b[0]*b[1]*b[2]\n"
+       "print(t)\n",
+       run + ".trace.json"});
+  ASSERT_EQ(threads.exit_code, 0) << threads.err;
+  uint64_t entries = 0;
+  const std::string maps = ReadWholeFile(run + ".maps.txt");
+  std::regex line(R"(@entries\[\d+\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    entries += std::stoull((*it)[1].str());
+  }
+  EXPECT_GT(entries, 0u) << r.err;
+  EXPECT_EQ(entries, std::stoull(threads.out)) << maps << r.err;
+}
+
 // directly_run: every probe kind on the harness kernel, whose shape and
 // arguments make each result exact: 4 x 64 threads, 3 launches, args 7 and
 // 1000; and a second shape through the same bundle.

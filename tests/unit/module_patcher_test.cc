@@ -49,6 +49,12 @@ class FixedMaps : public MapTableProvider {
   }
   absl::Status usable;
   absl::Status UsableInCurrentContext() override { return usable; }
+  absl::Status claim;
+  int claims = 0;
+  absl::Status Claim() override {
+    ++claims;
+    return claim;
+  }
   absl::StatusOr<uint64_t> site_base = uint64_t{0xC0FFEE00};
   std::vector<SiteCounter> site_counters;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override {
@@ -139,6 +145,30 @@ TEST(ModulePatcher, MapsOfAnotherContextLeaveTheModuleAlone) {
   EXPECT_TRUE(rig.instrumenter.seen.empty());
   EXPECT_EQ(rig.maps.calls, 0);
   EXPECT_EQ(rig.patcher->stats().modules_instrumented, 0u);
+}
+
+// Another process of the session holds the maps: a module with kernels to
+// instrument loads as it was (asked only once there is something to give
+// it), with one message for all of them.
+TEST(ModulePatcher, MapsHeldByAnotherProcessLeaveTheModuleAlone) {
+  Rig rig;
+  rig.maps.claim = absl::FailedPreconditionError("the probes' maps are held by pid 77");
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  for (int i = 0; i < 2; ++i) {
+    int image = 0;
+    CUlibrary out = nullptr;
+    cuLibraryLoadData_params p = {};
+    p.library = &out;
+    p.code = &image;
+    rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
+      EXPECT_EQ(p.code, &image) << "the original image loads";
+      out = reinterpret_cast<CUlibrary>(0x10 + i);
+    });
+  }
+  EXPECT_EQ(rig.maps.claims, 2);
+  EXPECT_EQ(rig.maps.calls, 0) << "no map table for modules left alone";
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 0u);
+  EXPECT_EQ(rig.patcher->stats().modules_failed, 0u) << "not a failure: another process has them";
 }
 
 TEST(ModulePatcher, NoMatchingProbeLeavesTheImageAlone) {
