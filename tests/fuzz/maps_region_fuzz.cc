@@ -4,8 +4,10 @@
 // everything a reader does with bytes another process wrote: Attach
 // (validation of every offset, size, name and type description), snapshots
 // (seqlock copy, HASH probing over the copy, iteration, printing), ring
-// consumption (record headers), and the TypeDescription parser on the raw
-// input. Any crash, hang or out-of-bounds access is a bug; errors are the
+// consumption (record headers), the TypeDescription parser on the raw
+// input, and the hook's side of a region it did not write: the pending host
+// write of each map, and maps made over host memory from the region's specs,
+// seeded from its snapshots and published (which applies the writes). Any crash, hang or out-of-bounds access is a bug; errors are the
 // expected outcome.
 //
 //   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-19
@@ -25,9 +27,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/types/span.h"
+#include "maps/device_memory.h"
 #include "maps/map_print.h"
+#include "maps/map_set.h"
 #include "maps/map_snapshot.h"
 #include "maps/maps_region.h"
 
@@ -59,7 +64,23 @@ void Exercise(cuprobe::MapsRegion& region) {
         (void)cuprobe::FormatRingStats(info.spec.name, ring->Stats());
       }
     }
+    (void)region.PendingWrite(i);
   }
+  // What the hook does with the region: seed maps from it, apply the
+  // pending writes, publish. Bounded: huge (valid) specs are skipped.
+  std::vector<cuprobe::MapSpec> specs;
+  uint64_t bytes = 0;
+  for (const cuprobe::MapInfo& info : region.maps()) {
+    specs.push_back(info.spec);
+    bytes += info.geometry.allocation_bytes;
+  }
+  if (specs.empty() || bytes > (uint64_t{64} << 20)) return;
+  cuprobe::HostDeviceMemory memory;
+  absl::StatusOr<cuprobe::MapSet> maps = cuprobe::MapSet::Create(specs, &memory, &region);
+  if (!maps.ok()) return;
+  (void)maps->SeedFromRegion();
+  (void)maps->Publish(1);
+  (void)maps->Release();
 }
 
 }  // namespace
