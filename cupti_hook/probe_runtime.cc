@@ -330,7 +330,19 @@ absl::Status DeviceMaps::SeedLocked() {
   // Another process of the session, or this one before a cudaDeviceReset,
   // may have counted already: go on from its last snapshot.
   ScopedContext scope(driver_, context_);
-  CUPROBE_ASSIGN_OR_RETURN(size_t seeded, maps_->SeedFromRegion());
+  absl::StatusOr<size_t> seeded_maps = maps_->SeedFromRegion();
+  if (!seeded_maps.ok()) {
+    // Unseeded maps must never be published over the snapshot they failed
+    // to continue: give them up, for good.
+    if (session_ != nullptr) session_->ReleaseMaps(static_cast<uint32_t>(::getpid()));
+    claimed_ = false;
+    claim_failed_ = absl::Status(
+        seeded_maps.status().code(),
+        absl::StrCat("cannot continue the maps from their last snapshot: ",
+                     seeded_maps.status().message()));
+    return claim_failed_;
+  }
+  const size_t seeded = *seeded_maps;
   seeded_ = true;
   if (seeded > 0) {
     CUPROBE_LOG(kInfo, "%d map(s) continue from their last published snapshot", seeded);
@@ -338,16 +350,17 @@ absl::Status DeviceMaps::SeedLocked() {
   return absl::OkStatus();
 }
 
-absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns) {
+absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns, bool give_back) {
   ScopedContext scope(driver_, context_);
   absl::Status status;
-  if (claimed_) status = maps_->Publish(now_ns);  // maps never claimed were never used
+  // Maps never claimed and seeded were never used.
+  if (claimed_ && seeded_) status = maps_->Publish(now_ns);
   status.Update(maps_->Release());
   maps_.reset();
   memory_.reset();  // destroys the copy stream, in its context
   context_ = nullptr;
   seeded_ = false;
-  if (claimed_ && session_ != nullptr) {
+  if (give_back && claimed_ && session_ != nullptr) {
     session_->ReleaseMaps(static_cast<uint32_t>(::getpid()));
   }
   claimed_ = false;
@@ -393,15 +406,17 @@ absl::Status DeviceMaps::UsableInCurrentContext() {
 
 absl::Status DeviceMaps::Claim() {
   absl::MutexLock lock(&mu_);
-  CUPROBE_RETURN_IF_ERROR(ClaimLocked());
-  return SeedLocked();
+  // Seeding copies to the device: it waits for MapTable, which the module
+  // patcher calls where stream capture is relaxed.
+  return ClaimLocked();
 }
 
 void DeviceMaps::OnContextDestroying(CUcontext context) {
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value() || context != context_) return;
   const bool was_claimed = claimed_;
-  absl::Status s = PublishAndFreeLocked(absl::GetCurrentTimeNanos());
+  // The context's kernels are over: the next context (or process) may go on.
+  absl::Status s = PublishAndFreeLocked(absl::GetCurrentTimeNanos(), /*give_back=*/true);
   if (!s.ok()) CUPROBE_LOG(kWarning, "the probes' maps at context teardown: %s", s.message());
   if (was_claimed) {
     CUPROBE_LOG(kInfo,
@@ -425,7 +440,7 @@ void DeviceMaps::Prepare(CUcontext context) {
 
 absl::Status DeviceMaps::Publish(uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
-  if (!maps_.has_value() || !claimed_) return absl::OkStatus();
+  if (!maps_.has_value() || !claimed_ || !seeded_) return absl::OkStatus();
   ScopedContext scope(driver_, context_);
   return maps_->Publish(now_ns);
 }
@@ -434,7 +449,9 @@ absl::Status DeviceMaps::Release(uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   released_ = true;
   if (!maps_.has_value()) return absl::OkStatus();
-  return PublishAndFreeLocked(now_ns);
+  // Exiting: kernels may still run until the process is gone, so the claim
+  // stays until then (the next process takes over from a dead holder).
+  return PublishAndFreeLocked(now_ns, /*give_back=*/false);
 }
 
 }  // namespace cuprobe

@@ -91,7 +91,7 @@ class DeviceMaps final : public MapTableProvider {
   // FAILED_PRECONDITION when they live in another context (device memory of
   // one context is not mapped in another).
   absl::Status UsableInCurrentContext() override;
-  // Claims the maps in the session (then seeds them): see ClaimLocked.
+  // Claims the maps in the session (ClaimLocked); MapTable seeds them.
   absl::Status Claim() override;
   // CUPTI's context-destroy-starting (cudaDeviceReset, cuCtxDestroy): when it
   // is the maps' context, publishes the last snapshot while the context still
@@ -117,8 +117,10 @@ class DeviceMaps final : public MapTableProvider {
   absl::Status ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Seeds freshly made, claimed maps from the region's last snapshot, once.
   absl::Status SeedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Final snapshot (if claimed), free, give the claim back (maps_ must exist).
-  absl::Status PublishAndFreeLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Final snapshot (if claimed and seeded), free, and give the claim back
+  // when `give_back` (maps_ must exist).
+  absl::Status PublishAndFreeLocked(uint64_t now_ns, bool give_back)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<MapSpec> specs_;
   Session* const session_;

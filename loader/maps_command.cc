@@ -286,8 +286,9 @@ absl::StatusOr<std::vector<uint8_t>> EncodeMapValue(std::string_view value, uint
     const int64_t min = size == 8 ? INT64_MIN : -(int64_t{1} << (8 * size - 1));
     if (negative < min) return Invalid(absl::StrFormat("%s does not fit %d bytes", value, size));
     bits = static_cast<uint64_t>(negative);
-  } else if (!absl::SimpleAtoi(value, &bits) && !absl::SimpleHexAtoi(value, &bits)) {
-    return Invalid(absl::StrFormat("'%s' is not an integer", value));
+  } else if (absl::StartsWithIgnoreCase(value, "0x") ? !absl::SimpleHexAtoi(value, &bits)
+                                                    : !absl::SimpleAtoi(value, &bits)) {
+    return Invalid(absl::StrFormat("'%s' is not an integer (decimal, or hex after 0x)", value));
   } else if (size < 8 && bits >> (8 * size) != 0) {
     return Invalid(absl::StrFormat("%s does not fit %d bytes", value, size));
   }
@@ -297,7 +298,8 @@ absl::StatusOr<std::vector<uint8_t>> EncodeMapValue(std::string_view value, uint
 
 absl::Status RunMaps(const MapsOptions& options) {
   const bool writable = options.events || !options.clear.empty() || !options.set.empty();
-  CUPROBE_ASSIGN_OR_RETURN(std::string session, FindTargetSession(options.session));
+  CUPROBE_ASSIGN_OR_RETURN(std::string session,
+                           FindTargetSession(options.session, SessionPurpose::kMaps));
   CUPROBE_ASSIGN_OR_RETURN(MapReader reader, MapReader::Open(session, writable));
   for (const std::string& text : options.set) {
     CUPROBE_ASSIGN_OR_RETURN(MapAssignment a, ParseMapAssignment(text));

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -96,9 +97,15 @@ class LivePrinter {
       // Attached late: nothing to say about kernels here.
     } else if (!data->probe_kernels().empty()) {
       text += "instrumented kernels (ctx->kernel_id):\n";
+      // Each process numbers the kernels it instruments: when several
+      // processes took turns with the maps, an id names a kernel per process.
+      std::set<uint32_t> pids;
+      for (const ProbeKernelRecord& k : data->probe_kernels()) pids.insert(k.pid);
       std::vector<std::pair<uint32_t, std::string>> kernels;
       for (const ProbeKernelRecord& k : data->probe_kernels()) {
-        kernels.emplace_back(k.kernel_id, DemangleKernelName(data->Name(k.name_id)));
+        std::string name = DemangleKernelName(data->Name(k.name_id));
+        if (pids.size() > 1) absl::StrAppend(&name, " (pid ", k.pid, ")");
+        kernels.emplace_back(k.kernel_id, std::move(name));
       }
       std::sort(kernels.begin(), kernels.end());
       kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());

@@ -5,6 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,7 +18,26 @@
 
 namespace cuprobe {
 
-absl::StatusOr<std::string> FindTargetSession(const std::string& target) {
+namespace {
+
+// The parent of `pid` (0 when unknown), from /proc/PID/stat.
+uint32_t ParentOf(uint32_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "pid (comm) S ppid ...": comm may hold spaces and parentheses.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string state;
+  uint32_t ppid = 0;
+  fields >> state >> ppid;
+  return ppid;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindTargetSession(const std::string& target,
+                                              SessionPurpose purpose) {
   std::string name = target;
   if (absl::StartsWith(name, "/dev/shm/")) name = name.substr(9);
   uint32_t pid = 0;
@@ -29,14 +52,28 @@ absl::StatusOr<std::string> FindTargetSession(const std::string& target) {
     if (absl::StartsWith(e->d_name, prefix)) candidates.emplace_back(e->d_name);
   }
   ::closedir(dir);
+  const uint32_t parent = ParentOf(pid);
+  std::string best;
+  int best_score = -1;
   for (const std::string& candidate : candidates) {
     absl::StatusOr<Session> s = Session::Open(candidate, /*writable=*/false);
     if (!s.ok()) continue;
-    if (s->header().hook_pid.load(std::memory_order_acquire) != pid) continue;
+    const bool holds_maps = s->maps_owner() == pid;
+    if (s->header().hook_pid.load(std::memory_order_acquire) != pid && !holds_maps) continue;
     const uint32_t state = s->session_state();
-    if (state == static_cast<uint32_t>(SessionState::kHookStopped)) continue;
-    return candidate;
+    if (state == static_cast<uint32_t>(SessionState::kHookStopped) && !holds_maps) continue;
+    int score = 0;
+    if (purpose == SessionPurpose::kProgram) {
+      score = parent != 0 && s->header().creator_pid == parent ? 2 : 0;
+    } else {
+      score = holds_maps ? 4 : (s->maps().size() > 0 ? 1 : 0);
+    }
+    if (score > best_score) {
+      best = candidate;
+      best_score = score;
+    }
   }
+  if (best_score >= 0) return best;
   return absl::NotFoundError(absl::StrCat(
       "no running cuprobe session of yours belongs to pid ", pid,
       " (is the program running under `cuprobe trace` or `cuprobe run`?)"));

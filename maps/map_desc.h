@@ -158,7 +158,14 @@ struct cuprobe_map_control {
 struct cuprobe_ring_host {
   cuprobe_u64 magic;        /*   0 CUPROBE_RING_HOST_MAGIC */
   cuprobe_u64 capacity;     /*   8 data bytes, a power of two */
-  cuprobe_u64 reserved0[6]; /*  16 */
+  /* Set by the hook when a new producer replaces one that is gone (maps
+   * made again: the next process of a session, or after cudaDeviceReset):
+   * the new producer starts at resume_at. A consumer that finds no
+   * committed record at its tail while tail < resume_at skips (zeroing) to
+   * resume_at: whatever the old producer left unfinished is abandoned. */
+  cuprobe_u64 resume_at;    /*  16 */
+  cuprobe_u64 abandoned;    /*  24 bytes skipped that way */
+  cuprobe_u64 reserved0[4]; /*  32 */
   cuprobe_u64 tail;         /*  64 consumer position; bytes before it are zero */
   cuprobe_u64 delivered;    /*  72 records handed to the consumer's callback */
   cuprobe_u64 discarded;    /*  80 discarded records skipped */
@@ -191,6 +198,7 @@ static_assert(__builtin_offsetof(struct cuprobe_map_desc, shard_mask) == 120, "d
 static_assert(__builtin_offsetof(struct cuprobe_map_control, ring_head) == 16, "ctl.head");
 static_assert(__builtin_offsetof(struct cuprobe_map_control, ring_dropped) == 40, "ctl.drop");
 static_assert(__builtin_offsetof(struct cuprobe_ring_host, tail) == 64, "ring.tail");
+static_assert(__builtin_offsetof(struct cuprobe_ring_host, resume_at) == 16, "ring.resume_at");
 static_assert(__builtin_offsetof(struct cuprobe_ring_host, published_head) == 128, "ring.pub");
 static_assert(CUPROBE_MAP_IMAGE_OFFSET == CUPROBE_MAP_DESC_SIZE + CUPROBE_MAP_CONTROL_SIZE,
               "image follows control");

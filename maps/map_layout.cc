@@ -237,6 +237,18 @@ cuprobe_map_desc MakeMapDesc(const MapGeometry& g, uint64_t base, uint64_t ring_
   return d;
 }
 
+void SettleHashStates(const MapGeometry& g, uint8_t* snapshot) {
+  if (g.type != CUPROBE_MAP_HASH) return;
+  uint8_t* states = snapshot + CUPROBE_MAP_CONTROL_SIZE + g.states_offset;
+  for (uint64_t slot = 0; slot < g.slots; ++slot) {
+    uint32_t word;
+    std::memcpy(&word, states + slot * 4, 4);
+    if ((word & 3u) != CUPROBE_HASH_PENDING) continue;
+    word = (word & ~3u) | CUPROBE_HASH_DELETED;
+    std::memcpy(states + slot * 4, &word, 4);
+  }
+}
+
 void FoldMapImage(const MapGeometry& g, uint8_t* device_copy) {
   auto u64_at = [](uint8_t* p) {
     uint64_t v;

@@ -104,6 +104,13 @@ struct MapGeometry {
 // value copy (maps/map_desc.h).
 void FoldMapImage(const MapGeometry& g, uint8_t* device_copy);
 
+// A HASH snapshot (control + image at `snapshot`) copied while a GPU insert
+// was half done holds a PENDING slot, which the algorithms wait on: turned
+// into DELETED here (the key stays, without a value), so host lookups over
+// the copy never wait and maps seeded from it never hang their probes.
+// Other map types are left alone.
+void SettleHashStates(const MapGeometry& g, uint8_t* snapshot);
+
 // A read-only descriptor over a snapshot copy (control + image at
 // `snapshot`), for the host algorithms (lookups in a HASH snapshot).
 [[nodiscard]] cuprobe_map_desc MakeSnapshotDesc(const MapGeometry& g, const uint8_t* snapshot);

@@ -1,6 +1,7 @@
 // File: maps/map_ring.cc
 #include "maps/map_ring.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <utility>
@@ -100,7 +101,25 @@ size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
     auto* header = reinterpret_cast<uint32_t*>(data_ + index);
     // Acquire pairs with the producer's system-scope release of the header.
     const uint32_t word = std::atomic_ref<uint32_t>(*header).load(std::memory_order_acquire);
-    if ((word & CUPROBE_RING_COMMIT) == 0) break;  // not committed (or nothing there)
+    if ((word & CUPROBE_RING_COMMIT) == 0) {
+      // Not committed (or nothing there). Left by a producer that is gone,
+      // when a new one resumes further on: skip to where it starts.
+      const uint64_t resume = Atomic(host_->resume_at).load(std::memory_order_acquire);
+      if (resume > tail && resume - tail <= capacity_ && (resume & 7) == 0) {
+        const uint64_t skipped = resume - tail;
+        for (uint64_t at = tail; at < resume;) {
+          const uint64_t i = at & (capacity_ - 1);
+          const uint64_t n = std::min(capacity_ - i, resume - at);
+          std::memset(data_ + i, 0, n);
+          at += n;
+        }
+        tail = resume;
+        Atomic(host_->abandoned).fetch_add(skipped, std::memory_order_relaxed);
+        Atomic(host_->tail).store(tail, std::memory_order_release);
+        continue;
+      }
+      break;
+    }
     const uint64_t length = word & CUPROBE_RING_LEN_MASK;
     const uint64_t room = capacity_ - index;
     uint64_t total;
@@ -143,6 +162,26 @@ size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
   if (delivered > 0) Atomic(host_->delivered).fetch_add(delivered, std::memory_order_relaxed);
   if (discarded > 0) Atomic(host_->discarded).fetch_add(discarded, std::memory_order_relaxed);
   return delivered;
+}
+
+uint64_t MapRing::ResumePosition() {
+  if (host_ == nullptr) return 0;
+  const uint64_t tail = Atomic(host_->tail).load(std::memory_order_acquire);
+  if (!writable_) return tail;
+  const uint64_t head = Atomic(host_->published_head).load(std::memory_order_relaxed);
+  // Drained: the last publish saw nothing after the tail, and no byte of the
+  // data is set (the consumer zeroes what it consumed, so a record left by
+  // a producer after its last publish would show).
+  bool zero = true;
+  for (uint64_t i = 0; zero && i < capacity_; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, data_ + i, 8);
+    zero = word == 0;
+  }
+  if (head == tail && zero) return tail;
+  const uint64_t resume = tail + capacity_;
+  Atomic(host_->resume_at).store(resume, std::memory_order_release);
+  return resume;
 }
 
 MapRingStats MapRing::Stats() const {

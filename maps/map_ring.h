@@ -83,6 +83,18 @@ class MapRing {
   // into the published fields.
   void Publish(const cuprobe_map_control& control);
 
+  // For a producer that replaces one that is gone (maps made again from a
+  // snapshot; the old producer's kernels must be over: its context
+  // destroyed, its process dead): where it starts. When the ring is
+  // drained (the tail is the last published head and the data is all
+  // zero), the consumer's tail; otherwise the old producer may have left
+  // records unconsumed or unfinished (killed mid-kernel, or kernels that
+  // ran on after its last publish), and the new one starts a whole
+  // capacity past the tail, with resume_at set so that the consumer reads
+  // what was committed and skips the rest (cuprobe_ring_host). Writable
+  // views only; returns the tail for others.
+  uint64_t ResumePosition();
+
   // Where the GPU's descriptor points (host addresses; the hook translates).
   [[nodiscard]] cuprobe_ring_host* host() const { return host_; }
   [[nodiscard]] uint8_t* data() const { return data_; }

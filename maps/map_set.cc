@@ -165,6 +165,19 @@ absl::StatusOr<size_t> MapSet::SeedFromRegion() {
           "map '%s': its published snapshot holds %d bytes, the map %d", maps_[i].spec.name,
           snap.bytes.size(), bytes));
     }
+    // A segment from elsewhere may hold half-done inserts: never seed one.
+    SettleHashStates(maps_[i].geometry, snap.bytes.data());
+    if (maps_[i].geometry.type == CUPROBE_MAP_RINGBUF && rings_[i].has_value()) {
+      // The counters go on; the producer position comes from the ring
+      // itself (MapRing::ResumePosition), never from the snapshot, which
+      // may be older than what the last producer wrote.
+      cuprobe_map_control control;
+      std::memcpy(&control, snap.bytes.data(), sizeof(control));
+      control.ring_head = rings_[i]->ResumePosition();
+      control.ring_tail_cache = rings_[i]->Stats().tail;
+      control.ring_refresh_ns = 0;
+      std::memcpy(snap.bytes.data(), &control, sizeof(control));
+    }
     CUPROBE_RETURN_IF_ERROR(
         memory_->CopyToDevice(maps_[i].base + CUPROBE_MAP_DESC_SIZE, snap.bytes.data(), bytes));
     ++seeded;
@@ -179,6 +192,7 @@ absl::Status MapSet::CopyFolded(size_t i, std::vector<uint8_t>* out,
   CUPROBE_RETURN_IF_ERROR(
       memory_->CopyFromDevice(out->data(), m.base + CUPROBE_MAP_DESC_SIZE, out->size()));
   FoldMapImage(m.geometry, out->data());
+  SettleHashStates(m.geometry, out->data());
   if (!site_blocks_.empty()) {
     if (counts != nullptr) {
       ApplySiteCounts(i, *counts, out->data());
@@ -357,15 +371,8 @@ absl::StatusOr<MapSnapshot> MapSet::ReadSnapshot(size_t i) {
 
 absl::Status MapSet::Publish(uint64_t now_ns) {
   if (region_ == nullptr) return absl::OkStatus();
-  for (size_t i = 0; i < maps_.size(); ++i) {
-    const uint64_t requests = region_->clear_requests(i);
-    if (requests != region_->clears_done(i)) {
-      if (maps_[i].geometry.type != CUPROBE_MAP_RINGBUF) CUPROBE_RETURN_IF_ERROR(ClearMap(i));
-      region_->AcknowledgeClear(i, requests);
-    }
-  }
   // Host writes are applied now and acknowledged once the snapshot that
-  // holds them is published.
+  // holds them is published (or the publish failed: never applied twice).
   struct Applied {
     size_t map;
     uint64_t seq;
@@ -375,6 +382,19 @@ absl::Status MapSet::Publish(uint64_t now_ns) {
   for (size_t i = 0; i < maps_.size(); ++i) {
     std::optional<HostWrite> write = region_->PendingWrite(i);
     if (write.has_value()) applied.push_back({i, write->seq, ApplyHostWrite(i, *write)});
+  }
+  absl::Status status = PublishSnapshots(now_ns);
+  for (const Applied& a : applied) region_->AcknowledgeWrite(a.map, a.seq, a.result);
+  return status;
+}
+
+absl::Status MapSet::PublishSnapshots(uint64_t now_ns) {
+  for (size_t i = 0; i < maps_.size(); ++i) {
+    const uint64_t requests = region_->clear_requests(i);
+    if (requests != region_->clears_done(i)) {
+      if (maps_[i].geometry.type != CUPROBE_MAP_RINGBUF) CUPROBE_RETURN_IF_ERROR(ClearMap(i));
+      region_->AcknowledgeClear(i, requests);
+    }
   }
   std::vector<std::vector<uint64_t>> counts;
   if (!site_blocks_.empty()) {
@@ -396,7 +416,6 @@ absl::Status MapSet::Publish(uint64_t now_ns) {
     }
   }
   region_->EndPublish(now_ns);
-  for (const Applied& a : applied) region_->AcknowledgeWrite(a.map, a.seq, a.result);
   return absl::OkStatus();
 }
 

@@ -77,8 +77,12 @@ class MapSet {
   // device state (value copies and counter shards stay zero: the snapshot
   // is folded). For maps re-created in a new context (after
   // cudaDeviceReset) or by the next process of a session, so counts go on
-  // where they stopped. Call right after Create, before any kernel runs.
-  // Returns how many maps were seeded; a no-op without a region.
+  // where they stopped. HASH slots caught half-inserted come back DELETED
+  // (SettleHashStates); a ring keeps its counters but its producer
+  // position comes from the ring (MapRing::ResumePosition). The maps that
+  // wrote the snapshot must be gone (their kernels over). Call right after
+  // Create, before any kernel runs. Returns how many maps were seeded; a
+  // no-op without a region.
   [[nodiscard]] absl::StatusOr<size_t> SeedFromRegion();
 
   // Back to the initial state: zero counters and image, initial value again.
@@ -123,6 +127,8 @@ class MapSet {
   void ApplySiteCounts(size_t i, const std::vector<std::vector<uint64_t>>& counts,
                        uint8_t* snapshot) const;
   [[nodiscard]] MapInfo InfoFor(size_t i) const;
+  // Publish without the host writes: clears, then every map's snapshot.
+  [[nodiscard]] absl::Status PublishSnapshots(uint64_t now_ns);
   // A host write (MapsRegion::RequestWrite) into map i's device memory.
   [[nodiscard]] HostWriteResult ApplyHostWrite(size_t i, const HostWrite& write);
   // Map i's device memory from control on, folded (FoldMapImage): its first

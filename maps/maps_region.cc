@@ -592,7 +592,11 @@ absl::StatusOr<uint64_t> MapsRegion::RequestWrite(size_t i, uint32_t key,
 std::optional<HostWriteResult> MapsRegion::WriteResult(size_t i, uint64_t seq) const {
   const MapEntry* e = entry(i);
   if (e->write_done.load(std::memory_order_acquire) < seq) return std::nullopt;
-  return static_cast<HostWriteResult>(e->write_result.load(std::memory_order_acquire));
+  const uint64_t word = e->write_result.load(std::memory_order_acquire);
+  // A later write's result replaced ours: ours was applied before it (the
+  // writer checked type, index and size, the only reasons to refuse).
+  if ((word >> 32) != (seq & 0xffffffffu)) return HostWriteResult::kApplied;
+  return static_cast<HostWriteResult>(static_cast<int32_t>(word & 0xffffffffu));
 }
 
 std::optional<HostWrite> MapsRegion::PendingWrite(size_t i) const {
@@ -609,7 +613,8 @@ std::optional<HostWrite> MapsRegion::PendingWrite(size_t i) const {
 
 void MapsRegion::AcknowledgeWrite(size_t i, uint64_t seq, HostWriteResult result) {
   MapEntry* e = entry(i);
-  e->write_result.store(static_cast<int32_t>(result), std::memory_order_release);
+  e->write_result.store(((seq & 0xffffffffu) << 32) | static_cast<uint32_t>(result),
+                        std::memory_order_release);
   e->write_done.store(seq, std::memory_order_release);
 }
 

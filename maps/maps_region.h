@@ -126,8 +126,8 @@ struct MapEntry {
   std::atomic<uint64_t> write_done;
   uint32_t write_key;
   uint32_t write_size;
-  std::atomic<int32_t> write_result;  // HostWriteResult of the last write applied
-  uint32_t reserved4;
+  // The last write applied: (its write_seq's low 32 bits << 32) | HostWriteResult.
+  std::atomic<uint64_t> write_result;
   uint8_t write_value[56];
 };
 static_assert(sizeof(MapEntry) == 256);
@@ -140,7 +140,7 @@ static_assert(offsetof(MapEntry, seq) == 128);
 static_assert(offsetof(MapEntry, clears_done) == 160);
 static_assert(offsetof(MapEntry, write_seq) == 168);
 static_assert(offsetof(MapEntry, write_value) == 200);
-static_assert(std::atomic<int32_t>::is_always_lock_free && sizeof(std::atomic<int32_t>) == 4);
+static_assert(offsetof(MapEntry, write_result) == 192);
 
 // Bytes a host write may carry (an ARRAY value of at most this size).
 inline constexpr uint32_t kHostWriteMaxValue = 56;

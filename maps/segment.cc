@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -573,6 +574,31 @@ absl::Status Session::RequestAttach(std::string_view attach_session) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Alive for the maps claim: exists and is not a zombie (an exited child its
+// parent has not reaped yet: its kernels are over).
+bool HolderAlive(uint32_t pid) {
+  if (pid == 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return true;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  // "pid (comm) S ...": the state follows the last ')'.
+  const char* close = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    if (buf[i] == ')') close = buf + i;
+  }
+  if (close == nullptr || close + 2 >= buf + n) return true;
+  return close[2] != 'Z' && close[2] != 'X';
+}
+
+}  // namespace
+
 absl::Status Session::ClaimMaps(uint32_t pid) {
   if (!writable_) {
     return absl::FailedPreconditionError(
@@ -581,8 +607,10 @@ absl::Status Session::ClaimMaps(uint32_t pid) {
   uint32_t owner = 0;
   while (!header_->maps_owner.compare_exchange_strong(owner, pid, std::memory_order_acq_rel)) {
     if (owner == pid) return absl::OkStatus();
-    // A holder that died without giving the maps back (SIGKILL) is replaced.
-    if (::kill(static_cast<pid_t>(owner), 0) == 0 || errno == EPERM) {
+    if (owner == 0) continue;  // given back meanwhile: try again
+    // A holder that exited (processes keep the claim until they are gone)
+    // or died is replaced.
+    if (HolderAlive(owner)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the probes' maps of session '%s' are held by pid %d, another process of the same "
           "session (one process of a session at a time is instrumented: run one cuprobe per "

@@ -155,9 +155,11 @@ class Session {
   // The probes' maps belong to one process of the session at a time (the
   // device maps of two processes would overwrite each other's snapshots).
   // ClaimMaps takes maps_owner for `pid`: OK when it was free, already
-  // `pid`'s, or held by a process that no longer exists; FAILED_PRECONDITION
-  // naming the live holder otherwise. ReleaseMaps gives it back (a no-op
-  // unless `pid` holds it). FAILED_PRECONDITION on a read-only Session.
+  // `pid`'s, or held by a process that no longer exists (or is a zombie:
+  // a process keeps its claim until it is gone, since its kernels may run
+  // until then); FAILED_PRECONDITION naming the live holder otherwise.
+  // ReleaseMaps gives it back (a no-op unless `pid` holds it).
+  // FAILED_PRECONDITION on a read-only Session.
   [[nodiscard]] absl::Status ClaimMaps(uint32_t pid);
   void ReleaseMaps(uint32_t pid);
   [[nodiscard]] uint32_t maps_owner() const;

@@ -258,7 +258,7 @@ void ChromeTraceWriter::AddFlows() {
   const auto& kernels = data_.kernels();
   absl::flat_hash_map<uint64_t, size_t> kernel_of;  // index into kernels
   for (size_t i = 0; i < kernels.size(); ++i) {
-    if (kernels[i].correlation_id == 0) continue;
+    if (IdLocal(kernels[i].correlation_id) == 0) continue;
     auto [it, inserted] = kernel_of.try_emplace(kernels[i].correlation_id, i);
     if (!inserted && kernels[i].start_ns < kernels[it->second].start_ns) it->second = i;
   }

@@ -20,7 +20,13 @@ for f in "$cuprobe" "$probe" "$app"; do
   [[ -e "$f" ]] || { echo "run.sh: $f is missing (build first: cmake --build build)" >&2; exit 1; }
 done
 work="$(mktemp -d)"
-trap 'exec 3>&- 2>/dev/null || true; rm -rf "$work"' EXIT
+run=""
+cleanup() {
+  exec 3>&- 2>/dev/null || true
+  [[ -n "$run" ]] && kill "$run" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 mkfifo "$work/go"
 "$cuprobe" run -p "$probe" --quiet -o "$work/shared" -- "$app" 3 10 64 1 \
   < "$work/go" > "$work/out" &
@@ -46,8 +52,11 @@ for epoch in 1 2; do
   wait_for "phase $epoch done"
 done
 exec 3>&-
-wait "$run"
+rc=0
+wait "$run" || rc=$?
+run=""
 echo "== the program's output"
 cat "$work/out"
-echo "== final maps ($work/shared.maps.txt)"
+echo "== final maps"
 cat "$work/shared.maps.txt"
+exit "$rc"

@@ -251,6 +251,82 @@ TEST_F(MapSetTest, MapsMadeAgainContinueFromTheLastSnapshot) {
 // hook's next publish writes the ARRAY entry into device memory (zeroing an
 // add-only map's other value copies, restarting site counts of that entry)
 // and acknowledges once the snapshot holds it.
+// Maps made again after a producer that left its ring unfinished (killed
+// mid-kernel: a committed record not yet consumed, then a reserved record
+// never committed, and kernels that ran on after its last publish): the new
+// producer starts a capacity past the consumer's tail, the consumer reads
+// the committed record, skips the rest, and then reads the new records;
+// nothing torn, nothing read twice. A HASH slot caught half-inserted comes
+// back DELETED, so neither probes nor the hook ever wait on it.
+TEST_F(MapSetTest, MapsMadeAgainAfterAnUncleanEndResumeTheRingAndSettleTheHash) {
+  Session& session = Create(Specs());
+  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
+  ASSERT_TRUE(consumer.ok());
+  absl::StatusOr<MapRing> ring = consumer->maps().Ring(4);
+  ASSERT_TRUE(ring.ok());
+  std::vector<uint64_t> events;
+  auto consume = [&] {
+    return ring->Consume([&](absl::Span<const uint8_t> b) {
+      uint64_t v;
+      std::memcpy(&v, b.data(), 8);
+      events.push_back(v);
+    });
+  };
+  {
+    HostDeviceMemory memory;
+    absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+    ASSERT_TRUE(maps.ok());
+    const uint64_t first[2] = {1, 1};
+    ASSERT_EQ(algo::RingOutput(Desc(*maps, 4), first, sizeof(first), 0), 0);
+    ASSERT_TRUE(maps->Publish(1).ok());  // the last publish: head 24
+    // After it: a committed record, then one reserved and never committed.
+    const uint64_t late[2] = {2, 2};
+    ASSERT_EQ(algo::RingOutput(Desc(*maps, 4), late, sizeof(late), 0), 0);
+    ASSERT_NE(algo::RingReserve(Desc(*maps, 4), 16, 0), 0u);
+    // A HASH insert caught half done in the snapshot.
+    const uint64_t key = 5;
+    int64_t err = 0;
+    *algo::MapAddTarget(Desc(*maps, 0), &key, 0, &err) += 1;
+    uint32_t* states = algo::Ptr<uint32_t>(Desc(*maps, 0)->states);
+    for (uint64_t slot = 0; slot <= Desc(*maps, 0)->slot_mask; ++slot) {
+      if ((states[slot] & 3u) == CUPROBE_HASH_LIVE) states[slot] = (states[slot] & ~3u) | 1u;
+    }
+    absl::StatusOr<MapSnapshot> folded = maps->ReadSnapshot(0);  // must not hang
+    ASSERT_TRUE(folded.ok());
+    // Publish the HASH by hand with the pending slot (as a snapshot taken
+    // mid-insert would hold): the region's copy, then no Release.
+    uint8_t* dst = session.maps().BeginSnapshot(0);
+    ASSERT_TRUE(memory.CopyFromDevice(dst, maps->table()[0] + CUPROBE_MAP_DESC_SIZE,
+                                      maps->geometry(0).snapshot_bytes())
+                    .ok());
+    session.maps().EndSnapshot(0, 2);
+    // The producer is gone without a last publish or release.
+  }
+  HostDeviceMemory memory;
+  absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+  ASSERT_TRUE(maps.ok());
+  ASSERT_TRUE(maps->SeedFromRegion().ok());
+  const cuprobe_map_control* control = algo::Control(Desc(*maps, 4));
+  EXPECT_EQ(control->ring_head, 8192u) << "a capacity past the consumer's tail (0)";
+  EXPECT_EQ(control->ring_reserved, 1u) << "counters go on from the snapshot";
+  const uint64_t key = 5;
+  int64_t err = 0;
+  uint64_t* value = algo::MapAddTarget(Desc(*maps, 0), &key, 0, &err);  // must not hang
+  ASSERT_NE(value, nullptr);
+  *value += 1;
+  const uint64_t next[2] = {3, 3};
+  ASSERT_EQ(algo::RingOutput(Desc(*maps, 4), next, sizeof(next), 0), algo::kEAGAIN)
+      << "full until the consumer passes what was left";
+  EXPECT_EQ(consume(), 2u) << "the two committed records";
+  ASSERT_EQ(algo::RingOutput(Desc(*maps, 4), next, sizeof(next), 0), 0);
+  EXPECT_EQ(consume(), 1u);
+  EXPECT_THAT(events, ::testing::ElementsAre(1u, 2u, 3u));
+  EXPECT_EQ(ring->host()->abandoned, 8192u - 48u) << "the unfinished record and the rest";
+  EXPECT_TRUE(ring->status().ok()) << ring->status();
+  ASSERT_TRUE(maps->Publish(3).ok());
+  ASSERT_TRUE(maps->Release().ok());
+}
+
 TEST_F(MapSetTest, HostWritesReachTheDeviceAtTheNextPublish) {
   std::vector<MapSpec> specs = {Spec("config", CUPROBE_MAP_ARRAY, 4, 8, 4),
                                 Spec("hits", CUPROBE_MAP_ARRAY, 4, 8, 4),

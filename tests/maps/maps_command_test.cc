@@ -320,6 +320,8 @@ TEST(MapsArgs, ValuesAreEncodedByTheMapsValueSize) {
               HasSubstr("'g' is not a hex digit"));
   EXPECT_THAT(std::string(EncodeMapValue("seven", 8).status().message()),
               HasSubstr("'seven' is not an integer"));
+  EXPECT_THAT(std::string(EncodeMapValue("1f", 8).status().message()),
+              HasSubstr("hex after 0x")) << "bare hex is not taken for a number";
   absl::StatusOr<MapAssignment> a = ParseMapAssignment("cfg[12]=-3");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->map, "cfg");

@@ -251,6 +251,17 @@ TEST_F(SegmentTest, MapsAreClaimedByOneLiveProcessAtATime) {
   EXPECT_EQ(s->maps_owner(), me);
   EXPECT_TRUE(s->ClaimMaps(me).ok()) << "claiming again is fine";
 
+  // A holder that exited but was not reaped yet (a zombie) is gone too.
+  s->ReleaseMaps(me);
+  pid_t zombie = ::fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) ::_exit(0);
+  ASSERT_TRUE(s->ClaimMaps(static_cast<uint32_t>(zombie)).ok());
+  siginfo_t info = {};
+  ASSERT_EQ(::waitid(P_PID, zombie, &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+  ASSERT_TRUE(s->ClaimMaps(me).ok()) << "a zombie holder is replaced";
+  ASSERT_EQ(::waitpid(zombie, &status, 0), zombie);
+
   absl::StatusOr<Session> reader = Session::Open(s->name(), /*writable=*/false);
   ASSERT_TRUE(reader.ok());
   EXPECT_EQ(reader->maps_owner(), me);
