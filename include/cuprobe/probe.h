@@ -143,6 +143,15 @@ static u64 (*const cuprobe_get_arg)(const struct cuprobe_ctx *ctx, u64 index) =
     (void *)CUPROBE_HELPER_GET_ARG;
 static void (*const cuprobe_grid_dim)(u64 *x, u64 *y, u64 *z) = (void *)CUPROBE_HELPER_GRID_DIM;
 static u64 (*const cuprobe_global_thread_id)(void) = (void *)CUPROBE_HELPER_GLOBAL_THREAD_ID;
+/* The lanes of this warp that run this call together and pass the same
+ * `value` (a bit per lane, this lane's included): __match_any_sync over the
+ * active lanes. The lowest lane of the mask can stand for the group, e.g.
+ * count each 32-byte sector a warp's access touches once:
+ *   u32 same = cuprobe_warp_match(ctx->mem_addr >> 5);
+ *   if (cuprobe_is_lowest_lane(ctx, same)) cuprobe_map_add(&sectors, &key, 1); */
+static u32 (*const cuprobe_warp_match)(u64 value) = (void *)CUPROBE_HELPER_WARP_MATCH;
+#define cuprobe_is_lowest_lane(ctx, mask) \
+  (((mask) & ((1u << (ctx)->lane_id) - 1u)) == 0)
 
 /* bpftime's GPU helpers, by bpftime's names. */
 static long (*const bpf_get_globaltimer)(void) = (void *)CUPROBE_HELPER_BPFTIME_GLOBALTIMER;

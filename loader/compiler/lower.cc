@@ -800,6 +800,16 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
       break;
     case CUPROBE_HELPER_GET_ARG: r0 = ArgValue(Reg(2)); break;
     case CUPROBE_HELPER_GLOBAL_THREAD_ID: r0 = GlobalThreadId(); break;
+    case CUPROBE_HELPER_WARP_MATCH:
+      if (target_ == LowerTarget::kNvptx) {
+        llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+        r0 = b_.CreateZExt(
+            b_.CreateIntrinsic(llvm::Intrinsic::nvvm_match_any_sync_i64, {}, {active, Reg(1)}),
+            I64());
+      } else {
+        r0 = C64(1);  // the host runs one lane
+      }
+      break;
     case CUPROBE_HELPER_TRACE_PRINTK:
     case CUPROBE_HELPER_BPFTIME_PUTS: {
       const InsnInfo& info = v_.insns[pc];

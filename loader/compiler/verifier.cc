@@ -259,6 +259,7 @@ constexpr HelperSpec kHelpers[] = {
     {CUPROBE_HELPER_GET_ARG, "get_arg", {Arg::kCtx, Arg::kScalar}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_GRID_DIM, "grid_dim", {Arg::kOut64, Arg::kOut64, Arg::kOut64}, HelperSpec::Ret::kVoid},
     {CUPROBE_HELPER_GLOBAL_THREAD_ID, "global_thread_id", {}, HelperSpec::Ret::kScalar},
+    {CUPROBE_HELPER_WARP_MATCH, "warp_match", {Arg::kScalar}, HelperSpec::Ret::kU32},
 };
 
 const HelperSpec* FindHelper(int32_t id) {

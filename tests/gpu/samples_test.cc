@@ -485,6 +485,24 @@ TEST_F(Samples, DirectlyRunGivesExactResultsForEveryProbeKind) {
   EXPECT_THAT(maps, HasSubstr("@stores: 2000000\n")) << maps;
 }
 
+// coalescing: the harness's 8-byte stores, 4 x 64 threads, 3 launches: 24
+// warp requests of 256 bytes; 8 sectors each when neighbouring lanes store
+// neighbouring words (efficiency 100%), 32 each with a stride of 4 words
+// (every lane its own sector: 25%).
+TEST_F(Samples, CoalescingCountsSectorsExactly) {
+  for (const char* stride : {"1", "4"}) {
+    const std::string maps = RunSample(
+        "coalescing", {SamplePath("directly_run"), "4", "64", "3", "7", "1000", stride});
+    const uint64_t sectors = std::string(stride) == "1" ? 192 : 768;
+    EXPECT_THAT(maps, HasSubstr("@requests[{kernel_id: 0, kind: 2}]: 24\n")) << maps;
+    EXPECT_THAT(maps, HasSubstr("@bytes[{kernel_id: 0, kind: 2}]: 6144\n")) << maps;
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@sectors[{kernel_id: 0, kind: 2}]: ", sectors,
+                                             "\n")))
+        << "stride " << stride << ": " << maps;
+    EXPECT_THAT(maps, ::testing::Not(HasSubstr("kind: 1}"))) << "the harness loads nothing";
+  }
+}
+
 // gpu_shared_map: samples/gpu_shared_map/run.sh runs the workload in three
 // phases of 10 launches x 64 blocks and, between phases, sets the epoch
 // with `cuprobe maps --set` from another process. Each write reaches the

@@ -34,6 +34,8 @@ void PrintTo(const SampleCase& c, std::ostream* os) { *os << c.name; }
 
 const std::string kVecAdd = "vec_add(float const*, float const*, float*, int)  [_Z7vec_addPKfS0_Pfi]";
 const std::string kScale = "scale(float*, float, int)  [_Z5scalePffi]";
+const std::string kHarness =
+    "harness(unsigned long, unsigned long, unsigned long*, unsigned int)  [_Z7harnessmmPmj]";
 const std::string kMatmul =
     "matmul_tiled(float const*, float const*, float*, int)  [_Z12matmul_tiledPKfS0_Pfi]";
 
@@ -56,8 +58,9 @@ std::vector<SampleCase> Cases() {
        1, {"bump(float*, int)  [_Z4bumpPfi]", "entry 1"}},
       {"directly_run", "directly_run/directly_run.bpf.c", "directly_run",
        {"--entry", "--exit", "--mem"}, 1,
-       {"harness(unsigned long, unsigned long, unsigned long*)  [_Z7harnessmmPm]", "entry 1",
-        "exit sites 1"}},
+       {kHarness, "entry 1", "exit sites 1"}},
+      {"coalescing", "coalescing/coalescing.bpf.c", "directly_run", {"--mem"}, 1,
+       {kHarness, "memory sites"}},
       {"warp_occupancy", "warp_occupancy/warp_occupancy.bpf.c", "matmul", {"--entry", "--exit"},
        1, {kMatmul, "entry 1, exit sites 1"}},
       // The reference probes of samples/probes.
