@@ -2,8 +2,11 @@
 #include "maps/maps_region.h"
 
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <set>
 #include <string>
@@ -567,26 +570,40 @@ absl::StatusOr<uint64_t> MapsRegion::RequestWrite(size_t i, uint32_t key,
   }
   MapEntry* e = entry(i);
   const absl::Time deadline = absl::Now() + wait;
-  for (;;) {
-    uint64_t done = e->write_done.load(std::memory_order_acquire);
-    uint64_t expected = done;
-    // Even and applied: nobody is writing and nothing is pending.
-    if ((done & 1) == 0 &&
-        e->write_seq.compare_exchange_strong(expected, done + 1, std::memory_order_acq_rel)) {
-      e->write_key = key;
-      e->write_size = static_cast<uint32_t>(value.size());
-      std::memcpy(e->write_value, value.data(), value.size());
-      e->write_seq.store(done + 2, std::memory_order_release);
-      return done + 2;
+  auto timed_out = [&](std::string_view what) {
+    return absl::DeadlineExceededError(
+        absl::StrFormat("map '%s': %s after %s", name, what, absl::FormatDuration(wait)));
+  };
+  // The mailbox's owner: this process, for the few stores below. A writer
+  // that died holding it (SIGKILL) is replaced.
+  const auto me = static_cast<uint32_t>(::getpid());
+  for (uint32_t owner = 0;
+       !e->write_owner.compare_exchange_strong(owner, me, std::memory_order_acq_rel);) {
+    if (owner != 0 && owner != me && ::kill(static_cast<pid_t>(owner), 0) != 0 &&
+        errno == ESRCH) {
+      continue;  // retry the exchange from the dead owner's pid
     }
+    if (absl::Now() >= deadline) return timed_out("another writer holds the mailbox");
+    absl::SleepFor(absl::Milliseconds(1));
+    owner = 0;
+  }
+  auto give_back = [&] { e->write_owner.store(0, std::memory_order_release); };
+  // Nothing pending: the hook applied the last write.
+  uint64_t seq = e->write_seq.load(std::memory_order_acquire);
+  while (e->write_done.load(std::memory_order_acquire) != seq) {
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "map '%s': an earlier write is still pending after %s (is the program's hook "
-          "publishing?)",
-          name, absl::FormatDuration(wait)));
+      give_back();
+      return timed_out("an earlier write is still pending (is the program's hook publishing?)");
     }
     absl::SleepFor(absl::Milliseconds(1));
+    seq = e->write_seq.load(std::memory_order_acquire);
   }
+  e->write_key = key;
+  e->write_size = static_cast<uint32_t>(value.size());
+  std::memcpy(e->write_value, value.data(), value.size());
+  e->write_seq.store(seq + 1, std::memory_order_release);
+  give_back();
+  return seq + 1;
 }
 
 std::optional<HostWriteResult> MapsRegion::WriteResult(size_t i, uint64_t seq) const {
@@ -602,7 +619,7 @@ std::optional<HostWriteResult> MapsRegion::WriteResult(size_t i, uint64_t seq) c
 std::optional<HostWrite> MapsRegion::PendingWrite(size_t i) const {
   const MapEntry* e = entry(i);
   const uint64_t seq = e->write_seq.load(std::memory_order_acquire);
-  if ((seq & 1) != 0 || seq == e->write_done.load(std::memory_order_acquire)) return std::nullopt;
+  if (seq == e->write_done.load(std::memory_order_acquire)) return std::nullopt;
   HostWrite w;
   w.seq = seq;
   w.key = e->write_key;

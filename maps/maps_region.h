@@ -117,18 +117,21 @@ struct MapEntry {
   std::atomic<uint64_t> clear_requests;  // readers ask: clear the map
   std::atomic<uint64_t> clears_done;     // the hook: requests honoured so far
   // A host write into one ARRAY entry (MapsRegion::RequestWrite), one at a
-  // time per map. write_seq: even = no writer; a writer moves it from
-  // write_done (even) to odd, fills key, size and value, then makes it even
-  // again (pending). The hook applies a pending write at its next publish,
+  // time per map. A writer takes write_owner (its pid; a dead owner's is
+  // taken over), waits until write_done == write_seq (nothing pending),
+  // fills key, size and value, bumps write_seq (now pending) and gives
+  // write_owner back. The hook applies a pending write at its next publish,
   // then stores write_seq into write_done and the outcome in write_result.
-  // Formerly reserved4 (zero: nothing pending).
+  // Formerly reserved4 (zero: nothing pending, no owner).
   std::atomic<uint64_t> write_seq;
   std::atomic<uint64_t> write_done;
   uint32_t write_key;
   uint32_t write_size;
   // The last write applied: (its write_seq's low 32 bits << 32) | HostWriteResult.
   std::atomic<uint64_t> write_result;
-  uint8_t write_value[56];
+  std::atomic<uint32_t> write_owner;
+  uint32_t reserved4;
+  uint8_t write_value[48];
 };
 static_assert(sizeof(MapEntry) == 256);
 static_assert(std::is_standard_layout_v<MapEntry>);
@@ -139,11 +142,12 @@ static_assert(offsetof(MapEntry, ring_size) == 104);
 static_assert(offsetof(MapEntry, seq) == 128);
 static_assert(offsetof(MapEntry, clears_done) == 160);
 static_assert(offsetof(MapEntry, write_seq) == 168);
-static_assert(offsetof(MapEntry, write_value) == 200);
+static_assert(offsetof(MapEntry, write_owner) == 200);
+static_assert(offsetof(MapEntry, write_value) == 208);
 static_assert(offsetof(MapEntry, write_result) == 192);
 
 // Bytes a host write may carry (an ARRAY value of at most this size).
-inline constexpr uint32_t kHostWriteMaxValue = 56;
+inline constexpr uint32_t kHostWriteMaxValue = 48;
 // What the hook did with a host write.
 enum class HostWriteResult : int32_t {
   kApplied = 1,
