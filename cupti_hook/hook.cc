@@ -395,6 +395,9 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         // the middle of a stream capture when its first module loads.
         auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
         if (device_maps_ != nullptr && r != nullptr) device_maps_->Prepare(r->context);
+        if (patcher_ != nullptr && r != nullptr) {
+          RunInContext(r->context, [this] { patcher_->OnContextCreated(); });
+        }
       } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         contexts_alive_.fetch_sub(1, std::memory_order_relaxed);
         // The probes' maps live in one context: their last snapshot is taken

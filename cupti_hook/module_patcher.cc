@@ -19,6 +19,11 @@ struct ModulePatcher::Pending {
   ImageSource source;
   InstrumentedImage image;
   std::string file;  // the replacement file of a file-based load
+  bool is_library = false;
+  // A library is loaded into every context that uses it, with fresh
+  // globals: its site counters are registered again there (FillInstrumentedModule
+  // consumes image.site_counters).
+  std::vector<SiteCounter> site_counters;
   ~Pending() {
     if (!file.empty()) ::unlink(file.c_str());
   }
@@ -262,7 +267,9 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
   // invalidate the application's capture.
   absl::StatusOr<int> previous_mode =
       seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
-  FillInstrumentedModule(seam_, maps_, IsLibraryLoadApi(cbid), handle, pending->image,
+  pending->is_library = IsLibraryLoadApi(cbid);
+  if (pending->is_library) pending->site_counters = pending->image.site_counters;
+  FillInstrumentedModule(seam_, maps_, pending->is_library, handle, pending->image,
                          module_globals_, pending->source.Describe());
   if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
   modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
@@ -271,6 +278,27 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
               pending->source.Describe(), KernelList(pending->image.kernels));
   absl::MutexLock lock(&mu_);
   live_[handle] = std::move(pending);
+}
+
+void ModulePatcher::OnContextCreated() {
+  absl::MutexLock lock(&mu_);
+  bool any = false;
+  for (const auto& [handle, pending] : live_) any = any || pending->is_library;
+  if (!any) return;
+  // Maps of another context are not mapped in this one: the kernels here
+  // keep a zeroed table (their probes do nothing), as any module would.
+  if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) return;
+  absl::StatusOr<int> previous_mode =
+      seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
+  for (auto& [handle, pending] : live_) {
+    if (!pending->is_library) continue;
+    pending->image.site_counters = pending->site_counters;
+    FillInstrumentedModule(seam_, maps_, /*is_library=*/true, handle, pending->image,
+                           module_globals_, pending->source.Describe());
+    CUPROBE_LOG(kInfo, "%s: its instrumented kernels reach the maps in the new context",
+                pending->source.Describe());
+  }
+  if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
 }
 
 namespace {

@@ -155,6 +155,13 @@ class ModulePatcher {
   // it. Call before the first load.
   void AddModuleGlobal(std::string symbol, std::vector<uint8_t> value);
 
+  // A context was created (and is current): the instrumented libraries
+  // loaded so far get their kernels into it without another load call
+  // (a CUlibrary spans contexts; after cudaDeviceReset the runtime's
+  // libraries come back this way), with zeroed globals: fill their map
+  // tables, site counters and globals there.
+  void OnContextCreated();
+
   [[nodiscard]] ModulePatcherStats stats() const;
 
  private:

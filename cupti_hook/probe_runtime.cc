@@ -280,6 +280,12 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
   return std::optional<InstrumentedImage>(std::move(out));
 }
 
+void RunInContext(CUcontext context, absl::FunctionRef<void()> fn) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  ScopedContext scope(driver.ok() ? *driver : nullptr, context);
+  fn();
+}
+
 DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, Session* session,
                        std::function<void(CUcontext, CUstream)> on_stream)
     : specs_(std::move(specs)),

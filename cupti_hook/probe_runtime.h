@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -71,6 +72,10 @@ class BundleInstrumenter final : public ImageInstrumenter {
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_set<uint32_t> reported_ ABSL_GUARDED_BY(mu_);  // ids told to on_kernel_
 };
+
+// Runs `fn` with `context` current on this thread, then restores the
+// previous one (fn runs anyway when the driver cannot be reached).
+void RunInContext(CUcontext context, absl::FunctionRef<void()> fn);
 
 class DeviceMaps final : public MapTableProvider {
  public:

@@ -223,6 +223,47 @@ TEST(ModulePatcher, MatchSwapsTheImageAndFillsTheMapTable) {
   EXPECT_EQ(rig.seam.capture_mode, 0);
 }
 
+// A library spans contexts: in a context created later (the runtime's
+// libraries after cudaDeviceReset) its globals start zeroed, so its map
+// table and site counters are filled again there; not when the maps live
+// in another context.
+TEST(ModulePatcher, LibrariesAreFilledAgainInANewContext) {
+  Rig rig;
+  InstrumentedImage instrumented = SomeImage();
+  instrumented.site_counters = {SiteCounter{{SiteAdd{1, false, {7, 0, 0, 0}, 4}}}};
+  rig.instrumenter.result = std::optional<InstrumentedImage>(instrumented);
+  int image = 0;
+  CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  rig.seam.globals[{lib, CUPROBE_SITE_COUNTS_SYMBOL}] = DeviceGlobal{128, 8};
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+  ASSERT_EQ(rig.maps.calls, 1);
+  ASSERT_EQ(rig.maps.site_counters.size(), 1u);
+  // The new context's copy of the globals is zero.
+  std::memset(rig.seam.device_memory.data() + 64, 0, 24 + 64);
+  rig.maps.site_counters.clear();
+  rig.maps.table = std::vector<uint64_t>{0x3000, 0x4000};
+  rig.patcher->OnContextCreated();
+  EXPECT_EQ(rig.maps.calls, 2);
+  uint64_t table[2];
+  std::memcpy(table, rig.seam.device_memory.data() + 64, sizeof(table));
+  EXPECT_EQ(table[0], 0x3000u);
+  EXPECT_EQ(table[1], 0x4000u);
+  ASSERT_EQ(rig.maps.site_counters.size(), 1u) << "registered again, for the new maps";
+  uint64_t site = 0;
+  std::memcpy(&site, rig.seam.device_memory.data() + 128, 8);
+  EXPECT_EQ(site, 0xC0FFEE00u);
+  EXPECT_EQ(rig.seam.capture_mode, 0);
+  // Maps in another context: nothing is written.
+  rig.maps.usable = absl::FailedPreconditionError("the probes' maps live in another CUDA context");
+  rig.patcher->OnContextCreated();
+  EXPECT_EQ(rig.maps.calls, 2);
+}
+
 TEST(ModulePatcher, ModuleGlobalsAreWrittenWhenTheModuleHasThem) {
   Rig rig;
   rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
