@@ -5,9 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,26 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "maps/segment.h"
+#include "support/proc_stat.h"
 
 namespace cuprobe {
 
-namespace {
-
-// The parent of `pid` (0 when unknown), from /proc/PID/stat.
-uint32_t ParentOf(uint32_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // "pid (comm) S ppid ...": comm may hold spaces and parentheses.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(close + 1));
-  std::string state;
-  uint32_t ppid = 0;
-  fields >> state >> ppid;
-  return ppid;
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> FindTargetSession(const std::string& target,
                                               SessionPurpose purpose) {
@@ -52,7 +34,8 @@ absl::StatusOr<std::string> FindTargetSession(const std::string& target,
     if (absl::StartsWith(e->d_name, prefix)) candidates.emplace_back(e->d_name);
   }
   ::closedir(dir);
-  const uint32_t parent = ParentOf(pid);
+  const std::optional<ProcStat> stat = ReadProcStat(pid);
+  const uint32_t parent = stat.has_value() ? stat->ppid : 0;
   std::string best;
   int best_score = -1;
   for (const std::string& candidate : candidates) {

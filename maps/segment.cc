@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include <boost/interprocess/exceptions.hpp>
@@ -23,6 +23,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "support/proc_stat.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -581,20 +582,8 @@ namespace {
 bool HolderAlive(uint32_t pid) {
   if (pid == 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return true;
-  char buf[512] = {};
-  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  // "pid (comm) S ...": the state follows the last ')'.
-  const char* close = nullptr;
-  for (size_t i = 0; i < n; ++i) {
-    if (buf[i] == ')') close = buf + i;
-  }
-  if (close == nullptr || close + 2 >= buf + n) return true;
-  return close[2] != 'Z' && close[2] != 'X';
+  std::optional<ProcStat> st = ReadProcStat(pid);
+  return !st.has_value() || (st->state != 'Z' && st->state != 'X');
 }
 
 }  // namespace

@@ -1,0 +1,25 @@
+// File: support/proc_stat.h
+//
+// What /proc/PID/stat says of a process: its state letter and its parent.
+//
+//   std::optional<ProcStat> st = ReadProcStat(pid);
+//   bool zombie = st.has_value() && st->state == 'Z';
+#ifndef CUPROBE_SUPPORT_PROC_STAT_H_
+#define CUPROBE_SUPPORT_PROC_STAT_H_
+
+#include <cstdint>
+#include <optional>
+
+namespace cuprobe {
+
+struct ProcStat {
+  char state = '?';   // R, S, D, Z (zombie), X (dead), ...
+  uint32_t ppid = 0;
+};
+
+// nullopt when the file cannot be read or parsed (no such process, no /proc).
+[[nodiscard]] std::optional<ProcStat> ReadProcStat(uint32_t pid);
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_SUPPORT_PROC_STAT_H_
