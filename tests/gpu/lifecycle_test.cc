@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/map_lines.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"
 
@@ -143,14 +144,8 @@ TEST(Stress, SixteenThreadsForAMinuteTracedAndProbedExactly) {
   EXPECT_EQ(instances("work"), work) << "every launch traced";
   EXPECT_EQ(instances("tail"), 16u);
   EXPECT_THAT(json, HasSubstr("\"dropped_records\":0,")) << "no record lost below capacity";
-  uint64_t entries = 0;
   const std::string maps = ReadWholeFile(prefix + ".maps.txt");
-  std::regex line(R"(@entries\[\d+\]: (\d+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    entries += std::stoull((*it)[1].str());
-  }
-  EXPECT_EQ(entries, work * 1024 + 16) << maps;
+  EXPECT_EQ(SumOfEntries(maps), work * 1024 + 16) << maps;
   std::printf("stress: %d s, %llu work launches traced and probed exactly\n", seconds,
               static_cast<unsigned long long>(work));
 }
@@ -183,12 +178,7 @@ TEST(Stress, ShortInstrumentedRunsEightThreadsEightStreams) {
               r.out.find("work=160 tail=8") != std::string::npos;
     uint64_t entries = 0;
     if (ok) {
-      const std::string maps = ReadWholeFile(prefix + ".maps.txt");
-      std::regex line(R"(@entries\[\d+\]: (\d+))");
-      for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line);
-           it != std::sregex_iterator(); ++it) {
-        entries += std::stoull((*it)[1].str());
-      }
+      entries = SumOfEntries(ReadWholeFile(prefix + ".maps.txt"));
       ok = entries == 160 * 1024 + 8;
     }
     if (!ok) {

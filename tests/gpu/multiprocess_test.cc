@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/map_lines.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"
 
@@ -43,17 +44,6 @@ uint64_t Instances(const std::string& json, const std::string& kernel) {
   std::regex row("\"name\":\"" + kernel +
                  R"re(\([^"]*\)","raw_name":"[^"]*","time_percent":[\d.]+,"instances":(\d+))re");
   return std::regex_search(json, k, row) ? std::stoull(k[1]) : 0;
-}
-
-// The sum of @entries[...] lines in a maps report.
-uint64_t Entries(const std::string& maps) {
-  uint64_t entries = 0;
-  std::regex line(R"(@entries\[\d+\]: (\d+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    entries += std::stoull((*it)[1].str());
-  }
-  return entries;
 }
 
 size_t Count(const std::string& text, const std::string& needle) {
@@ -123,7 +113,7 @@ TEST_F(MultiProcess, SequentialProcessesAddUpInOneProbeSession) {
   auto lines = WorkLines(r.out);
   ASSERT_EQ(lines.size(), 2u) << r.out;
   EXPECT_EQ(lines[0].first, 200u);
-  EXPECT_EQ(Entries(ReadWholeFile(dir_ + "/r.maps.txt")), 2 * (200 * 1024 + 4)) << r.err;
+  EXPECT_EQ(SumOfEntries(ReadWholeFile(dir_ + "/r.maps.txt")), 2 * (200 * 1024 + 4)) << r.err;
   EXPECT_THAT(r.err, HasSubstr("continue from their last published snapshot")) << r.err;
   EXPECT_EQ(Instances(ReadWholeFile(dir_ + "/r.json"), "work"), 400u);
 }
@@ -141,7 +131,7 @@ TEST_F(MultiProcess, ConcurrentProcessesOneHoldsTheProbes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = WorkLines(r.out);
   ASSERT_EQ(lines.size(), 2u) << r.out;
-  const uint64_t entries = Entries(ReadWholeFile(dir_ + "/r.maps.txt"));
+  const uint64_t entries = SumOfEntries(ReadWholeFile(dir_ + "/r.maps.txt"));
   const uint64_t a = lines[0].first * 1024 + 4, b = lines[1].first * 1024 + 4;
   EXPECT_TRUE(entries == a || entries == b)
       << "entries " << entries << ", one process's count is " << a << " or " << b;
@@ -166,7 +156,7 @@ TEST_F(MultiProcess, TwoSessionsOnOneGpuEachExact) {
     const std::string out = ReadWholeFile(dir_ + "/" + name + ".out");
     auto lines = WorkLines(out);
     ASSERT_EQ(lines.size(), 1u) << out << ReadWholeFile(dir_ + "/" + name + ".err");
-    EXPECT_EQ(Entries(ReadWholeFile(dir_ + "/" + name + ".maps.txt")),
+    EXPECT_EQ(SumOfEntries(ReadWholeFile(dir_ + "/" + name + ".maps.txt")),
               lines[0].first * 1024 + 4)
         << name;
   }

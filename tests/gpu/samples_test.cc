@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/map_lines.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"
 
@@ -464,13 +465,8 @@ TEST_F(Samples, TorchTransformerTraceMatchesTheProfilerAndProbesTritonKernels) {
        "print(t)\n",
        run + ".trace.json"});
   ASSERT_EQ(threads.exit_code, 0) << threads.err;
-  uint64_t entries = 0;
   const std::string maps = ReadWholeFile(run + ".maps.txt");
-  std::regex line(R"(@entries\[\d+\]: (\d+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    entries += std::stoull((*it)[1].str());
-  }
+  const uint64_t entries = SumOfEntries(maps);
   EXPECT_GT(entries, 0u) << r.err;
   EXPECT_EQ(entries, std::stoull(threads.out)) << maps << r.err;
 }
