@@ -186,7 +186,7 @@ absl::StatusOr<size_t> MapSet::SeedFromRegion() {
 }
 
 absl::Status MapSet::CopyFolded(size_t i, std::vector<uint8_t>* out,
-                                const std::vector<std::vector<uint64_t>>* counts) {
+                                const SiteCountValues* counts) {
   const Map& m = maps_[i];
   out->resize(DeviceCopyBytes(m.geometry));
   CUPROBE_RETURN_IF_ERROR(
@@ -208,31 +208,75 @@ absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counte
   if (memory_ == nullptr) return absl::FailedPreconditionError("the maps were released");
   SiteBlock block;
   block.cleared.resize(counters.size());
+  block.cleared_areas.resize(counters.size());
+  block.areas.assign(counters.size(), 0);
   for (size_t c = 0; c < counters.size(); ++c) {
+    const uint32_t ids = counters[c].thread_ids;
     for (const SiteAdd& a : counters[c].adds) {
       if (a.map >= maps_.size() || maps_[a.map].geometry.type == CUPROBE_MAP_RINGBUF) {
         return absl::InvalidArgumentError(
             absl::StrFormat("a site counter adds to map %d, which is not a counting map", a.map));
       }
+      const MapGeometry& g = maps_[a.map].geometry;
+      uint32_t key = 0;
+      if (a.key.size() == sizeof(key)) std::memcpy(&key, a.key.data(), sizeof(key));
+      const bool per_thread = g.type == CUPROBE_MAP_PERTHREAD;
+      if (ids == 0 ? mapalgo::IsPerId(g.type)
+                   : !per_thread || g.id_slots != ids || a.hist || a.key.size() != sizeof(key) ||
+                         key >= g.max_entries || g.value_size < 8) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "a site counter adds to map %d (type %#x) as a %s counter, which it cannot be", a.map,
+            g.type, ids == 0 ? "count" : "thread-range"));
+      }
     }
     block.cleared[c].assign(counters[c].adds.size(), 0);
+    block.cleared_areas[c].resize(counters[c].adds.size());
   }
   const uint64_t groups =
       (std::max<uint64_t>(counters.size(), 1) + CUPROBE_SITE_COUNTERS_PER_LINE - 1) /
       CUPROBE_SITE_COUNTERS_PER_LINE;
   const uint64_t bytes = groups * CUPROBE_SITE_COUNTER_GROUP_BYTES;
   CUPROBE_ASSIGN_OR_RETURN(block.base, memory_->Allocate(bytes));
-  if (absl::Status s = memory_->Zero(block.base, bytes); !s.ok()) {
+  auto free_block = [&] {
+    for (uint64_t area : block.areas) {
+      if (area != 0) (void)memory_->Free(area);
+    }
     (void)memory_->Free(block.base);
+  };
+  if (absl::Status s = memory_->Zero(block.base, bytes); !s.ok()) {
+    free_block();
     return s;
+  }
+  // Thread-range areas (abi.h): errors, then launches[ids + 1]; the
+  // counter's slot in shard 0 holds the address.
+  for (size_t c = 0; c < counters.size(); ++c) {
+    if (counters[c].thread_ids == 0) continue;
+    const uint64_t area_bytes = (uint64_t{counters[c].thread_ids} + 2) * sizeof(uint64_t);
+    absl::StatusOr<uint64_t> area = memory_->Allocate(area_bytes);
+    if (!area.ok()) {
+      free_block();
+      return area.status();
+    }
+    block.areas[c] = *area;
+    const uint64_t slot = c / CUPROBE_SITE_COUNTERS_PER_LINE * CUPROBE_SITE_COUNTER_GROUP_BYTES +
+                          c % CUPROBE_SITE_COUNTERS_PER_LINE * sizeof(uint64_t);
+    absl::Status s = memory_->Zero(*area, area_bytes);
+    if (s.ok()) s = memory_->CopyToDevice(block.base + slot, &*area, sizeof(uint64_t));
+    if (!s.ok()) {
+      free_block();
+      return s;
+    }
   }
   block.counters = std::move(counters);
   site_blocks_.push_back(std::move(block));
   return site_blocks_.back().base;
 }
 
-absl::StatusOr<std::vector<std::vector<uint64_t>>> MapSet::SiteCounts() {
-  std::vector<std::vector<uint64_t>> counts(site_blocks_.size());
+absl::StatusOr<MapSet::SiteCountValues> MapSet::SiteCounts() {
+  SiteCountValues values;
+  std::vector<std::vector<uint64_t>>& counts = values.counts;
+  counts.resize(site_blocks_.size());
+  values.areas.resize(site_blocks_.size());
   std::vector<uint64_t> shards;
   for (size_t b = 0; b < site_blocks_.size(); ++b) {
     const SiteBlock& block = site_blocks_[b];
@@ -245,21 +289,60 @@ absl::StatusOr<std::vector<std::vector<uint64_t>>> MapSet::SiteCounts() {
           memory_->CopyFromDevice(shards.data(), block.base, shards.size() * sizeof(uint64_t)));
     }
     counts[b].assign(n, 0);
+    values.areas[b].resize(n);
     for (size_t c = 0; c < n; ++c) {
+      if (block.areas[c] != 0) {
+        std::vector<uint64_t>& area = values.areas[b][c];
+        area.resize(uint64_t{block.counters[c].thread_ids} + 2);
+        CUPROBE_RETURN_IF_ERROR(
+            memory_->CopyFromDevice(area.data(), block.areas[c], area.size() * sizeof(uint64_t)));
+        continue;  // its slot holds the area's address
+      }
       const size_t group = c / CUPROBE_SITE_COUNTERS_PER_LINE * CUPROBE_SITE_COUNTER_GROUP_BYTES / 8;
       for (uint32_t k = 0; k < CUPROBE_SITE_COUNTER_SHARDS; ++k) {
         counts[b][c] += shards[group + k * 16 + c % CUPROBE_SITE_COUNTERS_PER_LINE];
       }
     }
   }
-  return counts;
+  return values;
 }
 
-void MapSet::ApplySiteCounts(size_t i, const std::vector<std::vector<uint64_t>>& counts,
-                             uint8_t* snapshot) const {
+namespace {
+
+// A thread-range counter's adds to one map (abi.h): `area` is errors, then
+// launches[j] = launches whose min(thread count, ids) was j; `since` the
+// area at the map's last clear (empty: none). Id t gains delta for each
+// launch with more than t threads.
+void ApplyThreadRange(const cuprobe_map_desc& desc, const SiteAdd& add,
+                      const std::vector<uint64_t>& area, const std::vector<uint64_t>& since,
+                      cuprobe_map_control* control) {
+  if (area.size() < 2) return;
+  auto at = [&](size_t k) { return area[k] - (k < since.size() ? since[k] : 0); };
+  control->errors += at(0);  // one refusal per thread past the map's ids
+  uint64_t launches = 0;
+  for (size_t k = 1; k < area.size(); ++k) launches += at(k);
+  uint32_t key = 0;
+  std::memcpy(&key, add.key.data(), std::min(add.key.size(), sizeof(key)));
+  const uint64_t ids = area.size() - 2;
+  for (uint64_t t = 0; t < ids; ++t) {
+    launches -= at(1 + t);  // launches with exactly t threads end here
+    if (launches == 0) break;
+    uint8_t* value = mapalgo::IndexedValueOf(&desc, CUPROBE_MAP_PERTHREAD, key, t);
+    if (value == nullptr) break;
+    uint64_t v = 0;
+    std::memcpy(&v, value, sizeof(v));
+    v += launches * add.delta;
+    std::memcpy(value, &v, sizeof(v));
+  }
+}
+
+}  // namespace
+
+void MapSet::ApplySiteCounts(size_t i, const SiteCountValues& values, uint8_t* snapshot) const {
   const MapGeometry& g = maps_[i].geometry;
   const cuprobe_map_desc desc = MakeSnapshotDesc(g, snapshot);
   auto* control = reinterpret_cast<cuprobe_map_control*>(snapshot);
+  const std::vector<std::vector<uint64_t>>& counts = values.counts;
   for (size_t b = 0; b < site_blocks_.size() && b < counts.size(); ++b) {
     const SiteBlock& block = site_blocks_[b];
     for (size_t c = 0; c < block.counters.size() && c < counts[b].size(); ++c) {
@@ -267,6 +350,12 @@ void MapSet::ApplySiteCounts(size_t i, const std::vector<std::vector<uint64_t>>&
       for (size_t a = 0; a < adds.size(); ++a) {
         const SiteAdd& add = adds[a];
         if (add.map != i) continue;
+        if (block.areas[c] != 0) {
+          if (b < values.areas.size() && c < values.areas[b].size()) {
+            ApplyThreadRange(desc, add, values.areas[b][c], block.cleared_areas[c][a], control);
+          }
+          continue;
+        }
         const uint64_t count = counts[b][c] - block.cleared[c][a];
         if (count == 0) continue;
         uint64_t* target = nullptr;
@@ -295,7 +384,9 @@ absl::Status MapSet::ClearMap(size_t i) {
       SiteBlock& block = site_blocks_[b];
       for (size_t c = 0; c < block.counters.size(); ++c) {
         for (size_t a = 0; a < block.counters[c].adds.size(); ++a) {
-          if (block.counters[c].adds[a].map == i) block.cleared[c][a] = counts[b][c];
+          if (block.counters[c].adds[a].map != i) continue;
+          block.cleared[c][a] = counts.counts[b][c];
+          block.cleared_areas[c][a] = counts.areas[b][c];
         }
       }
     }
@@ -312,17 +403,18 @@ HostWriteResult MapSet::ApplyHostWrite(size_t i, const HostWrite& write) {
   // Counts kept by site counters for this entry start again from now: the
   // entry's value is what the host wrote, plus what comes after.
   if (!site_blocks_.empty()) {
-    absl::StatusOr<std::vector<std::vector<uint64_t>>> counts = SiteCounts();
+    absl::StatusOr<SiteCountValues> counts = SiteCounts();
     if (!counts.ok()) return HostWriteResult::kFailed;
     for (size_t b = 0; b < site_blocks_.size(); ++b) {
       SiteBlock& block = site_blocks_[b];
       for (size_t c = 0; c < block.counters.size(); ++c) {
+        if (block.areas[c] != 0) continue;  // PERTHREAD maps take no host writes
         for (size_t a = 0; a < block.counters[c].adds.size(); ++a) {
           const SiteAdd& add = block.counters[c].adds[a];
           uint32_t key = 0;
           if (add.map != i || add.hist || add.key.size() < sizeof(key)) continue;
           std::memcpy(&key, add.key.data(), sizeof(key));
-          if (key == write.key) block.cleared[c][a] = (*counts)[b][c];
+          if (key == write.key) block.cleared[c][a] = counts->counts[b][c];
         }
       }
     }
@@ -396,7 +488,7 @@ absl::Status MapSet::PublishSnapshots(uint64_t now_ns) {
       region_->AcknowledgeClear(i, requests);
     }
   }
-  std::vector<std::vector<uint64_t>> counts;
+  SiteCountValues counts;
   if (!site_blocks_.empty()) {
     CUPROBE_ASSIGN_OR_RETURN(counts, SiteCounts());
   }
@@ -431,6 +523,11 @@ absl::Status MapSet::Release() {
     for (SiteBlock& block : site_blocks_) {
       absl::Status s = memory_->Free(block.base);
       if (first.ok() && !s.ok()) first = s;
+      for (uint64_t area : block.areas) {
+        if (area == 0) continue;
+        s = memory_->Free(area);
+        if (first.ok() && !s.ok()) first = s;
+      }
     }
     if (rings_host_ != nullptr) {
       absl::Status s = memory_->UnmapHost(rings_host_);

@@ -97,8 +97,11 @@ class MapSet {
   // block and returns its device address, for the module's
   // CUPROBE_SITE_COUNTS_SYMBOL. From then on every snapshot of a map gains,
   // for each add of a counter that targets it, count x delta (a HASH key is
-  // inserted at its first count, as the GPU would). INVALID_ARGUMENT for an
-  // add that names no map of the set.
+  // inserted at its first count, as the GPU would). A thread-range counter
+  // (SiteCounter::thread_ids) gets an area of its own, whose address goes
+  // in its slot of shard 0, and each launch it recorded adds delta to the
+  // ids the launch had (abi.h). INVALID_ARGUMENT for an add that names no
+  // map of the set, or a map the counter cannot add to.
   [[nodiscard]] absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters);
 
   // Frees the device memory and unmaps the rings area. Idempotent; the
@@ -116,15 +119,27 @@ class MapSet {
     std::vector<SiteCounter> counters;
     // Per counter and add: the count when the add's map was last cleared.
     std::vector<std::vector<uint64_t>> cleared;
+    // Per counter: the device address of a thread-range counter's area
+    // (errors, then launches by thread count), 0 for the others.
+    std::vector<uint64_t> areas;
+    // Per counter and add: the area when the add's map was last cleared
+    // (empty: never).
+    std::vector<std::vector<std::vector<uint64_t>>> cleared_areas;
+  };
+  // What the site counters hold now, by block and counter: counts (shards
+  // summed), and the areas of thread-range counters (empty for the others).
+  struct SiteCountValues {
+    std::vector<std::vector<uint64_t>> counts;
+    std::vector<std::vector<std::vector<uint64_t>>> areas;
   };
   MapSet() = default;
   [[nodiscard]] absl::Status Initialize(size_t i);
   // Clears map i: Initialize, and its site counts start again from 0.
   [[nodiscard]] absl::Status ClearMap(size_t i);
-  // Every block's counts (shards summed), by block and counter.
-  [[nodiscard]] absl::StatusOr<std::vector<std::vector<uint64_t>>> SiteCounts();
+  // Every block's counts and areas.
+  [[nodiscard]] absl::StatusOr<SiteCountValues> SiteCounts();
   // Adds the site counts that target map i to its folded copy.
-  void ApplySiteCounts(size_t i, const std::vector<std::vector<uint64_t>>& counts,
+  void ApplySiteCounts(size_t i, const SiteCountValues& counts,
                        uint8_t* snapshot) const;
   [[nodiscard]] MapInfo InfoFor(size_t i) const;
   // Publish without the host writes: clears, then every map's snapshot.
@@ -135,7 +150,7 @@ class MapSet {
   // snapshot_bytes() are the snapshot.
   // `counts`: SiteCounts(), read once per Publish (null: read here).
   [[nodiscard]] absl::Status CopyFolded(size_t i, std::vector<uint8_t>* out,
-                                        const std::vector<std::vector<uint64_t>>* counts = nullptr);
+                                        const SiteCountValues* counts = nullptr);
 
   DeviceMemory* memory_ = nullptr;
   MapsRegion* region_ = nullptr;

@@ -112,6 +112,11 @@ struct SiteAdd {
 // What one execution of the sites that share a counter adds.
 struct SiteCounter {
   std::vector<SiteAdd> adds;
+  // 0: the counter counts executions. Otherwise a thread-range counter
+  // (abi.h): every add targets a PERTHREAD map with this many ids per key,
+  // at a site each thread of a launch passes once, and the counter records
+  // each launch's thread count.
+  uint32_t thread_ids = 0;
   bool operator==(const SiteCounter&) const = default;
 };
 

@@ -71,7 +71,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr uint32_t kEntryVersion = 2;
+constexpr uint32_t kEntryVersion = 3;
 constexpr uint32_t kMaxCount = 1u << 20;
 
 }  // namespace
@@ -101,6 +101,7 @@ std::string EncodeInstrumentedModule(const InstrumentedModule& m) {
   for (const std::string& s : m.warnings) w.Str(s);
   w.U32(static_cast<uint32_t>(m.site_counters.size()));
   for (const SiteCounter& c : m.site_counters) {
+    w.U32(c.thread_ids);
     w.U32(static_cast<uint32_t>(c.adds.size()));
     for (const SiteAdd& a : c.adds) {
       w.U32(a.map);
@@ -151,7 +152,7 @@ absl::StatusOr<InstrumentedModule> DecodeInstrumentedModule(std::string_view byt
   m.site_counters.resize(n);
   for (SiteCounter& c : m.site_counters) {
     uint32_t adds = 0;
-    if (!r.U32(&adds) || adds > kMaxCount) return bad();
+    if (!r.U32(&c.thread_ids) || !r.U32(&adds) || adds > kMaxCount) return bad();
     c.adds.resize(adds);
     for (SiteAdd& a : c.adds) {
       uint32_t hist = 0, lo = 0, hi = 0;

@@ -70,6 +70,9 @@ struct SiteCounterState {
   SiteCounterTable* table = nullptr;
   absl::Span<const MapSpec> maps;
   std::vector<uint32_t> used;  // counter indices, in first-use order
+  // Thread-range counters (abi.h) the kernel records once per launch, one
+  // entry per probe that reduced to one (a counter may appear twice).
+  std::vector<uint32_t> thread_ranges;
 };
 
 // Everything the passes insert into one kernel.

@@ -2,10 +2,12 @@
 #include "ptx_rewriter/site_counter_pass.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
+#include "maps/map_layout.h"
 #include "ptx_rewriter/site_summary.h"
 
 namespace cuprobe {
@@ -18,6 +20,45 @@ std::string CounterRegister(KernelEditor& editor, uint32_t counter) {
 std::string GuardPrefix(std::string_view guard, bool negated) {
   if (guard.empty()) return "";
   return absl::StrCat("@", negated ? "!" : "", guard, " ");
+}
+
+// The ids per key of the PERTHREAD maps that `adds` targets when every add
+// can be a thread-range add (abi.h): u64 values, a key in range, one id
+// count for all. 0 when no add targets a PERTHREAD map; nullopt for a mix,
+// or an add the GPU would refuse for every thread.
+std::optional<uint32_t> ThreadRangeIds(const std::vector<SiteAdd>& adds,
+                                       absl::Span<const MapSpec> maps) {
+  uint32_t ids = 0;
+  size_t per_thread = 0;
+  for (const SiteAdd& a : adds) {
+    if (a.map >= maps.size()) return std::nullopt;
+    const MapSpec& spec = maps[a.map];
+    if (spec.type != CUPROBE_MAP_PERTHREAD) continue;
+    ++per_thread;
+    uint32_t key = 0;
+    if (a.hist || a.key.size() != sizeof(key) || spec.value_size < 8) return std::nullopt;
+    std::memcpy(&key, a.key.data(), sizeof(key));
+    if (key >= spec.max_entries) return std::nullopt;
+    uint32_t n = static_cast<uint32_t>(spec.map_extra);
+    if (n == 0) n = kDefaultPerThreadIds;
+    if (ids != 0 && n != ids) return std::nullopt;
+    ids = n;
+  }
+  if (per_thread == 0) return 0;
+  if (per_thread != adds.size()) return std::nullopt;
+  return ids;
+}
+
+// Whether a function of the module other than `kernel` has an `exit`: a
+// thread that leaves through it passes no exit site of the kernel.
+bool ModuleExitsOutsideKernels(const Module& module) {
+  for (const Function& f : module.functions) {
+    if (f.is_kernel || !f.has_body) continue;
+    for (const Statement& s : f.body) {
+      if (s.IsInstruction() && s.Op() == "exit") return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -38,6 +79,15 @@ std::optional<std::string> SiteCounterIncrement(KernelEditor& editor, const Kern
   std::optional<std::vector<SiteAdd>> adds = SummarizeSite(*probe.program, sites->maps, site);
   if (!adds) return std::nullopt;
   if (adds->empty()) return std::string();  // the program does nothing here
+  const std::optional<uint32_t> ids = ThreadRangeIds(*adds, sites->maps);
+  if (!ids) return std::nullopt;
+  if (*ids != 0) {
+    // A thread-range counter: every thread passes the entry once; the exits
+    // are decided together (ExitThreadRange), so one exit alone calls.
+    if (attach != AttachKind::kEntry) return std::nullopt;
+    sites->thread_ranges.push_back(sites->table->IndexOf(*std::move(adds), *ids));
+    return std::string();
+  }
   const uint32_t counter = sites->table->IndexOf(*std::move(adds));
   if (std::find(sites->used.begin(), sites->used.end(), counter) == sites->used.end()) {
     sites->used.push_back(counter);
@@ -47,16 +97,118 @@ std::optional<std::string> SiteCounterIncrement(KernelEditor& editor, const Kern
                       ", 1;\n");
 }
 
+bool ExitThreadRange(KernelEditor& editor, const KernelProbes& probes, const ProbeRef& probe,
+                     uint32_t exit_sites) {
+  SiteCounterState* sites = probes.sites;
+  if (sites == nullptr || sites->table == nullptr || probe.program == nullptr ||
+      probe.program->summary_code.empty() || exit_sites == 0) {
+    return false;
+  }
+  std::optional<std::vector<SiteAdd>> first;
+  for (uint32_t i = 0; i < exit_sites; ++i) {
+    SiteConstants site;
+    site.attach = AttachKind::kExit;
+    site.kernel_id = probes.kernel_id;
+    site.site_index = i;
+    std::optional<std::vector<SiteAdd>> adds = SummarizeSite(*probe.program, sites->maps, site);
+    if (!adds || adds->empty() || (first && *adds != *first)) return false;
+    if (!first) first = std::move(adds);
+  }
+  const std::optional<uint32_t> ids = ThreadRangeIds(*first, sites->maps);
+  if (!ids || *ids == 0 || ModuleExitsOutsideKernels(editor.module())) return false;
+  sites->thread_ranges.push_back(sites->table->IndexOf(*std::move(first), *ids));
+  return true;
+}
+
+namespace {
+
+// Global thread 0 of the launch records the launch's thread count in each
+// thread-range counter (see the header). Runs right after `counts` is
+// loaded; every other thread skips it after one block-uniform test and
+// one per thread.
+std::string ThreadRangeRecord(KernelEditor& editor, const SiteCounterState& sites,
+                              const std::string& counts, bool load_counts) {
+  const std::string done = "$__cp_tr_done";
+  const std::string a = editor.ScratchRegister(".b32", 0);
+  const std::string b = editor.ScratchRegister(".b32", 1);
+  const std::string area = editor.ScratchRegister(".b64", 1);
+  const std::string threads = editor.ScratchRegister(".b64", 2);
+  const std::string x = editor.ScratchRegister(".b64", 3);
+  const std::string skip = editor.ScratchRegister(".pred", 0);
+  std::string ptx;
+  // Block (0, 0, 0) first: the test is the same for the whole block.
+  absl::StrAppend(&ptx, "mov.u32 ", a, ", %ctaid.x;\n", "mov.u32 ", b, ", %ctaid.y;\n",
+                  "or.b32 ", a, ", ", a, ", ", b, ";\n", "mov.u32 ", b, ", %ctaid.z;\n",
+                  "or.b32 ", a, ", ", a, ", ", b, ";\n", "setp.ne.u32 ", skip, ", ", a, ", 0;\n",
+                  "@", skip, " bra.uni ", done, ";\n");
+  absl::StrAppend(&ptx, "mov.u32 ", a, ", %tid.x;\n", "mov.u32 ", b, ", %tid.y;\n",
+                  "or.b32 ", a, ", ", a, ", ", b, ";\n", "mov.u32 ", b, ", %tid.z;\n",
+                  "or.b32 ", a, ", ", a, ", ", b, ";\n", "setp.ne.u32 ", skip, ", ", a, ", 0;\n",
+                  "@", skip, " bra ", done, ";\n");
+  if (load_counts) {
+    absl::StrAppend(&ptx, "ld.global.nc.u64 ", counts, ", [", CUPROBE_SITE_COUNTS_SYMBOL, "];\n");
+  }
+  absl::StrAppend(&ptx, "setp.eq.u64 ", skip, ", ", counts, ", 0;\n",
+                  "@", skip, " bra ", done, ";\n");
+  // T = threads per block x blocks, in 64 bits.
+  absl::StrAppend(&ptx, "mov.u32 ", a, ", %ntid.x;\n", "mov.u32 ", b, ", %ntid.y;\n",
+                  "mul.lo.u32 ", a, ", ", a, ", ", b, ";\n", "mov.u32 ", b, ", %ntid.z;\n",
+                  "mul.lo.u32 ", a, ", ", a, ", ", b, ";\n",
+                  "cvt.u64.u32 ", threads, ", ", a, ";\n",
+                  "mov.u32 ", a, ", %nctaid.x;\n", "cvt.u64.u32 ", x, ", ", a, ";\n",
+                  "mul.lo.u64 ", threads, ", ", threads, ", ", x, ";\n",
+                  "mov.u32 ", a, ", %nctaid.y;\n", "cvt.u64.u32 ", x, ", ", a, ";\n",
+                  "mul.lo.u64 ", threads, ", ", threads, ", ", x, ";\n",
+                  "mov.u32 ", a, ", %nctaid.z;\n", "cvt.u64.u32 ", x, ", ", a, ";\n",
+                  "mul.lo.u64 ", threads, ", ", threads, ", ", x, ";\n");
+  uint32_t k = 0;
+  for (uint32_t c : sites.thread_ranges) {
+    const SiteCounter& counter = sites.table->counters()[c];
+    const uint64_t ids = counter.thread_ids;
+    const uint64_t slot =
+        uint64_t{c / CUPROBE_SITE_COUNTERS_PER_LINE} * CUPROBE_SITE_COUNTER_GROUP_BYTES +
+        uint64_t{c % CUPROBE_SITE_COUNTERS_PER_LINE} * 8;
+    const std::string next = absl::StrCat("$__cp_tr_next", k++);
+    absl::StrAppend(&ptx, "ld.global.u64 ", area, ", [", counts, "+", slot, "];\n",
+                    "setp.eq.u64 ", skip, ", ", area, ", 0;\n",
+                    "@", skip, " bra ", next, ";\n",
+                    // The refusals: threads with ids past the map's.
+                    "setp.gt.u64 ", skip, ", ", threads, ", ", ids, ";\n",
+                    "sub.u64 ", x, ", ", threads, ", ", ids, ";\n",
+                    "@", skip, " red.global.add.u64 [", area, "], ", x, ";\n",
+                    "min.u64 ", x, ", ", threads, ", ", ids, ";\n",
+                    "shl.b64 ", x, ", ", x, ", 3;\n",
+                    "add.u64 ", x, ", ", x, ", ", area, ";\n",
+                    "red.global.add.u64 [", x, "+8], 1;\n",
+                    next, ":\n");
+  }
+  absl::StrAppend(&ptx, done, ":\n");
+  return ptx;
+}
+
+}  // namespace
+
 absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes) {
-  if (probes.sites == nullptr || probes.sites->used.empty()) return absl::OkStatus();
+  if (probes.sites == nullptr ||
+      (probes.sites->used.empty() && probes.sites->thread_ranges.empty())) {
+    return absl::OkStatus();
+  }
   const std::vector<uint32_t>& used = probes.sites->used;
   // The counters' address is loaded at entry, so that its latency is hidden
   // by the time a thread exits.
+  // With thread-range counters alone, only the launch's first thread loads it.
   const std::string counts = editor.KernelRegister("scbase", ".b64");
-  std::string entry = absl::StrCat("ld.global.nc.u64 ", counts, ", [", CUPROBE_SITE_COUNTS_SYMBOL,
-                                   "];\n");
+  std::string entry;
+  if (!used.empty()) {
+    absl::StrAppend(&entry, "ld.global.nc.u64 ", counts, ", [", CUPROBE_SITE_COUNTS_SYMBOL,
+                    "];\n");
+  }
   for (uint32_t c : used) absl::StrAppend(&entry, "mov.u64 ", CounterRegister(editor, c), ", 0;\n");
+  if (!probes.sites->thread_ranges.empty()) {
+    entry += ThreadRangeRecord(editor, *probes.sites, counts, /*load_counts=*/used.empty());
+  }
   if (absl::Status s = editor.InsertAtEntryFront(std::move(entry)); !s.ok()) return s;
+  if (used.empty()) return absl::OkStatus();
 
   const std::string base = editor.ScratchRegister(".b64", 1);
   const std::string sum = editor.ScratchRegister(".b64", 2);

@@ -21,6 +21,20 @@
 //     below 2^11, else three 16/16/32-bit sums), and the lowest active lane
 //     does red.global.add.u64 into its SM's line (abi.h, "Site counters") }
 //   ret;
+//
+// Thread-range counters (abi.h). A PERTHREAD add of a constant at entry (or
+// at every exit alike) gives each thread of a launch the same count: the
+// thread with global id 0 records the launch's thread count T once, at
+// entry, and the host adds count x delta to ids [0, min(T, ids)):
+//
+//   { .reg .u32 / .u64 ...;  or of %ctaid.x/y/z and %tid.x/y/z == 0 ?
+//     ld the counter's area address from its shard-0 slot;
+//     T = %ntid.x*y*z * %nctaid.x*y*z;
+//     red.global.add.u64 [area + 8 + 8 * min(T, ids)], 1;
+//     T > ids: red.global.add.u64 [area], T - ids }   // the refusals
+//
+// threadhist on vec_add then costs a few instructions per thread instead of
+// a load and a store of the thread's slot.
 #ifndef CUPROBE_PTX_REWRITER_SITE_COUNTER_PASS_H_
 #define CUPROBE_PTX_REWRITER_SITE_COUNTER_PASS_H_
 
@@ -42,7 +56,17 @@ namespace cuprobe {
                                                               AttachKind attach,
                                                               const ProbeCall& call);
 
-// Zeroes and flushes the counters the kernel uses (probes.sites->used).
+// Whether `probe`, attached at the kernel's `exit_sites` exits, reduces to
+// one thread-range counter (abi.h): its adds at every exit are the same
+// PERTHREAD adds, and no function of the module leaves a thread with
+// `exit` (such a thread would pass no exit of the kernel). Then the counter
+// is recorded in probes.sites->thread_ranges and the exits need nothing.
+[[nodiscard]] bool ExitThreadRange(KernelEditor& editor, const KernelProbes& probes,
+                                   const ProbeRef& probe, uint32_t exit_sites);
+
+// Zeroes and flushes the counters the kernel uses (probes.sites->used), and
+// has the launch's first thread record the thread-range counters
+// (probes.sites->thread_ranges).
 [[nodiscard]] absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes);
 
 }  // namespace cuprobe

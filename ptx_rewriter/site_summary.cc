@@ -19,9 +19,13 @@ constexpr size_t kMaxAdds = 64;
 // Map handles the run sees: a tag above any address, plus the map index.
 constexpr uint64_t kHandleTag = 0xC0DE'0000'0000'0000ull;
 
-bool SummarizableType(uint32_t type) {
+// PERTHREAD adds go to the calling thread's own slot: they reduce only at
+// entry and exit, which each thread passes once per launch (thread-range
+// counters, site_counter_pass.h).
+bool SummarizableType(uint32_t type, AttachKind attach) {
   return type == CUPROBE_MAP_HASH || type == CUPROBE_MAP_ARRAY ||
-         type == CUPROBE_MAP_HIST_LOG2 || type == CUPROBE_MAP_HIST_LINEAR;
+         type == CUPROBE_MAP_HIST_LOG2 || type == CUPROBE_MAP_HIST_LINEAR ||
+         (type == CUPROBE_MAP_PERTHREAD && attach != AttachKind::kMemory);
 }
 
 }  // namespace
@@ -43,7 +47,7 @@ std::optional<std::vector<SiteAdd>> SummarizeSite(const ProbeProgram& program,
       return std::nullopt;
     }
     const MapSpec& spec = maps[map];
-    if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) == 0 || !SummarizableType(spec.type)) {
+    if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) == 0 || !SummarizableType(spec.type, site.attach)) {
       return std::nullopt;
     }
     bpf.insns[insn].imm = static_cast<int32_t>(map);
@@ -122,14 +126,14 @@ std::optional<std::vector<SiteAdd>> SummarizeSite(const ProbeProgram& program,
   return adds;
 }
 
-uint32_t SiteCounterTable::IndexOf(std::vector<SiteAdd> adds) {
-  std::string key;
+uint32_t SiteCounterTable::IndexOf(std::vector<SiteAdd> adds, uint32_t thread_ids) {
+  std::string key = absl::StrCat(thread_ids, "t");
   for (const SiteAdd& a : adds) {
     absl::StrAppend(&key, a.map, a.hist ? "h" : "m", a.delta, ",", a.key.size(), ":");
     key.append(reinterpret_cast<const char*>(a.key.data()), a.key.size());
   }
   auto [it, inserted] = index_.try_emplace(std::move(key), static_cast<uint32_t>(counters_.size()));
-  if (inserted) counters_.push_back(SiteCounter{std::move(adds)});
+  if (inserted) counters_.push_back(SiteCounter{std::move(adds), thread_ids});
   return it->second;
 }
 

@@ -24,7 +24,8 @@
 // A site is summarized only when the run is decided by the site alone: it
 // reads no context field that varies per thread or launch (ids, timers, the
 // address, lane masks), calls no helper but map_add / hist_add, and only on
-// add-only HASH, ARRAY or HIST maps; otherwise the probe is called as usual.
+// add-only HASH, ARRAY or HIST maps, or (at entry and exit) PERTHREAD maps;
+// otherwise the probe is called as usual.
 // What readers see differs in one way: a thread's adds at summarized sites
 // reach the map when the thread exits, not at the access.
 #ifndef CUPROBE_PTX_REWRITER_SITE_SUMMARY_H_
@@ -60,8 +61,9 @@ struct SiteConstants {
 // The counters of one module, in index order.
 class SiteCounterTable {
  public:
-  // Index of the counter for `adds`: equal lists share one.
-  [[nodiscard]] uint32_t IndexOf(std::vector<SiteAdd> adds);
+  // Index of the counter for `adds`: equal lists share one. `thread_ids`:
+  // SiteCounter::thread_ids (a thread-range counter when not 0).
+  [[nodiscard]] uint32_t IndexOf(std::vector<SiteAdd> adds, uint32_t thread_ids = 0);
   [[nodiscard]] const std::vector<SiteCounter>& counters() const { return counters_; }
 
  private:

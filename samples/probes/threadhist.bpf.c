@@ -1,6 +1,13 @@
 // threadhist: how many times each GPU thread leaves the matched kernels.
-// One u64 per (key, global thread id) in a PERTHREAD map, so the count is a
-// plain increment of the thread's own slot: no atomics, no contention.
+// One u64 per (key, global thread id) in a PERTHREAD map: each thread adds
+// 1 to its own slot when it exits.
+//
+// cuprobe_map_add of a constant at exit is a thread-range add: every thread
+// of a launch adds the same, so the rewriter has the launch's first thread
+// record the launch's size once and the host adds 1 to each of its thread
+// ids (docs/REWRITER.md, "Thread-range counters"). Written as
+// `u64 *c = bpf_map_lookup_elem(...); if (c) *c += 1;` the same probe
+// loads and stores every thread's slot.
 //
 //   cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
 //   cuprobe run -p threadhist.cpb -- build/samples/vec_add
@@ -16,7 +23,6 @@ struct {
 SEC("cuprobe/exit/*vec_add*")
 int count_thread_exit(struct cuprobe_ctx *ctx) {
   u32 key = 0;
-  u64 *count = bpf_map_lookup_elem(&thread_exits, &key);
-  if (count) *count += 1;
+  cuprobe_map_add(&thread_exits, &key, 1);
   return 0;
 }

@@ -27,6 +27,7 @@ namespace cuprobe::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
 // Probes run from the bundles the build compiled (build/probes/*.cpb): the
@@ -93,6 +94,30 @@ TEST_F(Run, ThreadhistCountsEveryThreadExitExactly) {
                                            " threads (min ", iterations, ", max ", iterations,
                                            ")")))
       << maps;
+}
+
+// threadhist's exit add is a thread-range counter: the launch's first
+// thread records the launch's size and the host adds 1 to each thread id
+// below it. With CUPROBE_SITE_COUNTERS=0 every thread adds to its own slot
+// through the helper. Both are exact, for a grid whose last block has
+// threads past n (they exit too), and for more threads than the map's 1M
+// ids (the rest refused and counted).
+TEST_F(Run, ThreadhistThreadRangesAreExactAndMatchTheHelperPath) {
+  for (const char* counters : {"1", "0"}) {
+    SCOPED_TRACE(absl::StrCat("CUPROBE_SITE_COUNTERS=", counters));
+    // n = 1000: 4 blocks of 256, 1,024 threads, 3 launches.
+    std::string maps = RunProbe(Probe("threadhist"), {SamplePath("vec_add"), "1000", "3"}, {},
+                                {{"CUPROBE_SITE_COUNTERS", counters}});
+    EXPECT_THAT(maps, HasSubstr("@thread_exits[0]: sum 3072 over 1024 threads (min 3, max 3)"))
+        << maps;
+    EXPECT_THAT(maps, Not(HasSubstr("refused"))) << maps;
+    // 2^21 threads, 2 launches: ids 0..2^20-1 twice, 2 x 2^20 refusals.
+    maps = RunProbe(Probe("threadhist"), {SamplePath("vec_add"), "2097152", "2"}, {},
+                    {{"CUPROBE_SITE_COUNTERS", counters}});
+    EXPECT_THAT(maps, HasSubstr("@thread_exits[0]: sum 2097152 over 1048576 threads (min 2, max 2)"))
+        << maps;
+    EXPECT_THAT(maps, HasSubstr("(2097152 updates refused")) << maps;
+  }
 }
 
 // (kernel id, kind) -> count, from "@name[{kernel_id: K, kind: D}]: V" lines.

@@ -573,6 +573,76 @@ TEST_F(MapSetTest, SiteCountersFoldIntoSnapshotsExactly) {
   ASSERT_TRUE(maps->Release().ok());
 }
 
+// Thread-range counters (abi.h): the GPU's first thread of each launch adds
+// 1 to launches[min(T, ids)] of the counter's area (and T - ids to its
+// errors); every snapshot gains delta for each id below each launch's T,
+// next to what the map's own memory holds.
+TEST_F(MapSetTest, ThreadRangeCountersGiveEveryThreadOfEachLaunchItsAdds) {
+  HostDeviceMemory memory;
+  std::vector<MapSpec> specs = {Spec("exits", CUPROBE_MAP_PERTHREAD, 4, 8, 2, 256),
+                                Spec("calls", CUPROBE_MAP_ARRAY, 4, 8, 4)};
+  absl::StatusOr<MapSet> maps = MapSet::Create(specs, &memory, nullptr);
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  const std::vector<uint8_t> key0 = {0, 0, 0, 0}, key1 = {1, 0, 0, 0}, key2 = {2, 0, 0, 0};
+  // Counters the map cannot take are refused: wrong ids, a key out of
+  // range, a count counter on a PERTHREAD map, a range on an ARRAY.
+  EXPECT_FALSE(maps->AddSiteCounters({SiteCounter{{SiteAdd{0, false, key1, 1}}, 100}}).ok());
+  EXPECT_FALSE(maps->AddSiteCounters({SiteCounter{{SiteAdd{0, false, key2, 1}}, 256}}).ok());
+  EXPECT_FALSE(maps->AddSiteCounters({SiteCounter{{SiteAdd{0, false, key1, 1}}, 0}}).ok());
+  EXPECT_FALSE(maps->AddSiteCounters({SiteCounter{{SiteAdd{1, false, key1, 1}}, 256}}).ok());
+  // Counter 0 counts (ARRAY calls[1] += 1), counter 1 is a range
+  // (exits[1][thread] += 3).
+  absl::StatusOr<uint64_t> base = maps->AddSiteCounters(
+      {SiteCounter{{SiteAdd{1, false, key1, 1}}, 0}, SiteCounter{{SiteAdd{0, false, key1, 3}}, 256}});
+  ASSERT_TRUE(base.ok()) << base.status();
+  // What the launch's first thread does (site_counter_pass.cc).
+  auto launch = [&](uint64_t threads) {
+    auto* area = algo::Ptr<uint64_t>(*algo::Ptr<uint64_t>(*base + 8));  // counter 1's slot
+    ASSERT_NE(area, nullptr);
+    if (threads > 256) area[0] += threads - 256;
+    area[1 + std::min<uint64_t>(threads, 256)] += 1;
+  };
+  launch(100);
+  launch(100);
+  launch(300);
+  launch(256);
+  *algo::Ptr<uint64_t>(*base) += 9;  // counter 0: 9 executions
+  // A thread's own add, by a probe that was called (exits[1][5] += 7).
+  int64_t err = 0;
+  uint64_t* own = algo::IndexedAddTarget(Desc(*maps, 0), CUPROBE_MAP_PERTHREAD, 1, 5, &err);
+  ASSERT_NE(own, nullptr);
+  *own += 7;
+  auto value = [](const MapSnapshot& snap, const std::vector<uint8_t>& key, uint64_t id) {
+    std::optional<absl::Span<const uint8_t>> v = snap.Lookup(key, id);
+    uint64_t got = ~uint64_t{0};
+    if (v) std::memcpy(&got, v->data(), 8);
+    return got;
+  };
+  absl::StatusOr<MapSnapshot> snap = maps->ReadSnapshot(0);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(value(*snap, key1, 0), 4u * 3);
+  EXPECT_EQ(value(*snap, key1, 5), 4u * 3 + 7);
+  EXPECT_EQ(value(*snap, key1, 99), 4u * 3);
+  EXPECT_EQ(value(*snap, key1, 100), 2u * 3);  // the launches of 300 and 256
+  EXPECT_EQ(value(*snap, key1, 255), 2u * 3);
+  EXPECT_EQ(value(*snap, key0, 0), 0u);
+  EXPECT_EQ(snap->control().errors, 300u - 256);  // 44 threads past the ids
+  EXPECT_EQ(snap->CountEntries(), 256u);
+  absl::StatusOr<MapSnapshot> calls = maps->ReadSnapshot(1);
+  ASSERT_TRUE(calls.ok());
+  EXPECT_EQ(value(*calls, key1, 0), 9u);
+  // A clear starts the ranges again: one launch of 10 threads after it.
+  ASSERT_TRUE(maps->Clear(0).ok());
+  launch(10);
+  snap = maps->ReadSnapshot(0);
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(value(*snap, key1, 9), 3u);
+  EXPECT_EQ(value(*snap, key1, 10), 0u);
+  EXPECT_EQ(snap->control().errors, 0u);
+  EXPECT_EQ(snap->CountEntries(), 10u);
+  ASSERT_TRUE(maps->Release().ok());
+}
+
 // Waits for a child and returns its exit code (-1 on a signal).
 int Wait(pid_t pid) {
   int status = 0;

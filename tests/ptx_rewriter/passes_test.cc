@@ -518,9 +518,9 @@ std::vector<uint8_t> Key(uint32_t kernel_id, uint32_t kind) {
 
 TEST(SiteCountersTest, TheCompilerShipsSummaryCodeOnlyForConstantAdders) {
   EXPECT_FALSE(CompiledBundle("mem_trace").programs.at(0).summary_code.empty());
-  // threadhist writes through a PERTHREAD lookup, kernel_trace reads thread
-  // ids and fills a ring: both are always called.
-  EXPECT_TRUE(CompiledBundle("threadhist").programs.at(0).summary_code.empty());
+  // threadhist adds 1 to its thread's PERTHREAD slot (a thread-range add).
+  EXPECT_FALSE(CompiledBundle("threadhist").programs.at(0).summary_code.empty());
+  // kernel_trace reads thread ids and fills a ring: always called.
   EXPECT_TRUE(CompiledBundle("kernel_trace").programs.at(0).summary_code.empty());
 }
 
@@ -671,6 +671,128 @@ TEST(SiteCountersTest, MemTraceBecomesCountersFlushedAtEveryExit) {
   EXPECT_TRUE(calls->site_counters.empty());
   EXPECT_THAT(calls->ptx, Not(HasSubstr("__cp_sc")));
   EXPECT_EQ(Count(calls->ptx, "call (__cp_ret)"), 5);
+}
+
+// threadhist at exit: the same PERTHREAD add at every exit of every kernel
+// is one thread-range counter, recorded once per launch at entry by the
+// launch's first thread; the exits keep no call and no flush.
+TEST(SiteCountersTest, ThreadhistExitsBecomeOneThreadRangeRecordPerLaunch) {
+  ProbeBundle bundle = CompiledBundle("threadhist");
+  ASSERT_EQ(bundle.programs.size(), 1u);
+  ASSERT_EQ(bundle.programs[0].attach, AttachKind::kExit);
+  InstrumentOptions options;
+  options.helper_ptx = HelpersPtx();
+  options.module_name = "passes_input.ptx";
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(Golden("passes_input.ptx"), bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->site_counters.size(), 1u);
+  EXPECT_EQ(r->site_counters[0].thread_ids, 1u << 20);  // the map's default ids per key
+  EXPECT_EQ(r->site_counters[0].adds,
+            (std::vector<SiteAdd>{SiteAdd{0, false, {0, 0, 0, 0}, 1}}));
+  ASSERT_EQ(r->instrumented.size(), 2u);  // sites (3 exits) and empty (1)
+  EXPECT_EQ(r->instrumented[0].stats.counted_calls, 3u);
+  EXPECT_EQ(r->instrumented[1].stats.counted_calls, 1u);
+  const std::string& ptx = r->ptx;
+  EXPECT_EQ(Count(ptx, "call (__cp_ret)"), 0) << ptx;
+  EXPECT_THAT(ptx, Not(HasSubstr("$__cp_sc_flush"))) << ptx;
+  EXPECT_EQ(Count(ptx, "$__cp_tr_done:"), 2) << ptx;
+  EXPECT_EQ(Count(ptx, "red.global.add.u64 [%__cp_d3+8], 1;"), 2) << ptx;
+  EXPECT_THAT(ptx, HasSubstr("min.u64 %__cp_d3, %__cp_d2, 1048576;")) << ptx;
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status() << "\n" << ptx;
+}
+
+// Summary code that adds 1 to key ctx->site_index of PERTHREAD map 0.
+std::vector<uint8_t> PerThreadAddKeyedBySite() {
+  std::vector<uint8_t> code;
+  Emit(&code, 0x61, 2, 1, 108, 0);   // r2 = *(u32 *)(r1 + 108): site index
+  Emit(&code, 0x63, 10, 2, -4, 0);   // *(u32 *)(r10 - 4) = r2
+  Emit(&code, 0x18, 1, 1, 0, 0);     // r1 = map 0 (ld_imm64, insn 2)
+  Emit(&code, 0x00, 0, 0, 0, 0);
+  Emit(&code, 0xbf, 2, 10, 0, 0);    // r2 = r10
+  Emit(&code, 0x07, 2, 0, 0, -4);    // r2 += -4
+  Emit(&code, 0xb7, 3, 0, 0, 1);     // r3 = 1
+  Emit(&code, 0x85, 0, 0, 0, CUPROBE_HELPER_MAP_ADD);
+  Emit(&code, 0xb7, 0, 0, 0, 0);
+  Emit(&code, 0x95, 0, 0, 0, 0);
+  return code;
+}
+
+// Exits that add to different slots (here: keyed by the exit's index) are
+// not one range: each exit calls the probe. At entry the same code is one
+// range (the site index is always 0 there). At a memory access a PERTHREAD
+// add is never summarized (a thread may pass it any number of times).
+TEST(SiteCountersTest, PerThreadAddsThatDifferBetweenExitsAreCalled) {
+  ProbeBundle bundle = CompiledBundle("threadhist");
+  bundle.maps.at(0).max_entries = 4;
+  ProbeProgram& p = bundle.programs.at(0);
+  p.summary_code = PerThreadAddKeyedBySite();
+  p.summary_maps = {{2, 0}};
+  InstrumentOptions options;
+  options.helper_ptx = HelpersPtx();
+  options.module_name = "passes_input.ptx";
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(Golden("passes_input.ptx"), bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // `sites` calls at its 3 exits; `empty` has one exit: one range.
+  ASSERT_EQ(r->instrumented.size(), 2u);
+  EXPECT_EQ(r->instrumented[0].stats.counted_calls, 0u);
+  EXPECT_EQ(r->instrumented[1].stats.counted_calls, 1u);
+  EXPECT_EQ(Count(r->ptx, "call (__cp_ret)"), 3) << r->ptx;
+  EXPECT_EQ(Count(r->ptx, "$__cp_tr_done:"), 1) << r->ptx;
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(r->ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status();
+
+  p.attach = AttachKind::kEntry;
+  r = InstrumentPtx(Golden("passes_input.ptx"), bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Count(r->ptx, "call (__cp_ret)"), 0) << r->ptx;
+  EXPECT_EQ(Count(r->ptx, "$__cp_tr_done:"), 2) << r->ptx;
+  ASSERT_EQ(r->site_counters.size(), 1u);
+  EXPECT_EQ(r->site_counters[0].thread_ids, 1u << 20);
+
+  SiteConstants site;
+  site.attach = AttachKind::kMemory;
+  site.mem_info = CUPROBE_MEM_INFO(4, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_LOAD);
+  EXPECT_FALSE(SummarizeSite(p, bundle.maps, site).has_value());
+  site.attach = AttachKind::kExit;
+  EXPECT_TRUE(SummarizeSite(p, bundle.maps, site).has_value());
+}
+
+// A function that leaves its thread with `exit` takes the thread past
+// every exit site of the kernel: such a module keeps the exit calls.
+TEST(SiteCountersTest, AnExitInsideAFunctionKeepsTheExitCalls) {
+  const ProbeBundle bundle = CompiledBundle("threadhist");
+  const std::string ptx = R"(.version 8.0
+.target sm_90
+.address_size 64
+
+.func quit()
+{
+	exit;
+}
+
+.visible .entry k(
+	.param .u32 k_param_0
+)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<3>;
+	ld.param.u32 %r1, [k_param_0];
+	setp.eq.s32 %p1, %r1, 0;
+	@%p1 bra $L__done;
+	call.uni quit, ();
+$L__done:
+	ret;
+}
+)";
+  InstrumentOptions options;
+  options.helper_ptx = HelpersPtx();
+  options.module_name = "quit.ptx";
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(ptx, bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Count(r->ptx, "call (__cp_ret)"), 1) << r->ptx;
+  EXPECT_THAT(r->ptx, Not(HasSubstr("$__cp_tr_done"))) << r->ptx;
+  EXPECT_TRUE(r->site_counters.empty());
 }
 
 }  // namespace
