@@ -269,6 +269,17 @@ struct cuprobe_ctx {
  * per shard (shard = %smid & (CUPROBE_SITE_COUNTER_SHARDS - 1)), so that
  * the atomics of different SMs never meet on one line:
  *   u64 at base + (c / 16) * SHARDS * 128 + shard * 128 + (c % 16) * 8 */
+/* Thread-range counters. A counter whose adds all go to PERTHREAD maps
+ * (map_add of a constant to the calling thread's own slot, key and delta
+ * fixed by the site) at a site each thread passes exactly once per launch
+ * (entry; exit when every exit of the kernel makes the same adds) is not
+ * counted per thread: the thread with global id 0 records the launch's
+ * thread count T at entry. Its slot in shard 0 holds the device address of
+ * its area, filled by the hook:
+ *   u64 errors;             sum of max(T - ids, 0): refusals, one per add
+ *   u64 launches[ids + 1];  launches[j]: launches with min(T, ids) == j
+ * and the host adds delta x (launches with T > t) to id t of each add's
+ * key. */
 #define CUPROBE_SITE_COUNTS_SYMBOL "__cuprobe_site_counts"
 #define CUPROBE_SITE_COUNTER_SHARDS 128
 #define CUPROBE_SITE_COUNTERS_PER_LINE 16
