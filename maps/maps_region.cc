@@ -2,11 +2,9 @@
 #include "maps/maps_region.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <set>
 #include <string>
@@ -16,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "support/proc_stat.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -579,9 +578,8 @@ absl::StatusOr<uint64_t> MapsRegion::RequestWrite(size_t i, uint32_t key,
   const auto me = static_cast<uint32_t>(::getpid());
   for (uint32_t owner = 0;
        !e->write_owner.compare_exchange_strong(owner, me, std::memory_order_acq_rel);) {
-    if (owner != 0 && owner != me && ::kill(static_cast<pid_t>(owner), 0) != 0 &&
-        errno == ESRCH) {
-      continue;  // retry the exchange from the dead owner's pid
+    if (owner != 0 && owner != me && !ProcessAlive(owner)) {
+      continue;  // retry the exchange from the dead (or zombie) owner's pid
     }
     if (absl::Now() >= deadline) return timed_out("another writer holds the mailbox");
     absl::SleepFor(absl::Milliseconds(1));

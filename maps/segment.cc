@@ -575,19 +575,6 @@ absl::Status Session::RequestAttach(std::string_view attach_session) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// Alive for the maps claim: exists and is not a zombie (an exited child its
-// parent has not reaped yet: its kernels are over).
-bool HolderAlive(uint32_t pid) {
-  if (pid == 0) return false;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  std::optional<ProcStat> st = ReadProcStat(pid);
-  return !st.has_value() || (st->state != 'Z' && st->state != 'X');
-}
-
-}  // namespace
-
 absl::Status Session::ClaimMaps(uint32_t pid) {
   if (!writable_) {
     return absl::FailedPreconditionError(
@@ -599,7 +586,7 @@ absl::Status Session::ClaimMaps(uint32_t pid) {
     if (owner == 0) continue;  // given back meanwhile: try again
     // A holder that exited (processes keep the claim until they are gone)
     // or died is replaced.
-    if (HolderAlive(owner)) {
+    if (ProcessAlive(owner)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the probes' maps of session '%s' are held by pid %d, another process of the same "
           "session (one process of a session at a time is instrumented: run one cuprobe per "

@@ -1,5 +1,8 @@
 #include "support/proc_stat.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -24,6 +27,13 @@ std::optional<ProcStat> ReadProcStat(uint32_t pid) {
   st.state = close[2];
   st.ppid = static_cast<uint32_t>(std::strtoul(close + 3, nullptr, 10));
   return st;
+}
+
+bool ProcessAlive(uint32_t pid) {
+  if (pid == 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::optional<ProcStat> st = ReadProcStat(pid);
+  return !st.has_value() || (st->state != 'Z' && st->state != 'X');
 }
 
 }  // namespace cuprobe

@@ -20,6 +20,11 @@ struct ProcStat {
 // nullopt when the file cannot be read or parsed (no such process, no /proc).
 [[nodiscard]] std::optional<ProcStat> ReadProcStat(uint32_t pid);
 
+// Whether `pid` runs: it exists (or exists as another user's: EPERM) and
+// is not a zombie, an exited child its parent has not reaped yet. Holders
+// of the session's shared state that are not alive are replaced.
+[[nodiscard]] bool ProcessAlive(uint32_t pid);
+
 }  // namespace cuprobe
 
 #endif  // CUPROBE_SUPPORT_PROC_STAT_H_

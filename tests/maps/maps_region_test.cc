@@ -6,6 +6,9 @@
 // TypeDescription encoding.
 #include "maps/maps_region.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -317,6 +320,49 @@ TEST(MapsRegion, WriterThatDiedMidSnapshotDoesNotWedgeTheNextOne) {
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ(snap->bytes[5], 7);
   EXPECT_EQ(snap->publish_ns, 123u);
+}
+
+// A host writer (`cuprobe maps --set`) killed while it held a map's write
+// mailbox leaves its pid there: the next writer takes the mailbox over.
+// A live holder is waited for, up to the writer's deadline.
+TEST(MapsRegion, HostWriteMailboxOfADeadWriterIsTakenOver) {
+  Region r = MakeRegion({Spec("config", CUPROBE_MAP_ARRAY, 4, 8, 4)});
+  absl::StatusOr<MapsRegion> region = MapsRegion::Attach(r.base(), r.size, true);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const auto& header = r.at<MapsRegionHeader>(0);
+  auto& entry = r.at<MapEntry>(header.entries_offset);
+  const std::vector<uint8_t> value = {42, 0, 0, 0, 0, 0, 0, 0};
+  // A holder that is alive (the test's parent): the writer times out and
+  // the mailbox stays the holder's.
+  const auto parent = static_cast<uint32_t>(::getppid());
+  entry.write_owner.store(parent);
+  absl::StatusOr<uint64_t> busy = region->RequestWrite(0, 1, value, absl::Milliseconds(20));
+  EXPECT_EQ(busy.status().code(), absl::StatusCode::kDeadlineExceeded) << busy.status();
+  EXPECT_THAT(std::string(busy.status().message()), ::testing::HasSubstr("another writer"));
+  EXPECT_EQ(entry.write_owner.load(), parent);
+  // A holder that is gone: a child that exited, first as a zombie (not
+  // reaped yet), then reaped.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  entry.write_owner.store(static_cast<uint32_t>(child));
+  absl::StatusOr<uint64_t> first = region->RequestWrite(0, 2, value, absl::Seconds(5));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(region->PendingWrite(0).has_value());
+  region->AcknowledgeWrite(0, *first, HostWriteResult::kApplied);  // as the hook would
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  entry.write_owner.store(static_cast<uint32_t>(child));
+  absl::StatusOr<uint64_t> seq = region->RequestWrite(0, 1, value, absl::Seconds(5));
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  EXPECT_EQ(entry.write_owner.load(), 0u) << "given back after the write";
+  std::optional<HostWrite> pending = region->PendingWrite(0);
+  ASSERT_TRUE(pending.has_value());
+  EXPECT_EQ(pending->key, 1u);
+  EXPECT_EQ(pending->value, value);
+  EXPECT_EQ(pending->seq, *seq);
 }
 
 TEST(TypeDescription, RoundTripsAndRejectsTruncation) {
