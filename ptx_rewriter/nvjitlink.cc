@@ -415,6 +415,11 @@ std::vector<FunctionResources> ParseResourceUsage(std::string_view info_log) {
       if (current != nullptr && absl::EndsWith(t, "spill loads") &&
           absl::SimpleAtoi(t.substr(0, t.find(' ')), &v)) {
         current->stack_bytes = v;
+        // "16 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads"
+        std::vector<std::string_view> parts = absl::StrSplit(t, ", ");
+        if (parts.size() >= 2 && absl::SimpleAtoi(parts[1].substr(0, parts[1].find(' ')), &v)) {
+          current->spill_bytes = v;
+        }
       }
       continue;
     }
@@ -446,7 +451,10 @@ std::vector<FunctionResources> ParseResourceUsage(std::string_view info_log) {
       if (words.size() >= 3 && used && words[2] == "barriers") num(1, &current->barriers);
       if (words.size() == 2 && words[1] == "stack") num(0, &current->stack_bytes);
       if (words.size() == 3 && words[2] == "smem") num(0, &current->shared_bytes);
-      if (words.size() == 3 && words[2] == "lmem") num(0, &current->local_bytes);
+      if (words.size() == 3 && words[2] == "lmem") {
+        num(0, &current->local_bytes);
+        if (nvjitlink_format) current->spill_bytes = current->local_bytes;
+      }
     }
     current = nullptr;
   }

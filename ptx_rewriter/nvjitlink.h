@@ -74,6 +74,9 @@ struct FunctionResources {
   uint64_t stack_bytes = 0;
   uint64_t shared_bytes = 0;
   uint64_t local_bytes = 0;
+  // ptxas' "N bytes spill stores" (ptxas' own log); nvJitLink's log has
+  // none, so its lmem (local memory, spills included) counts here too.
+  uint64_t spill_bytes = 0;
 };
 [[nodiscard]] std::vector<FunctionResources> ParseResourceUsage(std::string_view info_log);
 

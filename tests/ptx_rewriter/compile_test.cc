@@ -19,7 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "maps/gpu/helpers_ptx.h"
 #include "ptx_rewriter/builtin_probes.h"
+#include "ptx_rewriter/bundle.h"
 #include "ptx_rewriter/compile.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/content_hash.h"
@@ -31,6 +33,7 @@ namespace cuprobe {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class TempDir {
  public:
@@ -474,6 +477,97 @@ ret;
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_TRUE(one->result.instrumented.empty());
   EXPECT_TRUE(one->compiled.cubin.empty());
+}
+
+// The occupancy guard: kernel_trace's block-leader ring reserve takes
+// vec_add from 12 registers to over 32 (6 resident blocks of 256 per SM
+// instead of 8); the kernel is compiled again under `.maxnreg 32` without
+// spills. A kernel that bounds its own registers keeps its bounds, and
+// CUPROBE_REGISTER_CAP=0 turns the guard off.
+TEST(InstrumentAndCompileTest, ProbesDoNotLowerTheOccupancyRegistersAllow) {
+  const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/kernel_trace.cpb");
+  const std::string bytes = testing::ReadTextFile(path);
+  absl::StatusOr<ProbeBundle> bundle =
+      ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  for (ProbeProgram& p : bundle->programs) p.kernel_glob = "*";
+  const std::string ptx = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry add(
+.param .u64 add_param_0,
+.param .u32 add_param_1
+)
+{
+.reg .pred %p<2>;
+.reg .f32 %f<3>;
+.reg .b32 %r<5>;
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [add_param_0];
+ld.param.u32 %r1, [add_param_1];
+mov.u32 %r2, %ctaid.x;
+mov.u32 %r3, %ntid.x;
+mov.u32 %r4, %tid.x;
+mad.lo.s32 %r2, %r2, %r3, %r4;
+setp.ge.s32 %p1, %r2, %r1;
+@%p1 ret;
+cvta.to.global.u64 %rd2, %rd1;
+mul.wide.s32 %rd3, %r2, 4;
+add.s64 %rd2, %rd2, %rd3;
+ld.global.f32 %f1, [%rd2];
+add.f32 %f2, %f1, 0f3F800000;
+st.global.f32 [%rd2], %f2;
+ret;
+}
+)";
+  InstrumentOptions options;
+  options.helper_ptx = HelpersPtx();  // a view: the text is static
+  auto registers = [](const CompiledInstrumentation& c, std::string_view name) {
+    for (const FunctionResources& f : ParseResourceUsage(c.compiled.info_log)) {
+      if (f.name == name) return f.registers;
+    }
+    return 0u;
+  };
+  absl::StatusOr<CompiledInstrumentation> c =
+      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->result.instrumented.size(), 1u);
+  EXPECT_THAT(c->result.ptx, HasSubstr(".maxnreg 32")) << c->result.ptx;
+  EXPECT_GT(registers(*c, "add"), 0u);
+  EXPECT_LE(registers(*c, "add"), 32u);
+  for (const FunctionResources& f : ParseResourceUsage(c->compiled.info_log)) {
+    if (f.name == "add") {
+      EXPECT_EQ(f.spill_bytes, 0u);
+    }
+  }
+
+  ::setenv("CUPROBE_REGISTER_CAP", "0", 1);
+  absl::StatusOr<CompiledInstrumentation> off =
+      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+  ::unsetenv("CUPROBE_REGISTER_CAP");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_THAT(off->result.ptx, Not(HasSubstr(".maxnreg"))) << off->result.ptx;
+  EXPECT_GT(registers(*off, "add"), 32u) << "the probe no longer needs the guard: update the test";
+
+  // Bounds of its own: kept as they are.
+  std::string bounded = ptx;
+  bounded.replace(bounded.find(")\n{"), 3, ")\n.maxnreg 40\n{");
+  absl::StatusOr<CompiledInstrumentation> own =
+      InstrumentAndCompileUncached(bounded, *bundle, options, CompileOptions{});
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_THAT(own->result.ptx, Not(HasSubstr(".maxnreg 32")));
+  EXPECT_THAT(own->result.ptx, HasSubstr(".maxnreg 40"));
+}
+
+TEST(ResourceUsageTest, ReadsSpillStores) {
+  std::vector<FunctionResources> r = ParseResourceUsage(
+      "ptxas info    : Function properties for k\n"
+      "    40 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 32 registers, used 0 barriers, 360 bytes cmem[0]\n");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].stack_bytes, 40u);
+  EXPECT_EQ(r[0].spill_bytes, 12u);
+  EXPECT_EQ(r[0].registers, 32u);
 }
 
 TEST(InstrumentAndCompileTest, CacheEntryEncoding) {
