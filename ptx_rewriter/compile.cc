@@ -372,6 +372,9 @@ absl::StatusOr<CompiledInstrumentation> InstrumentAndCompileUncached(
   // without inlining: the calls are compiled when ptxas refuses the result).
   auto compile_result = [&]() -> absl::StatusOr<CompiledCubin> {
     std::optional<std::string> inlined = InlinedPtx(out.result.ptx);
+    if (inlined && options.fault_inlined) {
+      *inlined += "\n.visible .entry __cp_fault()\n{\nmov.u32 %__cp_a, %__cp_b;\nret;\n}\n";
+    }
     compiled_text = inlined ? *inlined : out.result.ptx;
     absl::StatusOr<CompiledCubin> c = CompilePtx(compiled_text, compile);
     if (inlined && c.ok()) {

@@ -60,6 +60,9 @@ struct InstrumentOptions {
   // Fault injection for tests: the rewrite of this kernel (mangled name)
   // gets an instruction ptxas refuses.
   std::string fault_kernel;
+  // Fault injection for tests: the module with its probes inlined gets a
+  // kernel ptxas refuses (InstrumentAndCompile then compiles the calls).
+  bool fault_inlined = false;
 };
 
 struct InstrumentedKernel {

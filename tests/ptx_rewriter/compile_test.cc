@@ -559,6 +559,43 @@ ret;
   EXPECT_THAT(own->result.ptx, HasSubstr(".maxnreg 40"));
 }
 
+// ptxas refusing the module with its probes inlined: the probes are
+// called instead, with one warning, and the kernels stay instrumented.
+TEST(InstrumentAndCompileTest, RefusedInlinedProbesFallBackToCalls) {
+  const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/kernel_trace.cpb");
+  const std::string bytes = testing::ReadTextFile(path);
+  absl::StatusOr<ProbeBundle> bundle =
+      ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  for (ProbeProgram& p : bundle->programs) p.kernel_glob = "*";
+  const std::string ptx = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+ret;
+}
+)";
+  InstrumentOptions options;
+  options.helper_ptx = HelpersPtx();
+  absl::StatusOr<CompiledInstrumentation> inlined =
+      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+  ASSERT_TRUE(inlined.ok()) << inlined.status();
+  EXPECT_TRUE(inlined->result.warnings.empty());
+  EXPECT_THAT(inlined->result.ptx, Not(HasSubstr("call (__cp_ret)")));
+
+  options.fault_inlined = true;
+  absl::StatusOr<CompiledInstrumentation> c =
+      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->result.instrumented.size(), 1u);
+  EXPECT_FALSE(c->compiled.cubin.empty());
+  EXPECT_THAT(c->result.ptx, HasSubstr("call (__cp_ret)"));
+  EXPECT_THAT(c->result.ptx, Not(HasSubstr("__cp_fault")));
+  ASSERT_EQ(c->result.warnings.size(), 1u);
+  EXPECT_THAT(c->result.warnings[0], HasSubstr("could not be inlined"));
+}
+
 TEST(ResourceUsageTest, ReadsSpillStores) {
   std::vector<FunctionResources> r = ParseResourceUsage(
       "ptxas info    : Function properties for k\n"
