@@ -47,10 +47,12 @@ MapSet::MapSet(MapSet&& other) noexcept
       rings_(std::move(other.rings_)),
       rings_host_(std::exchange(other.rings_host_, nullptr)),
       staging_(std::move(other.staging_)),
-      site_blocks_(std::move(other.site_blocks_)) {
+      site_blocks_(std::move(other.site_blocks_)),
+      range_areas_(std::move(other.range_areas_)) {
   other.maps_.clear();
   other.table_.clear();
   other.site_blocks_.clear();
+  other.range_areas_.clear();
 }
 
 MapSet& MapSet::operator=(MapSet&& other) noexcept {
@@ -63,9 +65,11 @@ MapSet& MapSet::operator=(MapSet&& other) noexcept {
     rings_host_ = std::exchange(other.rings_host_, nullptr);
     staging_ = std::move(other.staging_);
     site_blocks_ = std::move(other.site_blocks_);
+    range_areas_ = std::move(other.range_areas_);
     other.maps_.clear();
     other.table_.clear();
     other.site_blocks_.clear();
+    other.range_areas_.clear();
   }
   return *this;
 }
@@ -208,8 +212,7 @@ absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counte
   if (memory_ == nullptr) return absl::FailedPreconditionError("the maps were released");
   SiteBlock block;
   block.cleared.resize(counters.size());
-  block.cleared_areas.resize(counters.size());
-  block.areas.assign(counters.size(), 0);
+  block.area.assign(counters.size(), -1);
   for (size_t c = 0; c < counters.size(); ++c) {
     const uint32_t ids = counters[c].thread_ids;
     for (const SiteAdd& a : counters[c].adds) {
@@ -230,40 +233,54 @@ absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counte
       }
     }
     block.cleared[c].assign(counters[c].adds.size(), 0);
-    block.cleared_areas[c].resize(counters[c].adds.size());
   }
   const uint64_t groups =
       (std::max<uint64_t>(counters.size(), 1) + CUPROBE_SITE_COUNTERS_PER_LINE - 1) /
       CUPROBE_SITE_COUNTERS_PER_LINE;
   const uint64_t bytes = groups * CUPROBE_SITE_COUNTER_GROUP_BYTES;
   CUPROBE_ASSIGN_OR_RETURN(block.base, memory_->Allocate(bytes));
-  auto free_block = [&] {
-    for (uint64_t area : block.areas) {
-      if (area != 0) (void)memory_->Free(area);
+  const size_t areas_before = range_areas_.size();
+  auto give_back = [&] {  // what this call allocated
+    for (size_t r = areas_before; r < range_areas_.size(); ++r) {
+      (void)memory_->Free(range_areas_[r].base);
     }
+    range_areas_.resize(areas_before);
     (void)memory_->Free(block.base);
   };
   if (absl::Status s = memory_->Zero(block.base, bytes); !s.ok()) {
-    free_block();
+    give_back();
     return s;
   }
-  // Thread-range areas (abi.h): errors, then launches[ids + 1]; the
-  // counter's slot in shard 0 holds the address.
+  // Thread-range counters (abi.h): the counter's slot in shard 0 holds its
+  // area's address; modules with the same counter share the area.
   for (size_t c = 0; c < counters.size(); ++c) {
     if (counters[c].thread_ids == 0) continue;
-    const uint64_t area_bytes = (uint64_t{counters[c].thread_ids} + 2) * sizeof(uint64_t);
-    absl::StatusOr<uint64_t> area = memory_->Allocate(area_bytes);
-    if (!area.ok()) {
-      free_block();
-      return area.status();
+    int32_t r = -1;
+    for (size_t k = 0; k < range_areas_.size(); ++k) {
+      if (range_areas_[k].counter == counters[c]) r = static_cast<int32_t>(k);
     }
-    block.areas[c] = *area;
+    if (r < 0) {
+      const uint64_t area_bytes = (uint64_t{counters[c].thread_ids} + 3) * sizeof(uint64_t);
+      absl::StatusOr<uint64_t> area = memory_->Allocate(area_bytes);
+      if (!area.ok()) {
+        give_back();
+        return area.status();
+      }
+      range_areas_.push_back(RangeArea{counters[c], *area, {}});
+      range_areas_.back().cleared.resize(counters[c].adds.size());
+      r = static_cast<int32_t>(range_areas_.size() - 1);
+      if (absl::Status s = memory_->Zero(*area, area_bytes); !s.ok()) {
+        give_back();
+        return s;
+      }
+    }
+    block.area[c] = r;
     const uint64_t slot = c / CUPROBE_SITE_COUNTERS_PER_LINE * CUPROBE_SITE_COUNTER_GROUP_BYTES +
                           c % CUPROBE_SITE_COUNTERS_PER_LINE * sizeof(uint64_t);
-    absl::Status s = memory_->Zero(*area, area_bytes);
-    if (s.ok()) s = memory_->CopyToDevice(block.base + slot, &*area, sizeof(uint64_t));
-    if (!s.ok()) {
-      free_block();
+    const uint64_t address = range_areas_[static_cast<size_t>(r)].base;
+    if (absl::Status s = memory_->CopyToDevice(block.base + slot, &address, sizeof(address));
+        !s.ok()) {
+      give_back();
       return s;
     }
   }
@@ -272,11 +289,10 @@ absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counte
   return site_blocks_.back().base;
 }
 
-absl::StatusOr<MapSet::SiteCountValues> MapSet::SiteCounts() {
+absl::StatusOr<MapSet::SiteCountValues> MapSet::SiteCounts(bool areas) {
   SiteCountValues values;
   std::vector<std::vector<uint64_t>>& counts = values.counts;
   counts.resize(site_blocks_.size());
-  values.areas.resize(site_blocks_.size());
   std::vector<uint64_t> shards;
   for (size_t b = 0; b < site_blocks_.size(); ++b) {
     const SiteBlock& block = site_blocks_[b];
@@ -289,20 +305,27 @@ absl::StatusOr<MapSet::SiteCountValues> MapSet::SiteCounts() {
           memory_->CopyFromDevice(shards.data(), block.base, shards.size() * sizeof(uint64_t)));
     }
     counts[b].assign(n, 0);
-    values.areas[b].resize(n);
     for (size_t c = 0; c < n; ++c) {
-      if (block.areas[c] != 0) {
-        std::vector<uint64_t>& area = values.areas[b][c];
-        area.resize(uint64_t{block.counters[c].thread_ids} + 2);
-        CUPROBE_RETURN_IF_ERROR(
-            memory_->CopyFromDevice(area.data(), block.areas[c], area.size() * sizeof(uint64_t)));
-        continue;  // its slot holds the area's address
-      }
+      if (block.area[c] >= 0) continue;  // its slot holds its area's address
       const size_t group = c / CUPROBE_SITE_COUNTERS_PER_LINE * CUPROBE_SITE_COUNTER_GROUP_BYTES / 8;
       for (uint32_t k = 0; k < CUPROBE_SITE_COUNTER_SHARDS; ++k) {
         counts[b][c] += shards[group + k * 16 + c % CUPROBE_SITE_COUNTERS_PER_LINE];
       }
     }
+  }
+  if (!areas) return values;
+  // An area is copied up to its high water (the largest thread count it
+  // recorded, capped at ids): a few words for small launches.
+  values.areas.resize(range_areas_.size());
+  for (size_t r = 0; r < range_areas_.size(); ++r) {
+    uint64_t head[2] = {0, 0};  // errors, high water
+    CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(head, range_areas_[r].base, sizeof(head)));
+    const uint64_t high = std::min<uint64_t>(head[1], range_areas_[r].counter.thread_ids);
+    std::vector<uint64_t>& area = values.areas[r];
+    area.assign(high + 2, 0);
+    area[0] = head[0];
+    CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(
+        area.data() + 1, range_areas_[r].base + 2 * sizeof(uint64_t), (high + 1) * sizeof(uint64_t)));
   }
   return values;
 }
@@ -310,22 +333,21 @@ absl::StatusOr<MapSet::SiteCountValues> MapSet::SiteCounts() {
 namespace {
 
 // A thread-range counter's adds to one map (abi.h): `area` is errors, then
-// launches[j] = launches whose min(thread count, ids) was j; `since` the
-// area at the map's last clear (empty: none). Id t gains delta for each
-// launch with more than t threads.
-void ApplyThreadRange(const cuprobe_map_desc& desc, const SiteAdd& add,
+// launches[j] for j up to the high water, launches[j] = launches whose
+// min(thread count, ids) was j; `since` the same at the map's last clear
+// (empty: none). Id t gains delta for each launch with more than t threads.
+void ApplyThreadRange(const cuprobe_map_desc& desc, const SiteAdd& add, uint32_t ids,
                       const std::vector<uint64_t>& area, const std::vector<uint64_t>& since,
                       cuprobe_map_control* control) {
-  if (area.size() < 2) return;
+  if (area.empty()) return;
   auto at = [&](size_t k) { return area[k] - (k < since.size() ? since[k] : 0); };
   control->errors += at(0);  // one refusal per thread past the map's ids
   uint64_t launches = 0;
   for (size_t k = 1; k < area.size(); ++k) launches += at(k);
   uint32_t key = 0;
   std::memcpy(&key, add.key.data(), std::min(add.key.size(), sizeof(key)));
-  const uint64_t ids = area.size() - 2;
   for (uint64_t t = 0; t < ids; ++t) {
-    launches -= at(1 + t);  // launches with exactly t threads end here
+    if (1 + t < area.size()) launches -= at(1 + t);  // launches with exactly t threads end here
     if (launches == 0) break;
     uint8_t* value = mapalgo::IndexedValueOf(&desc, CUPROBE_MAP_PERTHREAD, key, t);
     if (value == nullptr) break;
@@ -350,12 +372,7 @@ void MapSet::ApplySiteCounts(size_t i, const SiteCountValues& values, uint8_t* s
       for (size_t a = 0; a < adds.size(); ++a) {
         const SiteAdd& add = adds[a];
         if (add.map != i) continue;
-        if (block.areas[c] != 0) {
-          if (b < values.areas.size() && c < values.areas[b].size()) {
-            ApplyThreadRange(desc, add, values.areas[b][c], block.cleared_areas[c][a], control);
-          }
-          continue;
-        }
+        if (block.area[c] >= 0) continue;  // below, once per area
         const uint64_t count = counts[b][c] - block.cleared[c][a];
         if (count == 0) continue;
         uint64_t* target = nullptr;
@@ -375,6 +392,14 @@ void MapSet::ApplySiteCounts(size_t i, const SiteCountValues& values, uint8_t* s
       }
     }
   }
+  for (size_t r = 0; r < range_areas_.size() && r < values.areas.size(); ++r) {
+    const RangeArea& area = range_areas_[r];
+    for (size_t a = 0; a < area.counter.adds.size(); ++a) {
+      if (area.counter.adds[a].map != i) continue;
+      ApplyThreadRange(desc, area.counter.adds[a], area.counter.thread_ids, values.areas[r],
+                       area.cleared[a], control);
+    }
+  }
 }
 
 absl::Status MapSet::ClearMap(size_t i) {
@@ -384,10 +409,14 @@ absl::Status MapSet::ClearMap(size_t i) {
       SiteBlock& block = site_blocks_[b];
       for (size_t c = 0; c < block.counters.size(); ++c) {
         for (size_t a = 0; a < block.counters[c].adds.size(); ++a) {
-          if (block.counters[c].adds[a].map != i) continue;
-          block.cleared[c][a] = counts.counts[b][c];
-          block.cleared_areas[c][a] = counts.areas[b][c];
+          if (block.counters[c].adds[a].map == i) block.cleared[c][a] = counts.counts[b][c];
         }
+      }
+    }
+    for (size_t r = 0; r < range_areas_.size() && r < counts.areas.size(); ++r) {
+      RangeArea& area = range_areas_[r];
+      for (size_t a = 0; a < area.counter.adds.size(); ++a) {
+        if (area.counter.adds[a].map == i) area.cleared[a] = counts.areas[r];
       }
     }
   }
@@ -403,12 +432,12 @@ HostWriteResult MapSet::ApplyHostWrite(size_t i, const HostWrite& write) {
   // Counts kept by site counters for this entry start again from now: the
   // entry's value is what the host wrote, plus what comes after.
   if (!site_blocks_.empty()) {
-    absl::StatusOr<SiteCountValues> counts = SiteCounts();
+    absl::StatusOr<SiteCountValues> counts = SiteCounts(/*areas=*/false);
     if (!counts.ok()) return HostWriteResult::kFailed;
     for (size_t b = 0; b < site_blocks_.size(); ++b) {
       SiteBlock& block = site_blocks_[b];
       for (size_t c = 0; c < block.counters.size(); ++c) {
-        if (block.areas[c] != 0) continue;  // PERTHREAD maps take no host writes
+        if (block.area[c] >= 0) continue;  // PERTHREAD maps take no host writes
         for (size_t a = 0; a < block.counters[c].adds.size(); ++a) {
           const SiteAdd& add = block.counters[c].adds[a];
           uint32_t key = 0;
@@ -523,11 +552,10 @@ absl::Status MapSet::Release() {
     for (SiteBlock& block : site_blocks_) {
       absl::Status s = memory_->Free(block.base);
       if (first.ok() && !s.ok()) first = s;
-      for (uint64_t area : block.areas) {
-        if (area == 0) continue;
-        s = memory_->Free(area);
-        if (first.ok() && !s.ok()) first = s;
-      }
+    }
+    for (RangeArea& area : range_areas_) {
+      absl::Status s = memory_->Free(area.base);
+      if (first.ok() && !s.ok()) first = s;
     }
     if (rings_host_ != nullptr) {
       absl::Status s = memory_->UnmapHost(rings_host_);
@@ -538,6 +566,7 @@ absl::Status MapSet::Release() {
   maps_.clear();
   table_.clear();
   site_blocks_.clear();
+  range_areas_.clear();
   rings_.clear();
   return first;
 }

@@ -119,25 +119,31 @@ class MapSet {
     std::vector<SiteCounter> counters;
     // Per counter and add: the count when the add's map was last cleared.
     std::vector<std::vector<uint64_t>> cleared;
-    // Per counter: the device address of a thread-range counter's area
-    // (errors, then launches by thread count), 0 for the others.
-    std::vector<uint64_t> areas;
-    // Per counter and add: the area when the add's map was last cleared
-    // (empty: never).
-    std::vector<std::vector<std::vector<uint64_t>>> cleared_areas;
+    // Per counter: a thread-range counter's area (index in range_areas_),
+    // -1 for the others.
+    std::vector<int32_t> area;
   };
-  // What the site counters hold now, by block and counter: counts (shards
-  // summed), and the areas of thread-range counters (empty for the others).
+  // The area of thread-range counters (abi.h): one per distinct counter,
+  // shared by every module whose kernels record into it (their launches
+  // add up the same either way).
+  struct RangeArea {
+    SiteCounter counter;
+    uint64_t base = 0;  // device address
+    // Per add: the area when the add's map was last cleared (empty: never).
+    std::vector<std::vector<uint64_t>> cleared;
+  };
+  // What the site counters hold now: counts by block and counter (shards
+  // summed), and each RangeArea as errors, then launches[0 .. high water].
   struct SiteCountValues {
     std::vector<std::vector<uint64_t>> counts;
-    std::vector<std::vector<std::vector<uint64_t>>> areas;
+    std::vector<std::vector<uint64_t>> areas;
   };
   MapSet() = default;
   [[nodiscard]] absl::Status Initialize(size_t i);
   // Clears map i: Initialize, and its site counts start again from 0.
   [[nodiscard]] absl::Status ClearMap(size_t i);
-  // Every block's counts and areas.
-  [[nodiscard]] absl::StatusOr<SiteCountValues> SiteCounts();
+  // Every block's counts, and (with `areas`) every range area.
+  [[nodiscard]] absl::StatusOr<SiteCountValues> SiteCounts(bool areas = true);
   // Adds the site counts that target map i to its folded copy.
   void ApplySiteCounts(size_t i, const SiteCountValues& counts,
                        uint8_t* snapshot) const;
@@ -160,6 +166,7 @@ class MapSet {
   void* rings_host_ = nullptr;        // mapped rings area, or null
   std::vector<uint8_t> staging_;      // device -> host (folded), before the seqlocked copy
   std::vector<SiteBlock> site_blocks_;
+  std::vector<RangeArea> range_areas_;
 };
 
 }  // namespace cuprobe

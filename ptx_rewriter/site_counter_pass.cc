@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "maps/map_layout.h"
@@ -49,16 +50,27 @@ std::optional<uint32_t> ThreadRangeIds(const std::vector<SiteAdd>& adds,
   return ids;
 }
 
-// Whether a function of the module other than `kernel` has an `exit`: a
-// thread that leaves through it passes no exit site of the kernel.
-bool ModuleExitsOutsideKernels(const Module& module) {
+// Whether a thread may leave the kernel without passing one of its exit
+// sites: a function of the module has an `exit`, or is only declared (an
+// -rdc module's extern function could have one; cuprobe's own helpers and
+// probes never do), or the kernel's body does not end in an unguarded
+// `ret` / `exit` (its threads could run off the end).
+bool ThreadsMayLeaveUnseen(const Module& module, const Function& kernel) {
   for (const Function& f : module.functions) {
-    if (f.is_kernel || !f.has_body) continue;
+    if (f.is_kernel) continue;
+    if (!f.has_body) {
+      if (!absl::StartsWith(f.name, "__cuprobe_")) return true;
+      continue;
+    }
     for (const Statement& s : f.body) {
       if (s.IsInstruction() && s.Op() == "exit") return true;
     }
   }
-  return false;
+  for (auto it = kernel.body.rbegin(); it != kernel.body.rend(); ++it) {
+    if (!it->IsInstruction()) continue;
+    return !((it->Op() == "ret" || it->Op() == "exit") && it->guard.empty());
+  }
+  return true;  // no instruction at all
 }
 
 }  // namespace
@@ -115,7 +127,9 @@ bool ExitThreadRange(KernelEditor& editor, const KernelProbes& probes, const Pro
     if (!first) first = std::move(adds);
   }
   const std::optional<uint32_t> ids = ThreadRangeIds(*first, sites->maps);
-  if (!ids || *ids == 0 || ModuleExitsOutsideKernels(editor.module())) return false;
+  if (!ids || *ids == 0 || ThreadsMayLeaveUnseen(editor.module(), editor.kernel())) {
+    return false;
+  }
   sites->thread_ranges.push_back(sites->table->IndexOf(*std::move(first), *ids));
   return true;
 }
@@ -177,9 +191,10 @@ std::string ThreadRangeRecord(KernelEditor& editor, const SiteCounterState& site
                     "sub.u64 ", x, ", ", threads, ", ", ids, ";\n",
                     "@", skip, " red.global.add.u64 [", area, "], ", x, ";\n",
                     "min.u64 ", x, ", ", threads, ", ", ids, ";\n",
+                    "red.global.max.u64 [", area, "+8], ", x, ";\n",  // the high water
                     "shl.b64 ", x, ", ", x, ", 3;\n",
                     "add.u64 ", x, ", ", x, ", ", area, ";\n",
-                    "red.global.add.u64 [", x, "+8], 1;\n",
+                    "red.global.add.u64 [", x, "+16], 1;\n",
                     next, ":\n");
   }
   absl::StrAppend(&ptx, done, ":\n");

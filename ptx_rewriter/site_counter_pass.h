@@ -30,7 +30,8 @@
 //   { .reg .u32 / .u64 ...;  or of %ctaid.x/y/z and %tid.x/y/z == 0 ?
 //     ld the counter's area address from its shard-0 slot;
 //     T = %ntid.x*y*z * %nctaid.x*y*z;
-//     red.global.add.u64 [area + 8 + 8 * min(T, ids)], 1;
+//     red.global.max.u64 [area + 8], min(T, ids);        // the high water
+//     red.global.add.u64 [area + 16 + 8 * min(T, ids)], 1;
 //     T > ids: red.global.add.u64 [area], T - ids }   // the refusals
 //
 // threadhist on vec_add then costs a few instructions per thread instead of
@@ -58,8 +59,9 @@ namespace cuprobe {
 
 // Whether `probe`, attached at the kernel's `exit_sites` exits, reduces to
 // one thread-range counter (abi.h): its adds at every exit are the same
-// PERTHREAD adds, and no function of the module leaves a thread with
-// `exit` (such a thread would pass no exit of the kernel). Then the counter
+// PERTHREAD adds, and every thread passes one of the exits (no function
+// of the module may end it with `exit`, and the body ends in an unguarded
+// `ret` or `exit`). Then the counter
 // is recorded in probes.sites->thread_ranges and the exits need nothing.
 [[nodiscard]] bool ExitThreadRange(KernelEditor& editor, const KernelProbes& probes,
                                    const ProbeRef& probe, uint32_t exit_sites);

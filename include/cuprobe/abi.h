@@ -277,9 +277,10 @@ struct cuprobe_ctx {
  * thread count T at entry. Its slot in shard 0 holds the device address of
  * its area, filled by the hook:
  *   u64 errors;             sum of max(T - ids, 0): refusals, one per add
+ *   u64 high_water;         max of min(T, ids): how far the host reads
  *   u64 launches[ids + 1];  launches[j]: launches with min(T, ids) == j
  * and the host adds delta x (launches with T > t) to id t of each add's
- * key. */
+ * key. Modules with the same counter share one area. */
 #define CUPROBE_SITE_COUNTS_SYMBOL "__cuprobe_site_counts"
 #define CUPROBE_SITE_COUNTER_SHARDS 128
 #define CUPROBE_SITE_COUNTERS_PER_LINE 16

@@ -596,16 +596,25 @@ TEST_F(MapSetTest, ThreadRangeCountersGiveEveryThreadOfEachLaunchItsAdds) {
       {SiteCounter{{SiteAdd{1, false, key1, 1}}, 0}, SiteCounter{{SiteAdd{0, false, key1, 3}}, 256}});
   ASSERT_TRUE(base.ok()) << base.status();
   // What the launch's first thread does (site_counter_pass.cc).
-  auto launch = [&](uint64_t threads) {
-    auto* area = algo::Ptr<uint64_t>(*algo::Ptr<uint64_t>(*base + 8));  // counter 1's slot
+  auto launch = [&](uint64_t threads, uint64_t block_base) {
+    auto* area = algo::Ptr<uint64_t>(*algo::Ptr<uint64_t>(block_base + 8));  // counter 1's slot
     ASSERT_NE(area, nullptr);
     if (threads > 256) area[0] += threads - 256;
-    area[1 + std::min<uint64_t>(threads, 256)] += 1;
+    const uint64_t j = std::min<uint64_t>(threads, 256);
+    area[1] = std::max(area[1], j);
+    area[2 + j] += 1;
   };
-  launch(100);
-  launch(100);
-  launch(300);
-  launch(256);
+  launch(100, *base);
+  launch(100, *base);
+  launch(300, *base);
+  // A second module with the same counter shares the area: its launches
+  // add up with the first one's.
+  absl::StatusOr<uint64_t> second =
+      maps->AddSiteCounters({SiteCounter{{SiteAdd{1, false, key1, 1}}, 0},
+                             SiteCounter{{SiteAdd{0, false, key1, 3}}, 256}});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*algo::Ptr<uint64_t>(*second + 8), *algo::Ptr<uint64_t>(*base + 8));
+  launch(256, *second);
   *algo::Ptr<uint64_t>(*base) += 9;  // counter 0: 9 executions
   // A thread's own add, by a probe that was called (exits[1][5] += 7).
   int64_t err = 0;
@@ -633,7 +642,7 @@ TEST_F(MapSetTest, ThreadRangeCountersGiveEveryThreadOfEachLaunchItsAdds) {
   EXPECT_EQ(value(*calls, key1, 0), 9u);
   // A clear starts the ranges again: one launch of 10 threads after it.
   ASSERT_TRUE(maps->Clear(0).ok());
-  launch(10);
+  launch(10, *base);
   snap = maps->ReadSnapshot(0);
   ASSERT_TRUE(snap.ok());
   EXPECT_EQ(value(*snap, key1, 9), 3u);

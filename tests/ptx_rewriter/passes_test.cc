@@ -696,7 +696,8 @@ TEST(SiteCountersTest, ThreadhistExitsBecomeOneThreadRangeRecordPerLaunch) {
   EXPECT_EQ(Count(ptx, "call (__cp_ret)"), 0) << ptx;
   EXPECT_THAT(ptx, Not(HasSubstr("$__cp_sc_flush"))) << ptx;
   EXPECT_EQ(Count(ptx, "$__cp_tr_done:"), 2) << ptx;
-  EXPECT_EQ(Count(ptx, "red.global.add.u64 [%__cp_d3+8], 1;"), 2) << ptx;
+  EXPECT_EQ(Count(ptx, "red.global.add.u64 [%__cp_d3+16], 1;"), 2) << ptx;
+  EXPECT_EQ(Count(ptx, "red.global.max.u64 [%__cp_d1+8], %__cp_d3;"), 2) << ptx;
   EXPECT_THAT(ptx, HasSubstr("min.u64 %__cp_d3, %__cp_d2, 1048576;")) << ptx;
   absl::StatusOr<std::string> ptxas = testing::RunPtxas(ptx);
   EXPECT_TRUE(ptxas.ok()) << ptxas.status() << "\n" << ptx;
@@ -759,8 +760,9 @@ TEST(SiteCountersTest, PerThreadAddsThatDifferBetweenExitsAreCalled) {
 }
 
 // A function that leaves its thread with `exit` takes the thread past
-// every exit site of the kernel: such a module keeps the exit calls.
-TEST(SiteCountersTest, AnExitInsideAFunctionKeepsTheExitCalls) {
+// every exit site of the kernel: such a module keeps the exit calls. So do
+// the other ways a thread could leave unseen.
+TEST(SiteCountersTest, ThreadsThatMayLeaveUnseenKeepTheExitCalls) {
   const ProbeBundle bundle = CompiledBundle("threadhist");
   const std::string ptx = R"(.version 8.0
 .target sm_90
@@ -793,6 +795,43 @@ $L__done:
   EXPECT_EQ(Count(r->ptx, "call (__cp_ret)"), 1) << r->ptx;
   EXPECT_THAT(r->ptx, Not(HasSubstr("$__cp_tr_done"))) << r->ptx;
   EXPECT_TRUE(r->site_counters.empty());
+
+  // A function only declared (an -rdc module's extern one could exit), and
+  // a body whose threads run off its end (its only exit is guarded): the
+  // exit calls stay.
+  const std::string variants[] = {
+      R"(.version 8.0
+.target sm_90
+.address_size 64
+.extern .func quit();
+.visible .entry k(
+	.param .u32 k_param_0
+)
+{
+	call.uni quit, ();
+	ret;
+}
+)",
+      R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(
+	.param .u32 k_param_0
+)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<2>;
+	ld.param.u32 %r1, [k_param_0];
+	setp.eq.s32 %p1, %r1, 0;
+	@%p1 ret;
+}
+)"};
+  for (const std::string& text : variants) {
+    r = InstrumentPtx(text, bundle, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(Count(r->ptx, "call (__cp_ret)"), 1) << r->ptx;
+    EXPECT_TRUE(r->site_counters.empty());
+  }
 }
 
 }  // namespace
