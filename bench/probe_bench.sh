@@ -21,9 +21,12 @@ for ((r = 0; r < rounds; r++)); do
       bench_case "$1.$p" -- "$cuprobe" run --quiet --trace launches -p "$build/probes/$p.cpb" \
         -o "$tmp/r" --format json -- "$work" "$@"
     done
-    # mem_trace with every site calling its probe (no site counters).
-    bench_case "$1.mem_trace_calls" CUPROBE_SITE_COUNTERS=0 -- "$cuprobe" run --quiet \
-      --trace launches -p "$build/probes/mem_trace.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    # mem_trace and threadhist with every site calling its probe (no site
+    # or thread-range counters).
+    for p in mem_trace threadhist; do
+      bench_case "$1.${p}_calls" CUPROBE_SITE_COUNTERS=0 -- "$cuprobe" run --quiet \
+        --trace launches -p "$build/probes/$p.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    done
   done
 done
 
@@ -53,8 +56,9 @@ for w in ("vec_add", "matmul"):
         m = statistics.median(v)
         print("| %s | %s | %d | %.5f | %.3f | <= %.2f | %s |" %
               (w, p, len(v), m, m / b, t, "yes" if m / b <= t else "**no**"))
-    v = rows.get(w + ".mem_trace_calls")
-    if v:
-        print("| %s | mem_trace, CUPROBE_SITE_COUNTERS=0 | %d | %.5f | %.3f | | |" %
-              (w, len(v), statistics.median(v), statistics.median(v) / b))
+    for p in ("mem_trace", "threadhist"):
+        v = rows.get("%s.%s_calls" % (w, p))
+        if v:
+            print("| %s | %s, CUPROBE_SITE_COUNTERS=0 | %d | %.5f | %.3f | | |" %
+                  (w, p, len(v), statistics.median(v), statistics.median(v) / b))
 PY
