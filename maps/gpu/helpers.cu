@@ -184,55 +184,13 @@ __device__ __forceinline__ void GroupedAdd(const cuprobe_map_desc* d, uint64_t* 
   if (target != nullptr && IsGroupLeader(group)) AtomicAdd64(ValueShard(d, target), sum);
 }
 
-// IndexedAddTarget (map_algorithms.h) with every descriptor field it reads
-// loaded first, in four independent loads: the checks then branch on
-// registers. IndexedAddTarget's field-by-field loads each wait behind the
-// previous check's branch, five round trips to L1 or L2 for one add; a
-// per-thread add costs little more than those waits.
-static_assert(offsetof(cuprobe_map_desc, key_size) == 16 &&
-                  offsetof(cuprobe_map_desc, value_size) == 20 &&
-                  offsetof(cuprobe_map_desc, max_entries) == 24 &&
-                  offsetof(cuprobe_map_desc, value_stride) == 28 &&
-                  offsetof(cuprobe_map_desc, key_stride) == 32 &&
-                  offsetof(cuprobe_map_desc, id_slots) == 36 &&
-                  offsetof(cuprobe_map_desc, values) == 56,
-              "the loads of IndexedAddTargetLoadedTogether");
-__device__ __forceinline__ uint64_t* IndexedAddTargetLoadedTogether(const cuprobe_map_desc* d,
-                                                                   uint32_t type, uint32_t index,
-                                                                   uint64_t id, int64_t* err) {
-  *err = kEINVAL;
-  if (d == nullptr) return nullptr;
-  uint64_t w0, w1, values;
-  uint32_t value_size, max_entries, value_stride, id_slots;
-  [[maybe_unused]] uint32_t key_size, key_stride;  // in the vectors' way
-  asm("ld.global.nc.v2.u64 {%0, %1}, [%2];" : "=l"(w0), "=l"(w1) : "l"(d));
-  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4+16];"
-      : "=r"(key_size), "=r"(value_size), "=r"(max_entries), "=r"(value_stride)
-      : "l"(d));
-  asm("ld.global.nc.v2.u32 {%0, %1}, [%2+32];" : "=r"(key_stride), "=r"(id_slots) : "l"(d));
-  asm("ld.global.nc.u64 %0, [%1+56];" : "=l"(values) : "l"(d));
-  if (!DescHeadOk(DescHead{w0, w1}) || static_cast<uint32_t>(w1) != type || value_size < 8) {
-    return nullptr;
-  }
-  uint64_t slot = index;
-  if (index >= max_entries || (IsPerId(type) && id >= id_slots)) {
-    CountError(d);  // one refusal, as IndexedAddTarget counts it
-    *err = kE2BIG;
-    return nullptr;
-  }
-  if (IsPerId(type)) slot = static_cast<uint64_t>(index) * id_slots + id;
-  *err = 0;
-  return Ptr<uint64_t>(values + slot * value_stride);
-}
-
 // map_add on an indexed map of `type` (ARRAY or PER*): the u32 key is
 // `index`.
 template <uint32_t kType>
 __device__ __forceinline__ uint64_t IndexedAdd(uint64_t map, uint32_t index, uint64_t delta) {
   int64_t err;
-  uint64_t* target = IndexedAddTargetLoadedTogether(
-      Ptr<const cuprobe_map_desc>(map), kType, index,
-      kType == CUPROBE_MAP_ARRAY ? 0 : PerIdOf(kType), &err);
+  uint64_t* target = IndexedAddTarget(Ptr<const cuprobe_map_desc>(map), kType, index,
+                                      kType == CUPROBE_MAP_ARRAY ? 0 : PerIdOf(kType), &err);
   if (kType == CUPROBE_MAP_PERTHREAD) {
     // Every thread owns its slot: nothing to aggregate. The add stays an
     // atomic (a fire-and-forget red.add): two launches running at once on
