@@ -502,12 +502,8 @@ ret;
 // spills. A kernel that bounds its own registers keeps its bounds, and
 // CUPROBE_REGISTER_CAP=0 turns the guard off.
 TEST(InstrumentAndCompileTest, ProbesDoNotLowerTheOccupancyRegistersAllow) {
-  const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/kernel_trace.cpb");
-  const std::string bytes = testing::ReadTextFile(path);
-  absl::StatusOr<ProbeBundle> bundle =
-      ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-  ASSERT_TRUE(bundle.ok()) << bundle.status();
-  for (ProbeProgram& p : bundle->programs) p.kernel_glob = "*";
+  const ProbeBundle bundle = testing::CompiledProbeBundle("kernel_trace");
+  ASSERT_FALSE(bundle.programs.empty());
   const std::string ptx = R"(.version 8.0
 .target sm_90
 .address_size 64
@@ -546,7 +542,7 @@ ret;
     return 0u;
   };
   absl::StatusOr<CompiledInstrumentation> c =
-      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+      InstrumentAndCompileUncached(ptx, bundle, options, CompileOptions{});
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->result.instrumented.size(), 1u);
   EXPECT_THAT(c->result.ptx, HasSubstr(".maxnreg 32")) << c->result.ptx;
@@ -565,7 +561,7 @@ ret;
 
   ::setenv("CUPROBE_REGISTER_CAP", "0", 1);
   absl::StatusOr<CompiledInstrumentation> off =
-      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+      InstrumentAndCompileUncached(ptx, bundle, options, CompileOptions{});
   ::unsetenv("CUPROBE_REGISTER_CAP");
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_THAT(off->result.ptx, Not(HasSubstr(".maxnreg"))) << off->result.ptx;
@@ -575,7 +571,7 @@ ret;
   std::string bounded = ptx;
   bounded.replace(bounded.find(")\n{"), 3, ")\n.maxnreg 40\n{");
   absl::StatusOr<CompiledInstrumentation> own =
-      InstrumentAndCompileUncached(bounded, *bundle, options, CompileOptions{});
+      InstrumentAndCompileUncached(bounded, bundle, options, CompileOptions{});
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_THAT(own->result.ptx, Not(HasSubstr(".maxnreg 32")));
   EXPECT_THAT(own->result.ptx, HasSubstr(".maxnreg 40"));
@@ -584,12 +580,8 @@ ret;
 // ptxas refusing the module with its probes inlined: the probes are
 // called instead, with one warning, and the kernels stay instrumented.
 TEST(InstrumentAndCompileTest, RefusedInlinedProbesFallBackToCalls) {
-  const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/kernel_trace.cpb");
-  const std::string bytes = testing::ReadTextFile(path);
-  absl::StatusOr<ProbeBundle> bundle =
-      ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-  ASSERT_TRUE(bundle.ok()) << bundle.status();
-  for (ProbeProgram& p : bundle->programs) p.kernel_glob = "*";
+  const ProbeBundle bundle = testing::CompiledProbeBundle("kernel_trace");
+  ASSERT_FALSE(bundle.programs.empty());
   const std::string ptx = R"(.version 8.0
 .target sm_90
 .address_size 64
@@ -601,14 +593,14 @@ ret;
   InstrumentOptions options;
   options.helper_ptx = HelpersPtx();
   absl::StatusOr<CompiledInstrumentation> inlined =
-      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+      InstrumentAndCompileUncached(ptx, bundle, options, CompileOptions{});
   ASSERT_TRUE(inlined.ok()) << inlined.status();
   EXPECT_TRUE(inlined->result.warnings.empty());
   EXPECT_THAT(inlined->result.ptx, Not(HasSubstr("call (__cp_ret)")));
 
   options.fault_inlined = true;
   absl::StatusOr<CompiledInstrumentation> c =
-      InstrumentAndCompileUncached(ptx, *bundle, options, CompileOptions{});
+      InstrumentAndCompileUncached(ptx, bundle, options, CompileOptions{});
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->result.instrumented.size(), 1u);
   EXPECT_FALSE(c->compiled.cubin.empty());

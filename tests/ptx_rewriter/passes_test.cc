@@ -450,14 +450,9 @@ TEST(InlinePassTest, CompiledReferenceProbesReplaceTheirCalls) {
   // HASH adds; count_entries and vec_add_args: maps, args, printk).
   for (const char* name : {"kernel_trace", "mem_trace", "empty", "count_entries", "vec_add_args"}) {
     SCOPED_TRACE(name);
-    const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/", name, ".cpb");
-    const std::string bytes = testing::ReadTextFile(path);
-    ASSERT_FALSE(bytes.empty()) << path;
-    absl::StatusOr<ProbeBundle> bundle =
-        ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-    ASSERT_TRUE(bundle.ok()) << bundle.status();
-    for (ProbeProgram& p : bundle->programs) p.kernel_glob.assign(1, '*');
-    ExpectInlined(*bundle, HelpersPtx(), 1);
+    const ProbeBundle bundle = testing::CompiledProbeBundle(name);
+    ASSERT_FALSE(bundle.programs.empty());
+    ExpectInlined(bundle, HelpersPtx(), 1);
   }
 }
 
@@ -498,16 +493,6 @@ ret;
 
 // ---- Site counters (ptx_rewriter/site_summary.h, site_counter_pass.h) -------
 
-ProbeBundle CompiledBundle(const char* name) {
-  const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/", name, ".cpb");
-  const std::string bytes = testing::ReadTextFile(path);
-  absl::StatusOr<ProbeBundle> bundle =
-      ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-  EXPECT_TRUE(bundle.ok()) << path << ": " << bundle.status();
-  if (!bundle.ok()) return {};
-  for (ProbeProgram& p : bundle->programs) p.kernel_glob.assign(1, '*');
-  return *std::move(bundle);
-}
 
 std::vector<uint8_t> Key(uint32_t kernel_id, uint32_t kind) {
   std::vector<uint8_t> k(8, 0);
@@ -517,15 +502,15 @@ std::vector<uint8_t> Key(uint32_t kernel_id, uint32_t kind) {
 }
 
 TEST(SiteCountersTest, TheCompilerShipsSummaryCodeOnlyForConstantAdders) {
-  EXPECT_FALSE(CompiledBundle("mem_trace").programs.at(0).summary_code.empty());
+  EXPECT_FALSE(testing::CompiledProbeBundle("mem_trace").programs.at(0).summary_code.empty());
   // threadhist adds 1 to its thread's PERTHREAD slot (a thread-range add).
-  EXPECT_FALSE(CompiledBundle("threadhist").programs.at(0).summary_code.empty());
+  EXPECT_FALSE(testing::CompiledProbeBundle("threadhist").programs.at(0).summary_code.empty());
   // kernel_trace reads thread ids and fills a ring: always called.
-  EXPECT_TRUE(CompiledBundle("kernel_trace").programs.at(0).summary_code.empty());
+  EXPECT_TRUE(testing::CompiledProbeBundle("kernel_trace").programs.at(0).summary_code.empty());
 }
 
 TEST(SiteCountersTest, MemTraceSitesReduceToTheirKeysAndSizes) {
-  const ProbeBundle b = CompiledBundle("mem_trace");
+  const ProbeBundle b = testing::CompiledProbeBundle("mem_trace");
   ASSERT_EQ(b.maps.size(), 2u);
   SiteConstants site;
   site.attach = AttachKind::kMemory;
@@ -564,7 +549,7 @@ void Emit(std::vector<uint8_t>* code, uint8_t op, uint8_t dst, uint8_t src, int1
 }
 
 TEST(SiteCountersTest, CodeThatDependsOnMoreThanTheSiteOrMisbehavesIsCalled) {
-  ProbeBundle b = CompiledBundle("mem_trace");
+  ProbeBundle b = testing::CompiledProbeBundle("mem_trace");
   ProbeProgram p = b.programs.at(0);
   SiteConstants site;
   site.attach = AttachKind::kMemory;
@@ -629,7 +614,7 @@ TEST(SiteCountersTest, TableSharesACounterBetweenEqualSites) {
 }
 
 TEST(SiteCountersTest, MemTraceBecomesCountersFlushedAtEveryExit) {
-  const ProbeBundle bundle = CompiledBundle("mem_trace");
+  const ProbeBundle bundle = testing::CompiledProbeBundle("mem_trace");
   InstrumentOptions options;
   options.helper_ptx = HelpersPtx();
   options.module_name = "passes_input.ptx";
@@ -677,7 +662,7 @@ TEST(SiteCountersTest, MemTraceBecomesCountersFlushedAtEveryExit) {
 // is one thread-range counter, recorded once per launch at entry by the
 // launch's first thread; the exits keep no call and no flush.
 TEST(SiteCountersTest, ThreadhistExitsBecomeOneThreadRangeRecordPerLaunch) {
-  ProbeBundle bundle = CompiledBundle("threadhist");
+  ProbeBundle bundle = testing::CompiledProbeBundle("threadhist");
   ASSERT_EQ(bundle.programs.size(), 1u);
   ASSERT_EQ(bundle.programs[0].attach, AttachKind::kExit);
   InstrumentOptions options;
@@ -724,7 +709,7 @@ std::vector<uint8_t> PerThreadAddKeyedBySite() {
 // range (the site index is always 0 there). At a memory access a PERTHREAD
 // add is never summarized (a thread may pass it any number of times).
 TEST(SiteCountersTest, PerThreadAddsThatDifferBetweenExitsAreCalled) {
-  ProbeBundle bundle = CompiledBundle("threadhist");
+  ProbeBundle bundle = testing::CompiledProbeBundle("threadhist");
   bundle.maps.at(0).max_entries = 4;
   ProbeProgram& p = bundle.programs.at(0);
   p.summary_code = PerThreadAddKeyedBySite();
@@ -763,7 +748,7 @@ TEST(SiteCountersTest, PerThreadAddsThatDifferBetweenExitsAreCalled) {
 // every exit site of the kernel: such a module keeps the exit calls. So do
 // the other ways a thread could leave unseen.
 TEST(SiteCountersTest, ThreadsThatMayLeaveUnseenKeepTheExitCalls) {
-  const ProbeBundle bundle = CompiledBundle("threadhist");
+  const ProbeBundle bundle = testing::CompiledProbeBundle("threadhist");
   const std::string ptx = R"(.version 8.0
 .target sm_90
 .address_size 64

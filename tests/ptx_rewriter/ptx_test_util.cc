@@ -64,6 +64,17 @@ std::string ReadTextFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+ProbeBundle CompiledProbeBundle(std::string_view name) {
+  const std::string path = absl::StrCat(CUPROBE_BINARY_DIR, "/probes/", name, ".cpb");
+  const std::string bytes = ReadTextFile(path);
+  absl::StatusOr<ProbeBundle> bundle =
+      ReadBundle(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  EXPECT_TRUE(bundle.ok()) << path << ": " << bundle.status();
+  if (!bundle.ok()) return {};
+  for (ProbeProgram& p : bundle->programs) p.kernel_glob.assign(1, '*');
+  return *std::move(bundle);
+}
+
 void WriteTextFile(const std::string& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ptx_rewriter/bundle.h"
 
 namespace cuprobe::testing {
 
@@ -27,6 +28,10 @@ std::string ResourceReport(std::string_view ptxas_output);
 // Reads a whole file ("" and a test failure when it cannot).
 std::string ReadTextFile(const std::string& path);
 void WriteTextFile(const std::string& path, std::string_view text);
+
+// The build's probes/NAME.cpb, every program attached to every kernel
+// (an empty bundle and a test failure when it cannot be read).
+ProbeBundle CompiledProbeBundle(std::string_view name);
 
 // A fresh empty directory under $TMPDIR, removed by the caller.
 std::string MakeTempDir();
