@@ -1036,19 +1036,21 @@ CUPROBE_HD void RingWriteAndCommit(const cuprobe_map_desc* d, uint64_t position,
   StoreReleaseSystem32(header, CUPROBE_RING_COMMIT | size);
 }
 
-// bpf_ringbuf_reserve's second half: marks the record reserved (length,
-// not committed) and returns its body's address.
+// bpf_ringbuf_reserve's second half: writes the record's length (word 0,
+// not committed: the consumer waits here) and returns its body's address.
 CUPROBE_HD uint64_t RingBeginRecord(const cuprobe_map_desc* d, uint64_t position, uint32_t size) {
   uint32_t* header = RingHeaderAt(d, position);
-  header[0] = size;  // not committed: the consumer waits here
+  header[0] = size;
   return reinterpret_cast<uintptr_t>(header) + CUPROBE_RING_HEADER_SIZE;
 }
 
-// bpf_ringbuf_submit / discard on a body address from RingBeginRecord.
+// bpf_ringbuf_submit / discard on a body address from RingBeginRecord:
+// commits through the header's word 1 (map_desc.h), so the length need not
+// be read back. On the GPU that read crossed the bus, about a microsecond
+// that the producer's warp waited for every record.
 CUPROBE_HD void RingFinishRecord(uint64_t body, bool discard) {
   auto* header = Ptr<uint32_t>(body - CUPROBE_RING_HEADER_SIZE);
-  const uint32_t size = LoadRelaxedSystem32(header) & CUPROBE_RING_LEN_MASK;
-  StoreReleaseSystem32(header, CUPROBE_RING_COMMIT | (discard ? CUPROBE_RING_DISCARD : 0u) | size);
+  StoreReleaseSystem32(header + 1, CUPROBE_RING_COMMIT | (discard ? CUPROBE_RING_DISCARD : 0u));
 }
 
 // Host-side equivalents of the helpers (n = 1 groups), for tests and tools.

@@ -85,9 +85,13 @@
 #define CUPROBE_HASH_LIVE 2u    /* key and value published */
 #define CUPROBE_HASH_DELETED 3u /* key kept (slots are key-stable), no value */
 
-/* Ring-buffer record header word 0 (RINGBUF, host-mapped): a record is
- * committed when bit 31 is set; the body length is in bits 0-28. A record
- * occupies round_up(8 + length, 8) bytes and never wraps the data area. */
+/* Ring-buffer record header (RINGBUF, host-mapped), two words. Word 0: the
+ * body length in bits 0-28, and the flags below; a record is committed when
+ * bit 31 is set. A record begun by bpf_ringbuf_reserve has its length alone
+ * in word 0 and is committed by COMMIT (and DISCARD) in word 1, written
+ * after it with release order: submit then needs no read of word 0, which
+ * on the GPU crosses the bus. Word 1 is otherwise zero. A record occupies
+ * round_up(8 + length, 8) bytes and never wraps the data area. */
 #define CUPROBE_RING_COMMIT 0x80000000u
 #define CUPROBE_RING_DISCARD 0x40000000u /* skipped by the consumer */
 #define CUPROBE_RING_PAD 0x20000000u     /* filler up to the end of the data */

@@ -100,7 +100,21 @@ size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
     const uint64_t index = tail & (capacity_ - 1);
     auto* header = reinterpret_cast<uint32_t*>(data_ + index);
     // Acquire pairs with the producer's system-scope release of the header.
-    const uint32_t word = std::atomic_ref<uint32_t>(*header).load(std::memory_order_acquire);
+    uint32_t word = std::atomic_ref<uint32_t>(*header).load(std::memory_order_acquire);
+    if ((word & CUPROBE_RING_COMMIT) == 0) {
+      // A record begun by bpf_ringbuf_reserve is committed in word 1; its
+      // length, in word 0, was written before that (map_desc.h).
+      const uint32_t late = std::atomic_ref<uint32_t>(header[1]).load(std::memory_order_acquire);
+      if ((late & CUPROBE_RING_COMMIT) != 0) {
+        const uint32_t length = std::atomic_ref<uint32_t>(*header).load(std::memory_order_relaxed);
+        if ((late & ~(CUPROBE_RING_COMMIT | CUPROBE_RING_DISCARD)) != 0 ||
+            (length & ~CUPROBE_RING_LEN_MASK) != 0) {
+          Corrupt(tail, late, "a reserved record's header has stray bits");
+          break;
+        }
+        word = late | length;
+      }
+    }
     if ((word & CUPROBE_RING_COMMIT) == 0) {
       // Not committed (or nothing there). Left by a producer that is gone,
       // when a new one resumes further on: skip to where it starts.

@@ -44,7 +44,9 @@ inline constexpr uint64_t kSegmentMagic = 0x5345424F'52505543ull;
 // 3: the probe bundle (bundle_offset, bundle_size; formerly reserved).
 // 4: the attach request (attach_owner, attach_request, attach_name; formerly
 //    reserved): `cuprobe attach` asks the hook to attach a probe session.
-inline constexpr uint32_t kSegmentLayoutVersion = 4;
+// 5: map ring records begun by bpf_ringbuf_reserve commit in their header's
+//    word 1 (maps/map_desc.h); a consumer of version 4 would wait on them.
+inline constexpr uint32_t kSegmentLayoutVersion = 5;
 
 // "CPRRING1" in memory: marks a formatted RingControl.
 inline constexpr uint64_t kRingMagic = 0x31474E49'52525043ull;

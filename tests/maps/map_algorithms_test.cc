@@ -671,6 +671,57 @@ TEST(RingMap, ReserveSubmitDiscard) {
   EXPECT_EQ(ring.Stats().delivered, 1u);
 }
 
+TEST(RingMap, ReservedRecordsCommitThroughHeaderWordOne) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
+  const uint64_t a = algo::RingReserve(m.desc(), 20, 0);
+  ASSERT_EQ(a, reinterpret_cast<uintptr_t>(data) + CUPROBE_RING_HEADER_SIZE);
+  uint32_t words[2] = {};
+  std::memcpy(words, data, 8);
+  EXPECT_EQ(words[0], 20u) << "the length alone, not committed";
+  EXPECT_EQ(words[1], 0u);
+  std::memset(reinterpret_cast<void*>(a), 0x5a, 20);
+  algo::RingFinishRecord(a, false);
+  std::memcpy(words, data, 8);
+  EXPECT_EQ(words[0], 20u) << "submit leaves word 0 as it was";
+  EXPECT_EQ(words[1], CUPROBE_RING_COMMIT);
+  // A zero-length record commits the same way.
+  const uint64_t z = algo::RingReserve(m.desc(), 0, 0);
+  ASSERT_NE(z, 0u);
+  algo::RingFinishRecord(z, false);
+  const auto got = ConsumeAll(ring);
+  ASSERT_TRUE(ring.status().ok()) << ring.status();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], std::vector<uint8_t>(20, 0x5a));
+  EXPECT_TRUE(got[1].empty());
+  EXPECT_EQ(ring.Stats().tail, 32u + 8u);
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(data[i], 0) << "byte " << i << " zeroed for reuse";
+}
+
+TEST(RingMap, StrayBitsInAReservedRecordsHeaderStopTheConsumer) {
+  for (const auto& [w0, w1] : {std::pair<uint32_t, uint32_t>{16, CUPROBE_RING_COMMIT | 1},
+                               {16 | CUPROBE_RING_PAD, CUPROBE_RING_COMMIT},
+                               {16 | CUPROBE_RING_DISCARD, CUPROBE_RING_COMMIT}}) {
+    HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+    MapRing ring = m.Ring();
+    auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
+    const uint32_t words[2] = {w0, w1};
+    std::memcpy(data, words, 8);
+    EXPECT_EQ(ring.Consume([](absl::Span<const uint8_t>) { FAIL(); }), 0u);
+    EXPECT_EQ(ring.status().code(), absl::StatusCode::kDataLoss) << w0 << " " << w1;
+    EXPECT_THAT(std::string(ring.status().message()), ::testing::HasSubstr("stray bits"));
+  }
+  // Word 1 without COMMIT is a record not yet submitted: the consumer waits.
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
+  const uint32_t words[2] = {16, CUPROBE_RING_DISCARD};
+  std::memcpy(data, words, 8);
+  EXPECT_EQ(ring.Consume([](absl::Span<const uint8_t>) { FAIL(); }), 0u);
+  EXPECT_TRUE(ring.status().ok()) << ring.status();
+}
+
 TEST(RingMap, GroupReservationIsAllOrNothing) {
   HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
   uint64_t first = 0;

@@ -44,7 +44,7 @@ TEST(SegmentLayout, MagicsSpellTheirNamesInMemory) {
   EXPECT_EQ(std::string(magic, 8), "CUPROBES");
   std::memcpy(magic, &kRingMagic, 8);
   EXPECT_EQ(std::string(magic, 8), "CPRRING1");
-  EXPECT_EQ(kSegmentLayoutVersion, 4u);  // 4: the attach request
+  EXPECT_EQ(kSegmentLayoutVersion, 5u);  // 5: ring records committed in header word 1
   EXPECT_EQ(SessionStateName(SessionState::kHookDisabled), "hook-disabled");
   EXPECT_EQ(SessionStateName(static_cast<SessionState>(99)), "unknown");
 }

@@ -388,7 +388,7 @@ INSTANTIATE_TEST_SUITE_P(
                   absl::StatusCode::kUnavailable, "not initialized yet"},
         HeaderLie{"LayoutVersion7", [](Session& s) { s.header().layout_version = 7; },
                   absl::StatusCode::kFailedPrecondition,
-                  "layout version 7, this build understands 4"},
+                  "layout version 7, this build understands 5"},
         HeaderLie{"HeaderSize", [](Session& s) { s.header().header_size = 2048; },
                   absl::StatusCode::kDataLoss, "header_size 2048"},
         HeaderLie{"RecordsVersion", [](Session& s) { s.header().records_version = 9; },

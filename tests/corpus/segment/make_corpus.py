@@ -4,7 +4,7 @@
 # Writes the adversarial session-segment files of this folder and EXPECTED,
 # the table segment_test's corpus test checks them against. Each .seg file
 # is loaded into a POSIX shm object and opened with Session::Open. The layout
-# below mirrors maps/segment_layout.h (layout version 4); the valid files are
+# below mirrors maps/segment_layout.h (layout version 5); the valid files are
 # the proof that it does, since the test requires them to open and drain.
 #
 #   python3 tests/corpus/segment/make_corpus.py   # rewrites the files here
@@ -21,7 +21,7 @@ RING_OFFSET = 1024
 CAPACITY = 256
 
 
-def header(segment_size, layout_version=4, header_size=HEADER_SIZE, records_version=1,
+def header(segment_size, layout_version=5, header_size=HEADER_SIZE, records_version=1,
            ring_offset=RING_OFFSET, ring_capacity=CAPACITY, state=1, magic=SEGMENT_MAGIC,
            hook_state=0, reason=b"", maps_offset=0, maps_size=0, bundle_offset=0, bundle_size=0,
            attach_owner=0, attach_request=0, attach_name=b""):
@@ -117,11 +117,13 @@ CASES = [
     ("all_zero.seg", b"\0" * VALID_SIZE, "UNAVAILABLE", "not initialized yet"),
     ("not_ready.seg", segment(hdr_kwargs=dict(state=0)), "UNAVAILABLE", "not ready yet"),
     ("future_layout.seg", segment(hdr_kwargs=dict(layout_version=7)), "FAILED_PRECONDITION",
-     "layout version 7, this build understands 4"),
+     "layout version 7, this build understands 5"),
     ("layout_version_1.seg", segment(hdr_kwargs=dict(layout_version=1)), "FAILED_PRECONDITION",
-     "layout version 1, this build understands 4"),
+     "layout version 1, this build understands 5"),
     ("layout_version_3.seg", segment(hdr_kwargs=dict(layout_version=3)), "FAILED_PRECONDITION",
-     "layout version 3, this build understands 4"),
+     "layout version 3, this build understands 5"),
+    ("layout_version_4.seg", segment(hdr_kwargs=dict(layout_version=4)), "FAILED_PRECONDITION",
+     "layout version 4, this build understands 5"),
     # An attach request whose name fills all 64 bytes (no NUL): the segment
     # opens, and the hook refuses the request (hook_test, segment_test).
     ("attach_name_unterminated.seg",
