@@ -2,7 +2,8 @@
 //
 // Writes the seed corpus of maps_region_fuzz into a folder: valid maps
 // regions (every map type, snapshots published by a MapSet over host memory,
-// ring records waiting, a wrapped ring with a pad record) and corrupted
+// ring records waiting, reserved ones committed or discarded, a wrapped
+// ring with a pad record) and corrupted
 // variants (truncated, bytes flipped at the header's and entries' fields).
 // Run at build time, so the seeds always follow the current layout.
 //
@@ -60,7 +61,16 @@ std::vector<uint8_t> Region(const std::vector<MapSpec>& specs, int records) {
       } else if (specs[i].type == CUPROBE_MAP_RINGBUF) {
         for (int r = 0; r < records; ++r) {
           const uint64_t body[3] = {k, static_cast<uint64_t>(r), k ^ 0xabc};
-          (void)mapalgo::RingOutput(d, body, 8 + (r % 3) * 8, 0);
+          if (r % 4 == 3) {
+            // bpf_ringbuf_reserve's records commit through header word 1.
+            const uint64_t at = mapalgo::RingReserve(d, 8 + (r % 3) * 8, 0);
+            if (at != 0) {
+              std::memcpy(reinterpret_cast<void*>(at), body, 8 + (r % 3) * 8);
+              mapalgo::RingFinishRecord(at, /*discard=*/r % 8 == 7);
+            }
+          } else {
+            (void)mapalgo::RingOutput(d, body, 8 + (r % 3) * 8, 0);
+          }
         }
       } else if (specs[i].type == CUPROBE_MAP_HASH) {
         std::vector<uint8_t> key(specs[i].key_size, static_cast<uint8_t>(k));
