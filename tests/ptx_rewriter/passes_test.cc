@@ -22,6 +22,7 @@
 #include "maps/gpu/helpers_ptx.h"
 #include "maps/map_desc.h"
 #include "ptx_rewriter/bundle.h"
+#include "ptx_rewriter/entry_pass.h"
 #include "ptx_rewriter/inline_pass.h"
 #include "ptx_rewriter/instrument.h"
 #include "ptx_rewriter/kernel_editor.h"
@@ -107,6 +108,160 @@ TEST(EntryPassTest, Golden) {
   EXPECT_EQ(Count(r.ptx, "call (__cp_ret), on_entry,"), 2);
   EXPECT_THAT(r.ptx, HasSubstr(".maxntid 256, 1, 1\n{"));
   EXPECT_THAT(r.ptx, Not(HasSubstr("__cuprobe_args")));
+}
+
+// ---- Entry sinking (entry_pass.h) -----------------------------------------
+
+// A kernel `k` whose body is `body`, for FindEntrySink.
+struct SinkCase {
+  Module module;
+  size_t entry = 0;
+  EntrySink sink;
+  std::vector<std::string> statements;  // body texts, for naming indices
+};
+
+SinkCase Sink(std::string_view body) {
+  SinkCase c;
+  absl::StatusOr<Module> m = ParsePtx(absl::StrCat(
+      ".version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .entry k(.param .u64 k_p0, .param .u32 k_p1)\n{\n"
+      ".reg .pred %p<4>;\n.reg .f32 %f<8>;\n.reg .b32 %r<9>;\n.reg .b64 %rd<9>;\n",
+      body, "\n}\n"));
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return c;
+  c.module = *std::move(m);
+  Function& k = c.module.functions.back();
+  KernelEditor editor(c.module, k);
+  c.entry = editor.EntryPoint();
+  c.sink = FindEntrySink(k, c.entry);
+  for (const Statement& s : k.body) c.statements.emplace_back(s.text);
+  return c;
+}
+
+// The text of the statement the calls go before.
+std::string SinkText(const SinkCase& c) {
+  return c.sink.index < c.statements.size() ? c.statements[c.sink.index] : "<end>";
+}
+
+constexpr std::string_view kVecAdd = R"(
+ld.param.u64 %rd1, [k_p0];
+ld.param.u32 %r2, [k_p1];
+mov.u32 %r3, %ctaid.x;
+mov.u32 %r5, %tid.x;
+mad.lo.s32 %r1, %r3, 256, %r5;
+setp.ge.s32 %p1, %r1, %r2;
+@%p1 bra $L__BB0_2;
+cvta.to.global.u64 %rd4, %rd1;
+mul.wide.s32 %rd5, %r1, 4;
+add.s64 %rd6, %rd4, %rd5;
+ld.global.f32 %f1, [%rd6];
+ld.global.nc.f32 %f2, [%rd6+4];
+add.f32 %f3, %f2, %f1;
+st.global.f32 [%rd6], %f3;
+$L__BB0_2:
+ret;)";
+
+TEST(EntrySinkTest, MovesPastTheFirstLoadsAndCopiesAtAGuardedBranch) {
+  const SinkCase c = Sink(kVecAdd);
+  EXPECT_EQ(SinkText(c), "add.f32 %f3, %f2, %f1;") << "before the first use of a loaded value";
+  ASSERT_EQ(c.sink.branches.size(), 1u);
+  EXPECT_EQ(c.statements[c.sink.branches[0]], "@%p1 bra $L__BB0_2;");
+}
+
+TEST(EntrySinkTest, StaysAtEntryWhenNothingWouldBeInFlight) {
+  // Only parameter, constant and shared loads before a label.
+  SinkCase c = Sink(R"(
+ld.param.u64 %rd1, [k_p0];
+ld.shared.u32 %r1, [%rd1];
+mov.u32 %r2, %tid.x;
+$L__BB0_1:
+ld.global.u32 %r3, [%rd1];
+add.s32 %r4, %r3, 1;
+ret;)");
+  EXPECT_EQ(c.sink.index, c.entry);
+  EXPECT_TRUE(c.sink.branches.empty());
+  // A kernel that starts with a loop label.
+  c = Sink(R"(
+$L__BB0_1:
+ld.global.u32 %r3, [%rd1];
+add.s32 %r4, %r3, 1;
+ret;)");
+  EXPECT_EQ(c.sink.index, c.entry);
+}
+
+TEST(EntrySinkTest, StopsAtWhatWritesSynchronizesOrBranches) {
+  for (std::string_view stop :
+       {"st.global.u32 [%rd2], %r4;", "bar.sync 0;", "atom.global.add.u32 %r5, [%rd2], 1;",
+        "membar.gl;", "call.uni foo, ();", "bra $L__BB0_9;", "ret;", "exit;",
+        "ld.volatile.global.u32 %r5, [%rd2];", "ld.acquire.gpu.global.u32 %r5, [%rd2];",
+        "@%p1 ret;"}) {
+    const SinkCase c = Sink(absl::StrCat("ld.param.u64 %rd1, [k_p0];\n",
+                                         "ld.global.u32 %r3, [%rd1];\n", stop,
+                                         "\nadd.s32 %r4, %r3, 1;\nret;\n$L__BB0_9:\nret;"));
+    EXPECT_EQ(SinkText(c), stop) << stop;
+    EXPECT_TRUE(c.sink.branches.empty()) << stop;
+  }
+}
+
+TEST(EntrySinkTest, CrossesAtMostTwoGuardedBranches) {
+  const SinkCase c = Sink(R"(
+ld.param.u64 %rd1, [k_p0];
+ld.global.u32 %r3, [%rd1];
+setp.eq.s32 %p1, %r1, 0;
+@%p1 bra $L__BB0_9;
+@!%p1 bra $L__BB0_9;
+@%p2 bra $L__BB0_9;
+add.s32 %r4, %r3, 1;
+$L__BB0_9:
+ret;)");
+  EXPECT_EQ(SinkText(c), "@%p2 bra $L__BB0_9;");
+  EXPECT_EQ(c.sink.branches.size(), 2u);
+}
+
+TEST(EntrySinkTest, RewrittenKernelCallsEachProbeOncePerPathAndAssembles) {
+  const std::string module = absl::StrCat(
+      ".version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .entry k(.param .u64 k_p0, .param .u32 k_p1)\n{\n"
+      ".reg .pred %p<4>;\n.reg .f32 %f<8>;\n.reg .b32 %r<9>;\n.reg .b64 %rd<9>;\n",
+      kVecAdd, "\n}\n");
+  const std::string helper = Golden("test_helper.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  ProbeBundle bundle = TestBundle({Program("entry", AttachKind::kEntry, "on_entry")});
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(module, bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->instrumented.size(), 1u);
+  EXPECT_TRUE(r->instrumented[0].stats.entry_sunk);
+  EXPECT_EQ(Count(r->ptx, "call (__cp_ret), on_entry,"), 2);
+  const size_t guarded = r->ptx.find("@%p1 call (__cp_ret), on_entry,");
+  const size_t branch = r->ptx.find("@%p1 bra $L__BB0_2;");
+  const size_t second = r->ptx.find("\tcall (__cp_ret), on_entry,");
+  const size_t loads = r->ptx.find("ld.global.nc.f32 %f2");
+  const size_t use = r->ptx.find("add.f32 %f3, %f2, %f1;");
+  ASSERT_NE(guarded, std::string::npos) << r->ptx;
+  EXPECT_LT(guarded, branch);
+  EXPECT_LT(branch, loads);
+  EXPECT_LT(loads, second);
+  EXPECT_LT(second, use);
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(r->ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status();
+
+  // Off: one call at entry, as before.
+  options.sink_entry = false;
+  r = InstrumentPtx(module, bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->instrumented[0].stats.entry_sunk);
+  EXPECT_EQ(Count(r->ptx, "call (__cp_ret), on_entry,"), 1);
+  EXPECT_LT(r->ptx.find("call (__cp_ret), on_entry,"), r->ptx.find("ld.param.u64 %rd1"));
+
+  // With memory probes, entry stays first.
+  options.sink_entry = true;
+  bundle = TestBundle({Program("entry", AttachKind::kEntry, "on_entry"),
+                       Program("mem", AttachKind::kMemory, "on_mem")});
+  r = InstrumentPtx(module, bundle, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->instrumented[0].stats.entry_sunk);
+  EXPECT_EQ(Count(r->ptx, "call (__cp_ret), on_entry,"), 1);
 }
 
 TEST(ExitPassTest, Golden) {
