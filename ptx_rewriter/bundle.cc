@@ -11,9 +11,7 @@
 // order), PTX (once), HELP (helper symbols), PRTF (printk formats, in id
 // order), SUMM (optional, per program that has summary code: u32 program
 // index, the instructions as bytes, u32 count and (u32 insn, u32 map) pairs
-// of its map references), PFLG (optional, after the PROG chunks: u32
-// count = the number of programs, then u32 flags per program, bit 0
-// warp_sensitive; absent: every program is warp-sensitive). Unknown tags are skipped, so a newer writer's optional chunks do
+// of its map references). Unknown tags are skipped, so a newer writer's optional chunks do
 // not break an older reader; a new *required* meaning bumps the version.
 // Payload fields are u32 / u64 or strings (u32 length + bytes); every read is
 // bounds-checked against the chunk, every chunk against the file.
@@ -38,8 +36,6 @@ constexpr uint32_t kTagPtx = 0x20585450;   // "PTX "
 constexpr uint32_t kTagHelpers = 0x504c4548;  // "HELP"
 constexpr uint32_t kTagPrintk = 0x46545250;   // "PRTF"
 constexpr uint32_t kTagSummary = 0x4d4d5553;  // "SUMM"
-constexpr uint32_t kTagProgramFlags = 0x474c4650;  // "PFLG"
-constexpr uint32_t kProgramWarpSensitive = 1;
 constexpr uint64_t kMaxSummaryInsns = 1u << 16;
 // Sanity bounds: far above anything a probe produces, low enough that a
 // lying count cannot make the reader allocate without limit.
@@ -219,12 +215,6 @@ std::vector<uint8_t> WriteBundle(const ProbeBundle& bundle) {
     w.U32(p.reads_args ? 1 : 0);
     w.U32(p.mem_spaces);
     Chunk(body, kTagProg, w);
-  }
-  {
-    Writer w;
-    w.U32(static_cast<uint32_t>(bundle.programs.size()));
-    for (const ProbeProgram& p : bundle.programs) w.U32(p.warp_sensitive ? kProgramWarpSensitive : 0);
-    Chunk(body, kTagProgramFlags, w);
   }
   for (size_t i = 0; i < bundle.programs.size(); ++i) {
     const ProbeProgram& p = bundle.programs[i];
@@ -433,21 +423,6 @@ absl::StatusOr<ProbeBundle> ReadBundle(absl::Span<const uint8_t> bytes) {
           p.summary_maps.emplace_back(insn, map);
         }
         p.summary_code.assign(code.begin(), code.end());
-        break;
-      }
-      case kTagProgramFlags: {
-        CUPROBE_ASSIGN_OR_RETURN(uint32_t n, r.Count("program count", 4));
-        if (n != b.programs.size()) {
-          return r.Error(absl::StrCat("flags for ", n, " programs, ", b.programs.size(),
-                                      " read so far"));
-        }
-        for (ProbeProgram& p : b.programs) {
-          CUPROBE_ASSIGN_OR_RETURN(uint32_t flags, r.U32("program flags"));
-          if ((flags & ~kProgramWarpSensitive) != 0) {
-            return r.Error(absl::StrCat("program '", p.name, "': unknown flags ", flags));
-          }
-          p.warp_sensitive = (flags & kProgramWarpSensitive) != 0;
-        }
         break;
       }
       case kTagPtx: {

@@ -43,10 +43,6 @@ struct ProbeProgram {
   std::string kernel_glob;   // which kernels (see abi.h, "Attach points")
   std::string ptx_function;  // the .func in ProbeBundle::ptx
   bool reads_args = false;   // reads ctx->args / num_args / GET_ARG
-  // Reads ctx->active_mask or calls cuprobe_warp_match (ptx_rewriter/
-  // entry_pass.h: its entry calls are not sunk). Bundles written before this
-  // field are read as true.
-  bool warp_sensitive = true;
   // Memory probes: which spaces to instrument, a bit per CUPROBE_SPACE_*
   // (1 << space). Default: global and generic.
   uint32_t mem_spaces = (1u << CUPROBE_SPACE_GLOBAL) | (1u << CUPROBE_SPACE_GENERIC);

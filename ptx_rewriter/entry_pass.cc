@@ -1,7 +1,6 @@
 // File: ptx_rewriter/entry_pass.cc
 #include "ptx_rewriter/entry_pass.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string>
@@ -146,11 +145,8 @@ absl::Status RunEntryPass(KernelEditor& editor, const KernelProbes& probes,
   };
   EntrySink sink;
   sink.index = editor.EntryPoint();
-  // Memory probes keep entry first: their sites are the loads sinking
-  // passes. Warp-sensitive probes see the warp as it enters.
-  const bool sensitive = std::any_of(called.begin(), called.end(),
-                                     [](const ProbeRef* p) { return p->warp_sensitive; });
-  if (probes.sink_entry && probes.memory.empty() && !called.empty() && !sensitive) {
+  // Memory probes keep entry first: their sites are the loads sinking passes.
+  if (probes.sink_entry && probes.memory.empty() && !called.empty()) {
     sink = FindEntrySink(editor.kernel(), editor.EntryPoint());
   }
   if (!counted_ptx.empty()) {

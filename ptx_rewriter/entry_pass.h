@@ -40,12 +40,9 @@
 // that leave there call them too: each thread still calls each probe
 // exactly once, before anything of the kernel that it could observe (the
 // probes see no kernel register, and maps are not the kernel's memory). The
-// calls stay at the top when nothing would be in flight, when the kernel
-// also has memory probes (whose sites are those loads), and when a probe is
-// warp-sensitive (ProbeProgram::warp_sensitive: it reads ctx->active_mask or
-// calls cuprobe_warp_match, and must see the warp as it enters, while a
-// sunk call splits the warp at a crossed branch; the compiler's verifier
-// tells). Site-counted probes stay at the top (they cost an increment).
+// calls stay at the top when nothing would be in flight, and when the
+// kernel also has memory probes (whose sites are those loads). Site-counted
+// probes stay at the top (they cost an increment).
 //
 //   ld.param.u64 %rd1, [vec_add_param_0];      ld.param.u64 %rd1, [vec_add_param_0];
 //   ...                                         ...

@@ -142,7 +142,7 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
     done.kernel_id = kp.kernel_id;
     for (const ProbeProgram* p : plan.programs) {
       ProbeRef ref{std::string(linker.LinkedName(p->ptx_function)), p->reads_args, p->mem_spaces,
-                   p, p->warp_sensitive};
+                   p};
       switch (p->attach) {
         case AttachKind::kEntry: kp.entry.push_back(std::move(ref)); break;
         case AttachKind::kExit: kp.exit.push_back(std::move(ref)); break;

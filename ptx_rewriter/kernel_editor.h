@@ -62,7 +62,6 @@ struct ProbeRef {
   bool reads_args = false;
   uint32_t mem_spaces = 0;  // memory probes: bit (1 << CUPROBE_SPACE_*) per space
   const ProbeProgram* program = nullptr;  // for site counters; may be null
-  bool warp_sensitive = true;  // ProbeProgram::warp_sensitive
 };
 
 // Site counters of a module (site_summary.h): the table, the bundle's maps,

@@ -418,7 +418,6 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
       pp.kernel_glob = v.kernel_glob;
       pp.ptx_function = lp.function_name;
       pp.reads_args = v.reads_args;
-      pp.warp_sensitive = v.warp_sensitive;
       AddSummaryCode(p, v, slots[k], b.maps, &pp);
       b.programs.push_back(std::move(pp));
       input.programs.push_back(std::move(lp));

@@ -806,7 +806,6 @@ Verifier::Result Verifier::CheckAccess(uint32_t pc, State& st, int reg, int32_t 
         field_size = f->size;
         field_name = f->name;
         if (field_off == 112) out_.reads_args = true;
-        if (field_off == 68) out_.warp_sensitive = true;  // active_mask
       }
       if (field_off != o || field_size != size) {
         return Reject(pc,
@@ -1456,7 +1455,6 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
     info.printk_nargs = static_cast<uint32_t>(n);
   }
   if (h->id == CUPROBE_HELPER_GET_ARG) out_.reads_args = true;
-  if (h->id == CUPROBE_HELPER_WARP_MATCH) out_.warp_sensitive = true;
   // Release, clobber, result.
   if (release_ref != 0) {
     st.refs.erase(std::remove(st.refs.begin(), st.refs.end(), release_ref), st.refs.end());

@@ -75,9 +75,6 @@ struct VerifiedProgram {
   std::string kernel_glob;
   std::vector<InsnInfo> insns;
   bool reads_args = false;
-  // Reads ctx->active_mask or calls cuprobe_warp_match: what it computes
-  // depends on which lanes run the probe together.
-  bool warp_sensitive = false;
   std::vector<std::string> printk_formats;  // local to this program
   std::set<uint32_t> maps_used;             // BpfObject::maps indices
   std::set<int32_t> helpers_used;           // helper ids

@@ -228,7 +228,6 @@ TEST(EntrySinkTest, RewrittenKernelCallsEachProbeOncePerPathAndAssembles) {
   InstrumentOptions options;
   options.helper_ptx = helper;
   ProbeBundle bundle = TestBundle({Program("entry", AttachKind::kEntry, "on_entry")});
-  bundle.programs[0].warp_sensitive = false;
   absl::StatusOr<InstrumentResult> r = InstrumentPtx(module, bundle, options);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->instrumented.size(), 1u);
@@ -255,45 +254,14 @@ TEST(EntrySinkTest, RewrittenKernelCallsEachProbeOncePerPathAndAssembles) {
   EXPECT_EQ(Count(r->ptx, "call (__cp_ret), on_entry,"), 1);
   EXPECT_LT(r->ptx.find("call (__cp_ret), on_entry,"), r->ptx.find("ld.param.u64 %rd1"));
 
-  // A warp-sensitive probe (the default of a bundle without the flag)
-  // stays at entry.
-  options.sink_entry = true;
-  bundle.programs[0].warp_sensitive = true;
-  r = InstrumentPtx(module, bundle, options);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->instrumented[0].stats.entry_sunk);
-  EXPECT_EQ(Count(r->ptx, "call (__cp_ret), on_entry,"), 1);
-
   // With memory probes, entry stays first.
+  options.sink_entry = true;
   bundle = TestBundle({Program("entry", AttachKind::kEntry, "on_entry"),
                        Program("mem", AttachKind::kMemory, "on_mem")});
-  bundle.programs[0].warp_sensitive = false;
   r = InstrumentPtx(module, bundle, options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->instrumented[0].stats.entry_sunk);
   EXPECT_EQ(Count(r->ptx, "call (__cp_ret), on_entry,"), 1);
-}
-
-TEST(EntrySinkTest, ProbesThatSeeTheirWarpAreWarpSensitive) {
-  // divergence reads the active mask, coalescing groups lanes with
-  // cuprobe_warp_match, warp_occupancy counts active lanes; kernel_trace and
-  // threadhist see their own thread only.
-  for (const auto& [name, sensitive] :
-       {std::pair<std::string, bool>{"divergence", true}, {"coalescing", true},
-        {"warp_occupancy", true}, {"kernel_trace", false}, {"threadhist", false},
-        {"cuda_counter", false}}) {
-    absl::StatusOr<ProbeBundle> b = testing::CompiledProbeBundle(name);
-    ASSERT_TRUE(b.ok()) << name << ": " << b.status();
-    bool any = false;
-    for (const ProbeProgram& p : b->programs) any |= p.warp_sensitive;
-    EXPECT_EQ(any, sensitive) << name;
-    // The flag survives the bundle's bytes.
-    absl::StatusOr<ProbeBundle> again = ReadBundle(WriteBundle(*b));
-    ASSERT_TRUE(again.ok()) << again.status();
-    for (size_t i = 0; i < b->programs.size(); ++i) {
-      EXPECT_EQ(again->programs[i].warp_sensitive, b->programs[i].warp_sensitive) << name;
-    }
-  }
 }
 
 TEST(ExitPassTest, Golden) {
