@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "ptx_rewriter/content_hash.h"
-#include "ptx_rewriter/entry_pass.h"
 #include "ptx_rewriter/inline_pass.h"
 #include "ptx_rewriter/ptx_parser.h"
 #include "support/status_macros.h"
@@ -228,7 +227,6 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   key.Add("inline", uint64_t{InliningEnabled() ? 1u : 0u});
   key.Add("register_cap", uint64_t{RegisterCapEnabled() ? kRegisterCap : 0u});
   key.Add("site_counters", uint64_t{options.site_counters && SiteCountersEnabled() ? 1u : 0u});
-  key.Add("sink_entry", uint64_t{options.sink_entry && EntrySinkingEnabled() ? 1u : 0u});
   for (const std::string& e : compile.extra) key.Add("compile.extra", e);
   return key.Hex();
 }

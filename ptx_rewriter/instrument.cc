@@ -130,7 +130,6 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
     SiteCounterState sites{&counters, bundle.maps, {}};
     KernelProbes kp;
     kp.indirect_calls = options.indirect_calls;
-    kp.sink_entry = options.sink_entry && EntrySinkingEnabled();
     if (count_sites) kp.sites = &sites;
     if (auto it = options.kernel_ids.find(kernel.name); it != options.kernel_ids.end()) {
       kp.kernel_id = it->second;

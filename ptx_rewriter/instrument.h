@@ -57,9 +57,6 @@ struct InstrumentOptions {
   // Replace the calls of probes that reduce to adds of site constants by
   // site counters (site_summary.h). CUPROBE_SITE_COUNTERS=0 turns it off too.
   bool site_counters = true;
-  // Move entry probe calls past the kernel's first loads (entry_pass.h).
-  // CUPROBE_SINK_ENTRY=0 turns it off too.
-  bool sink_entry = true;
   // Fault injection for tests: the rewrite of this kernel (mangled name)
   // gets an instruction ptxas refuses.
   std::string fault_kernel;

@@ -83,7 +83,6 @@ struct KernelProbes {
   std::vector<ProbeRef> exit;
   std::vector<ProbeRef> memory;
   SiteCounterState* sites = nullptr;  // null: every site calls its probes
-  bool sink_entry = false;            // entry_pass.h, "Sinking"
   [[nodiscard]] bool NeedsArgs() const;
 };
 
@@ -95,7 +94,6 @@ struct PassStats {
   uint32_t memory_sites_skipped = 0;  // accesses whose address could not be formed
   bool args_copied = false;
   uint32_t counted_calls = 0;  // probe calls replaced by site counter increments
-  bool entry_sunk = false;     // the entry calls moved past the kernel's first loads
 };
 
 // One call of a probe, in operand text.
