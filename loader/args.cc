@@ -35,10 +35,10 @@ COMMANDS
 EXAMPLES
   cuprobe trace -- ./vec_add
   cuprobe trace -o run1 --format table,csv,chrome -- python3 train.py
-  cuprobe run -p samples/probes/threadhist.bpf.c -- build/samples/vec_add
-  cuprobe attach 4242 -p samples/probes/threadhist.bpf.c --duration 10
+  cuprobe run -p samples/threadhist/threadhist.bpf.c -- build/samples/vec_add
+  cuprobe attach 4242 -p samples/threadhist/threadhist.bpf.c --duration 10
   cuprobe inspect build/samples/vec_add
-  cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
+  cuprobe compile samples/threadhist/threadhist.bpf.c -o threadhist.cpb
   cuprobe instrument --probe builtin:count --entry build/samples/vec_add -o vec_add.cubin
 
 ENVIRONMENT
@@ -125,8 +125,8 @@ OPTIONS
   -h, --help              this text
 
 EXAMPLES
-  cuprobe run -p samples/probes/threadhist.bpf.c -- build/samples/vec_add
-  cuprobe run -p samples/probes/mem_trace.bpf.c -p samples/probes/kernel_trace.bpf.c -- ./app
+  cuprobe run -p samples/threadhist/threadhist.bpf.c -- build/samples/vec_add
+  cuprobe run -p samples/mem_trace/mem_trace.bpf.c -p samples/kernel_trace/kernel_trace.bpf.c -- ./app
   cuprobe run -p probe.bpf.c -k 'matmul*' --events json -- ./app > app.out
   cuprobe compile probe.bpf.c -o p.cpb && cuprobe run -p p.cpb -- python3 train.py
 )";
@@ -166,7 +166,7 @@ OPTIONS
 
 EXAMPLES
   cuprobe trace -- python3 train.py &        # in one shell (or any traced program)
-  cuprobe attach $(pgrep -f train.py) -p samples/probes/threadhist.bpf.c -d 10
+  cuprobe attach $(pgrep -f train.py) -p samples/threadhist/threadhist.bpf.c -d 10
   cuprobe attach cuprobe-1000-4242-0123456789abcdef -p mem_trace.cpb -k 'gemm*'
 )";
 
@@ -210,7 +210,7 @@ OPTIONS
   -h, --help              this text
 
 EXAMPLES
-  cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
+  cuprobe compile samples/threadhist/threadhist.bpf.c -o threadhist.cpb
   cuprobe compile --emit-ptx probe.bpf.c && less probe.ptx
   clang-19 -target bpf -O2 -g -Iinclude -c p.bpf.c -o p.o && cuprobe compile p.o
 )";

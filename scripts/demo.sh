@@ -25,7 +25,7 @@ fi
 mkdir -p "$out"
 cuprobe="$build/bin/cuprobe"
 sample="$build/samples/vec_add"
-probe="$root/samples/probes/threadhist.bpf.c"
+probe="$root/samples/threadhist/threadhist.bpf.c"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "demo: GPU found: $(nvidia-smi -L | head -1)"

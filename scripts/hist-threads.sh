@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hist-threads.sh: how many times each GPU thread left the selected kernels,
-# with the threadhist probe (samples/probes/threadhist.bpf.c) through
+# with the threadhist probe (samples/threadhist/threadhist.bpf.c) through
 # `cuprobe run`. See --help.
 set -euo pipefail
 
@@ -42,6 +42,6 @@ cuprobe="$build/bin/cuprobe"
 [[ -x "$cuprobe" ]] || { echo "hist-threads: no $cuprobe (build it, or set CUPROBE_BUILD_DIR)" >&2; exit 2; }
 # The bundle needs no clang (GPU machines); the source needs clang-19.
 probe="$build/probes/threadhist.cpb"
-[[ -f "$probe" ]] || probe="$root/samples/probes/threadhist.bpf.c"
+[[ -f "$probe" ]] || probe="$root/samples/threadhist/threadhist.bpf.c"
 
 exec "$cuprobe" run -p "$probe" -k "$glob" --quiet -o "$prefix" -- "$@"

@@ -415,7 +415,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 TEST(CompileCommand, ParsesAndWritesABundleThatReadsBack) {
   absl::StatusOr<CliArgs> args = ParseArgs(
-      {"cuprobe", "compile", std::string(CUPROBE_SOURCE_DIR) + "/samples/probes/kernel_trace.bpf.c",
+      {"cuprobe", "compile", std::string(CUPROBE_SOURCE_DIR) + "/samples/kernel_trace/kernel_trace.bpf.c",
        "-o", "/tmp/cuprobe_compile_command_test.cpb", "--emit-ptx", "--max-insns", "500",
        "-DUNUSED=1"});
   ASSERT_TRUE(args.ok()) << args.status();

@@ -207,6 +207,53 @@ TEST_F(Samples, CudaCounterCountsCallsAndBlocksExactly) {
   EXPECT_EQ(Sum(Histogram(maps, "block_time")), uint64_t{blocks} * (iterations + 1)) << maps;
 }
 
+TEST_F(Samples, MemRegionsCountEveryAccessInTheBufferItTouches) {
+  const uint64_t n = 1 << 20, iterations = 3;  // 4 MiB per buffer
+  std::string maps = RunSample("mem_regions", {SamplePath("vec_add"), std::to_string(n),
+                                               std::to_string(iterations)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps;
+  // (kernel, kind) -> region -> accesses.
+  std::map<std::pair<uint32_t, uint32_t>, std::map<std::string, uint64_t>> rows;
+  std::regex line(
+      R"(@regions\[\{kernel_id: (\d+), kind: (\d+), region: (0x[0-9a-f]+|\d+)\}\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    rows[{std::stoul((*it)[1].str()), std::stoul((*it)[2].str())}][(*it)[3].str()] =
+        std::stoull((*it)[4].str());
+  }
+  auto total = [&](uint32_t kernel, uint32_t kind) {
+    uint64_t sum = 0;
+    for (const auto& [region, count] : rows[{kernel, kind}]) sum += count;
+    return sum;
+  };
+  constexpr uint32_t kLoad = 1, kStore = 2;  // CUPROBE_ACCESS_LOAD, _STORE
+  const uint32_t vec_add = ids["vec_add"], scale = ids["scale"];
+  // vec_add: c[i] = a[i] + b[i], `iterations` times; scale: c[i] *= f, once.
+  EXPECT_EQ(total(vec_add, kLoad), 2 * n * iterations) << maps;
+  EXPECT_EQ(total(vec_add, kStore), n * iterations) << maps;
+  EXPECT_EQ(total(scale, kLoad), n) << maps;
+  EXPECT_EQ(total(scale, kStore), n) << maps;
+  EXPECT_EQ(rows.size(), 4u) << maps;
+  // A 4 MiB buffer spans two or three 2 MiB regions; scale touches exactly
+  // the buffer vec_add writes.
+  const auto& c = rows[{vec_add, kStore}];
+  EXPECT_GE(c.size(), 2u) << maps;
+  EXPECT_LE(c.size(), 3u) << maps;
+  std::vector<std::string> c_regions, scale_loads, scale_stores;
+  for (const auto& [r, count] : c) c_regions.push_back(r);
+  for (const auto& [r, count] : rows[{scale, kLoad}]) scale_loads.push_back(r);
+  for (const auto& [r, count] : rows[{scale, kStore}]) scale_stores.push_back(r);
+  EXPECT_EQ(scale_loads, c_regions) << maps;
+  EXPECT_EQ(scale_stores, c_regions) << maps;
+  const auto& scaled = rows[{scale, kStore}];
+  for (const auto& [r, count] : c) {
+    const auto at = scaled.find(r);
+    ASSERT_NE(at, scaled.end()) << "region " << r;
+    EXPECT_EQ(at->second * iterations, count) << "region " << r;
+  }
+}
+
 TEST_F(Samples, ThreadschedulingTotalsAreExact) {
   const uint64_t blocks = 264, iterations = 5, warps = 8 * blocks * iterations;
   std::string maps = RunSample("threadscheduling", {SamplePath("threadscheduling"),

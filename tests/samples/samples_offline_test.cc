@@ -63,15 +63,17 @@ std::vector<SampleCase> Cases() {
        {kHarness, "memory sites"}},
       {"warp_occupancy", "warp_occupancy/warp_occupancy.bpf.c", "matmul", {"--entry", "--exit"},
        1, {kMatmul, "entry 1, exit sites 1"}},
-      // The reference probes of samples/probes.
-      {"threadhist", "probes/threadhist.bpf.c", "vec_add", {"--exit"}, 1,
+      // The reference probes (issue 7), and the benchmarks' empty probe.
+      {"threadhist", "threadhist/threadhist.bpf.c", "vec_add", {"--exit"}, 1,
        {kVecAdd, "exit sites 1"}},
-      {"kernel_trace", "probes/kernel_trace.bpf.c", "vec_add", {"--entry"}, 2,
+      {"kernel_trace", "kernel_trace/kernel_trace.bpf.c", "vec_add", {"--entry"}, 2,
        {kVecAdd, kScale, "entry 1"}},
       // matmul_tiled: 2 global loads, 1 global store and shared accesses;
       // the probe's counts are site constants.
-      {"mem_trace", "probes/mem_trace.bpf.c", "matmul", {"--mem"}, 1,
+      {"mem_trace", "mem_trace/mem_trace.bpf.c", "matmul", {"--mem"}, 1,
        {kMatmul, "memory sites"}},
+      {"mem_regions", "mem_trace/mem_regions.bpf.c", "vec_add", {"--mem"}, 2,
+       {kVecAdd, kScale, "memory sites"}},
       {"empty", "probes/empty.bpf.c", "vec_add", {"--entry", "--exit"}, 2,
        {kVecAdd, kScale, "entry 1, exit sites 1"}},
   };

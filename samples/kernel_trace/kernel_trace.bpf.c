@@ -1,7 +1,7 @@
 // kernel_trace: one event per block when it starts (thread 0 of the block),
 // with the global timer and the SM it runs on, into a ring buffer.
 //
-//   cuprobe compile samples/probes/kernel_trace.bpf.c -o kernel_trace.cpb
+//   cuprobe compile samples/kernel_trace/kernel_trace.bpf.c -o kernel_trace.cpb
 #include "cuprobe/probe.h"
 
 struct block_start {

@@ -9,7 +9,7 @@
 // `u64 *c = bpf_map_lookup_elem(...); if (c) *c += 1;` the same probe
 // loads and stores every thread's slot.
 //
-//   cuprobe compile samples/probes/threadhist.bpf.c -o threadhist.cpb
+//   cuprobe compile samples/threadhist/threadhist.bpf.c -o threadhist.cpb
 //   cuprobe run -p threadhist.cpb -- build/samples/vec_add
 #include "cuprobe/probe.h"
 

@@ -2,7 +2,7 @@
 // helper (one atomic add per access; the helper aggregates within a warp),
 // plus the bytes moved.
 //
-//   cuprobe compile samples/probes/mem_trace.bpf.c -o mem_trace.cpb
+//   cuprobe compile samples/mem_trace/mem_trace.bpf.c -o mem_trace.cpb
 #include "cuprobe/probe.h"
 
 struct access_key {
