@@ -254,6 +254,23 @@ TEST_F(Samples, MemRegionsCountEveryAccessInTheBufferItTouches) {
   }
 }
 
+TEST_F(Samples, CudagraphCountsEveryThreadAndBlockOfTheGraphsKernels) {
+  const uint64_t n = 65536, launches = 20, blocks = n / 256;
+  std::string maps = RunSample("cudagraph", {SamplePath("cudagraph"), std::to_string(n),
+                                             std::to_string(launches)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("scale_add") && ids.count("bump")) << maps;
+  // Each graph launch runs scale_add twice and bump once, n threads each.
+  std::map<uint64_t, uint64_t> threads = ScalarMap(maps, "threads");
+  std::map<uint64_t, uint64_t> ran = ScalarMap(maps, "blocks");
+  EXPECT_EQ(threads[ids["scale_add"]], 2 * n * launches) << maps;
+  EXPECT_EQ(threads[ids["bump"]], n * launches) << maps;
+  EXPECT_EQ(ran[ids["scale_add"]], 2 * blocks * launches) << maps;
+  EXPECT_EQ(ran[ids["bump"]], blocks * launches) << maps;
+  EXPECT_EQ(Sum(threads), 3 * n * launches) << maps;
+  EXPECT_EQ(Sum(ran), 3 * blocks * launches) << maps;
+}
+
 TEST_F(Samples, ThreadschedulingTotalsAreExact) {
   const uint64_t blocks = 264, iterations = 5, warps = 8 * blocks * iterations;
   std::string maps = RunSample("threadscheduling", {SamplePath("threadscheduling"),

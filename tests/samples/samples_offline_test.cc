@@ -74,6 +74,8 @@ std::vector<SampleCase> Cases() {
        {kMatmul, "memory sites"}},
       {"mem_regions", "mem_trace/mem_regions.bpf.c", "vec_add", {"--mem"}, 2,
        {kVecAdd, kScale, "memory sites"}},
+      {"cudagraph", "cudagraph/cudagraph.bpf.c", "cudagraph", {"--entry"}, 2,
+       {"scale_add(float*, float, int)", "bump(int*, int)", "entry 1"}},
       {"empty", "probes/empty.bpf.c", "vec_add", {"--entry", "--exit"}, 2,
        {kVecAdd, kScale, "entry 1, exit sites 1"}},
   };
