@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -109,11 +110,21 @@ size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
         const uint32_t length = std::atomic_ref<uint32_t>(*header).load(std::memory_order_relaxed);
         if ((late & ~(CUPROBE_RING_COMMIT | CUPROBE_RING_DISCARD)) != 0 ||
             (length & ~CUPROBE_RING_LEN_MASK) != 0) {
-          Corrupt(tail, late, "a reserved record's header has stray bits");
+          const std::string why = absl::StrFormat(
+              "a reserved record's header has stray bits (word 1 0x%08x)", late);
+          Corrupt(tail, length, why.c_str());
           break;
         }
         word = late | length;
       }
+    } else if (const uint32_t late =
+                   std::atomic_ref<uint32_t>(header[1]).load(std::memory_order_relaxed);
+               late != 0) {
+      // Committed in word 0 (bpf_ringbuf_output, pads): word 1 stays zero.
+      const std::string why =
+          absl::StrFormat("a record committed in word 0 has a non-zero word 1 (0x%08x)", late);
+      Corrupt(tail, word, why.c_str());
+      break;
     }
     if ((word & CUPROBE_RING_COMMIT) == 0) {
       // Not committed (or nothing there). Left by a producer that is gone,

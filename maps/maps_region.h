@@ -17,7 +17,10 @@
 // fixed-width and pinned by static_asserts; Attach trusts nothing: every
 // offset, size and string is checked against the region's real size, the
 // specs must be valid (ComputeMapGeometry) and agree with the sizes recorded,
-// and no two areas may overlap. Bump kMapsRegionVersion on any change.
+// and no two areas may overlap. Bump kMapsRegionVersion on any change to
+// this layout; the format of the ring records inside it (maps/map_desc.h)
+// is versioned by the segment's layout version, which the hook and the CLI
+// both check.
 //
 // Snapshot consistency (a seqlock per map): the writer makes `seq` odd,
 // copies, makes it even and bumps `generation`; a reader copies between two

@@ -2,8 +2,7 @@
 //
 // Writes the seed corpus of maps_region_fuzz into a folder: valid maps
 // regions (every map type, snapshots published by a MapSet over host memory,
-// ring records waiting, reserved ones committed or discarded, a wrapped
-// ring with a pad record) and corrupted
+// ring records waiting, reserved ones committed or discarded) and corrupted
 // variants (truncated, bytes flipped at the header's and entries' fields).
 // Run at build time, so the seeds always follow the current layout.
 //

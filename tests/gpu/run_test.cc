@@ -1,6 +1,6 @@
-// GPU tier: `cuprobe run` end to end. The reference probes of
-// the reference probes (samples/threadhist, kernel_trace, mem_trace) on vec_add and the tiled matmul, with exact expected
-// values computed from the workloads; the programs' own output (which checks
+// GPU tier: `cuprobe run` end to end. The reference probes
+// (samples/threadhist, kernel_trace, mem_trace) on vec_add and the tiled
+// matmul, with exact expected values computed from the workloads; the programs' own output (which checks
 // every result) must equal the native run's. Skips without a GPU.
 #include <dirent.h>
 #include <unistd.h>

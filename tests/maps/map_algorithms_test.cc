@@ -712,6 +712,18 @@ TEST(RingMap, StrayBitsInAReservedRecordsHeaderStopTheConsumer) {
     EXPECT_EQ(ring.status().code(), absl::StatusCode::kDataLoss) << w0 << " " << w1;
     EXPECT_THAT(std::string(ring.status().message()), ::testing::HasSubstr("stray bits"));
   }
+  {
+    // Committed in word 0 (as bpf_ringbuf_output commits): word 1 must be 0.
+    HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+    MapRing ring = m.Ring();
+    auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
+    const uint32_t words[2] = {CUPROBE_RING_COMMIT | 16, 7};
+    std::memcpy(data, words, 8);
+    EXPECT_EQ(ring.Consume([](absl::Span<const uint8_t>) { FAIL(); }), 0u);
+    EXPECT_EQ(ring.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(std::string(ring.status().message()),
+                ::testing::HasSubstr("non-zero word 1 (0x00000007)"));
+  }
   // Word 1 without COMMIT is a record not yet submitted: the consumer waits.
   HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
   MapRing ring = m.Ring();
