@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "cuprobe/abi.h"
 #include "support/log.h"
+#include "support/status_macros.h"
 
 namespace cuprobe {
 
@@ -310,7 +311,7 @@ absl::StatusOr<DeviceGlobal> ModuleGlobalOf(CuptiSeam& seam, bool is_library, vo
 }
 
 absl::Status FillMapTable(CuptiSeam& seam, MapTableProvider& maps, bool is_library, void* handle,
-                          uint32_t entries) {
+                          uint32_t entries, bool descs) {
   absl::StatusOr<std::vector<uint64_t>> table = maps.MapTable();
   if (!table.ok()) return table.status();
   if (table->size() != entries) {
@@ -325,7 +326,25 @@ absl::Status FillMapTable(CuptiSeam& seam, MapTableProvider& maps, bool is_libra
     return absl::InternalError(absl::StrCat(CUPROBE_MAP_TABLE_SYMBOL, " is ", global->bytes,
                                             " bytes, expected ", bytes));
   }
-  return seam.MemcpyHtoD(global->address, table->data(), bytes);
+  CUPROBE_RETURN_IF_ERROR(seam.MemcpyHtoD(global->address, table->data(), bytes));
+  if (!descs) return absl::OkStatus();
+  // The descriptors' constant copy: the kernels' inline map code reads
+  // these (a copy left zero refuses every map, like a null table entry).
+  absl::StatusOr<std::vector<uint8_t>> copies = maps.MapDescriptors();
+  if (!copies.ok()) return copies.status();
+  bytes = size_t{entries} * CUPROBE_MAP_DESCS_ENTRY_SIZE;
+  if (copies->size() != bytes) {
+    return absl::InternalError(absl::StrCat("the session's map descriptors are ", copies->size(),
+                                            " bytes, the module's table needs ", bytes));
+  }
+  absl::StatusOr<DeviceGlobal> constants =
+      ModuleGlobalOf(seam, is_library, handle, CUPROBE_MAP_DESCS_SYMBOL);
+  if (!constants.ok()) return constants.status();
+  if (constants->bytes < bytes) {
+    return absl::InternalError(absl::StrCat(CUPROBE_MAP_DESCS_SYMBOL, " is ", constants->bytes,
+                                            " bytes, expected ", bytes));
+  }
+  return seam.MemcpyHtoD(constants->address, copies->data(), bytes);
 }
 
 absl::Status FillSiteCounts(CuptiSeam& seam, MapTableProvider& maps, bool is_library,
@@ -350,7 +369,8 @@ void FillInstrumentedModule(CuptiSeam& seam, MapTableProvider& maps, bool is_lib
                             const std::vector<std::pair<std::string, std::vector<uint8_t>>>& globals,
                             const std::string& what) {
   if (image.map_table_entries > 0) {
-    absl::Status s = FillMapTable(seam, maps, is_library, handle, image.map_table_entries);
+    absl::Status s =
+        FillMapTable(seam, maps, is_library, handle, image.map_table_entries, image.map_descs);
     if (!s.ok()) {
       // The kernels run with a zeroed table: helpers see null maps and do
       // nothing (the helper library checks), so the program is unaffected.

@@ -65,6 +65,9 @@ struct InstrumentedImage {
   // only), for the one message per module.
   std::vector<std::string> not_instrumented;
   uint32_t map_table_entries = 0;  // __cuprobe_map_table length; 0: none
+  // The module has the descriptors' constant copy (__cuprobe_map_descs,
+  // map_table_entries x 128 bytes) to fill with the table.
+  bool map_descs = false;
   // The module's site counters (CUPROBE_SITE_COUNTS_SYMBOL to fill); empty: none.
   std::vector<SiteCounter> site_counters;
 };
@@ -86,6 +89,11 @@ class MapTableProvider {
  public:
   virtual ~MapTableProvider() = default;
   [[nodiscard]] virtual absl::StatusOr<std::vector<uint64_t>> MapTable() = 0;
+  // Map i's descriptor at bytes [128 i, 128 i + 128), after MapTable
+  // succeeded: what a module's constant copy holds (include/cuprobe/abi.h 3.).
+  [[nodiscard]] virtual absl::StatusOr<std::vector<uint8_t>> MapDescriptors() {
+    return absl::UnimplementedError("descriptor copies are not supported here");
+  }
   // Registers a module's site counters (after MapTable succeeded) and
   // returns the device address of their block (maps/map_set.h).
   [[nodiscard]] virtual absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter>) {

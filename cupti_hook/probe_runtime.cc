@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ptx_rewriter/compile.h"
 #include "ptx_rewriter/content_hash.h"
@@ -254,6 +255,7 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
   InstrumentedImage out;
   out.cubin = std::move(module->cubin);
   out.map_table_entries = static_cast<uint32_t>(bundle_.maps.size());
+  out.map_descs = absl::StrContains(bundle_.ptx, CUPROBE_MAP_DESCS_SYMBOL);
   out.site_counters = std::move(module->site_counters);
   for (const InstrumentedKernel& k : module->instrumented) {
     out.kernels.emplace_back(k.name, k.kernel_id);
@@ -388,6 +390,12 @@ absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   CUPROBE_RETURN_IF_ERROR(ClaimLocked());
   CUPROBE_RETURN_IF_ERROR(SeedLocked());
   return maps_->table();
+}
+
+absl::StatusOr<std::vector<uint8_t>> DeviceMaps::MapDescriptors() {
+  absl::MutexLock lock(&mu_);
+  if (!maps_.has_value()) return absl::FailedPreconditionError("the maps do not exist");
+  return maps_->descriptors();
 }
 
 absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> counters) {

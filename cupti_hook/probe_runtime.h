@@ -91,6 +91,7 @@ class DeviceMaps final : public MapTableProvider {
   ~DeviceMaps() override;
 
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
+  absl::StatusOr<std::vector<uint8_t>> MapDescriptors() override;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
   // OK when the maps exist in the current context or do not exist yet;
   // FAILED_PRECONDITION when they live in another context (device memory of

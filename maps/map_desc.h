@@ -187,6 +187,7 @@ struct cuprobe_ring_host {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct cuprobe_map_desc) == CUPROBE_MAP_DESC_SIZE, "map desc size");
+static_assert(CUPROBE_MAP_DESCS_ENTRY_SIZE == CUPROBE_MAP_DESC_SIZE, "constant copy entry size");
 static_assert(sizeof(struct cuprobe_map_control) == CUPROBE_MAP_CONTROL_SIZE, "control size");
 static_assert(sizeof(struct cuprobe_ring_host) == CUPROBE_RING_HOST_SIZE, "ring host size");
 static_assert(__builtin_offsetof(struct cuprobe_map_desc, type) == 8, "desc.type");

@@ -44,6 +44,7 @@ MapSet::MapSet(MapSet&& other) noexcept
       region_(std::exchange(other.region_, nullptr)),
       maps_(std::move(other.maps_)),
       table_(std::move(other.table_)),
+      descriptors_(std::move(other.descriptors_)),
       rings_(std::move(other.rings_)),
       rings_host_(std::exchange(other.rings_host_, nullptr)),
       staging_(std::move(other.staging_)),
@@ -51,6 +52,7 @@ MapSet::MapSet(MapSet&& other) noexcept
       range_areas_(std::move(other.range_areas_)) {
   other.maps_.clear();
   other.table_.clear();
+  other.descriptors_.clear();
   other.site_blocks_.clear();
   other.range_areas_.clear();
 }
@@ -61,6 +63,7 @@ MapSet& MapSet::operator=(MapSet&& other) noexcept {
     region_ = std::exchange(other.region_, nullptr);
     maps_ = std::move(other.maps_);
     table_ = std::move(other.table_);
+    descriptors_ = std::move(other.descriptors_);
     rings_ = std::move(other.rings_);
     rings_host_ = std::exchange(other.rings_host_, nullptr);
     staging_ = std::move(other.staging_);
@@ -68,6 +71,7 @@ MapSet& MapSet::operator=(MapSet&& other) noexcept {
     range_areas_ = std::move(other.range_areas_);
     other.maps_.clear();
     other.table_.clear();
+    other.descriptors_.clear();
     other.site_blocks_.clear();
     other.range_areas_.clear();
   }
@@ -136,6 +140,8 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
     }
     if (absl::Status s = set.Initialize(i); !s.ok()) return fail(s);
     set.table_.push_back(m.base);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&desc);
+    set.descriptors_.insert(set.descriptors_.end(), bytes, bytes + sizeof(desc));
   }
   return set;
 }
@@ -565,6 +571,7 @@ absl::Status MapSet::Release() {
   }
   maps_.clear();
   table_.clear();
+  descriptors_.clear();
   site_blocks_.clear();
   range_areas_.clear();
   rings_.clear();

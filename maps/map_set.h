@@ -63,6 +63,9 @@ class MapSet {
 
   // Entry i: the device address of map i's descriptor.
   [[nodiscard]] const std::vector<uint64_t>& table() const { return table_; }
+  // Bytes [128 i, 128 i + 128): map i's descriptor as the device holds it,
+  // for a module's constant copy (__cuprobe_map_descs, abi.h 3.).
+  [[nodiscard]] const std::vector<uint8_t>& descriptors() const { return descriptors_; }
   [[nodiscard]] size_t size() const { return maps_.size(); }
   [[nodiscard]] const MapGeometry& geometry(size_t i) const { return maps_[i].geometry; }
   [[nodiscard]] const MapSpec& spec(size_t i) const { return maps_[i].spec; }
@@ -162,6 +165,7 @@ class MapSet {
   MapsRegion* region_ = nullptr;
   std::vector<Map> maps_;
   std::vector<uint64_t> table_;
+  std::vector<uint8_t> descriptors_;
   std::vector<std::optional<MapRing>> rings_;  // per map; nullopt for non-rings
   void* rings_host_ = nullptr;        // mapped rings area, or null
   std::vector<uint8_t> staging_;      // device -> host (folded), before the seqlocked copy

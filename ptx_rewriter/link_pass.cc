@@ -108,6 +108,7 @@ absl::Status ProbeLinker::Prepare() {
     }
   }
   if (main_symbols.contains(CUPROBE_MAP_TABLE_SYMBOL) ||
+      main_symbols.contains(CUPROBE_MAP_DESCS_SYMBOL) ||
       main_symbols.contains(CUPROBE_SITE_COUNTS_SYMBOL)) {
     return absl::FailedPreconditionError(absl::StrCat(
         main.name, ": the module already has ", CUPROBE_MAP_TABLE_SYMBOL,
@@ -128,10 +129,10 @@ absl::Status ProbeLinker::Prepare() {
                                        main_sm, "; the module's target is kept"));
     }
     auto define = [&](std::string_view name) -> absl::Status {
-      if (name == CUPROBE_MAP_TABLE_SYMBOL) {
+      if (name == CUPROBE_MAP_TABLE_SYMBOL || name == CUPROBE_MAP_DESCS_SYMBOL) {
         return absl::InvalidArgumentError(absl::StrCat(
-            m->name, " defines ", CUPROBE_MAP_TABLE_SYMBOL,
-            "; it must only declare it (.extern): the rewriter defines the table"));
+            m->name, " defines ", name,
+            "; it must only declare it (.extern): the rewriter defines the map table"));
       }
       auto [it, inserted] = defined_by.emplace(name, m);
       if (!inserted && it->second != m) {
@@ -315,6 +316,23 @@ absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
                                                CUPROBE_MAP_TABLE_SYMBOL, "[",
                                                map_count == 0 ? 1 : map_count, "];"));
   items.push_back(table);
+  // The descriptors' constant copy (abi.h 3.), when a probe reads it.
+  bool descs_used = false;
+  for (const Module* m : added_) {
+    for (const ModuleItem& item : m->items) {
+      descs_used |= !item.is_function && IsExternVariable(item.statement) &&
+                    item.statement.operands == CUPROBE_MAP_DESCS_SYMBOL;
+    }
+  }
+  if (descs_used) {
+    ModuleItem descs = table;
+    descs.statement.opcode = ".const";
+    descs.statement.operands = CUPROBE_MAP_DESCS_SYMBOL;
+    descs.statement.text = main.Own(absl::StrCat(
+        ".visible .const .align 8 .b8 ", CUPROBE_MAP_DESCS_SYMBOL, "[",
+        uint64_t{CUPROBE_MAP_DESCS_ENTRY_SIZE} * (map_count == 0 ? 1 : map_count), "];"));
+    items.push_back(descs);
+  }
   if (site_counts) {
     ModuleItem counts = table;
     counts.statement.operands = CUPROBE_SITE_COUNTS_SYMBOL;
@@ -332,7 +350,8 @@ absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
         if (DropsFromAddedModule(s)) continue;
         if (s.kind == StatementKind::kDeclaration && unused(m, s.operands)) continue;
         if (s.kind == StatementKind::kDeclaration && IsExternVariable(s)) {
-          if (s.operands == CUPROBE_MAP_TABLE_SYMBOL || added_defs.contains(s.operands) ||
+          if (s.operands == CUPROBE_MAP_TABLE_SYMBOL || s.operands == CUPROBE_MAP_DESCS_SYMBOL ||
+              added_defs.contains(s.operands) ||
               !declared.insert(s.operands).second) {
             continue;
           }

@@ -41,6 +41,15 @@
  *      .extern .global .align 8 .u64 __cuprobe_map_table[];
  *    and an eBPF map reference (ld_imm64 pseudo map) to map i lowers to
  *    `ld.global.u64 %rd, [__cuprobe_map_table + 8*i]`.
+ *    (Version 4) Code the compiler inlines on the GPU for a call site whose
+ *    map is fixed reads the descriptor's fields from a constant copy,
+ *      .visible .const .align 8 .b8 __cuprobe_map_descs[128*N];
+ *    (entry i: the 128 bytes of map i's descriptor), which the link pass
+ *    defines when a probe declares it (`.extern .const .align 8 .b8
+ *    __cuprobe_map_descs[];`) and the hook fills with the table. Constant
+ *    loads are served by the constant cache, which a kernel's streaming
+ *    loads never evict; a copy never filled is zeros and fails the magic
+ *    check like a bad map.
  *
  * 4. Helpers are PTX functions of the GPU helper library named
  *    CUPROBE_HELPER_SYMBOL_* below; every argument and the result are .b64.
@@ -85,7 +94,7 @@
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 3
+#define CUPROBE_ABI_VERSION 4
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -255,6 +264,8 @@ struct cuprobe_ctx {
  * data, size) is lowered to __cuprobe_ringbuf_output(map, data, size, 0). */
 #define CUPROBE_PRINTK_MAP_NAME "__cuprobe_printk"
 #define CUPROBE_MAP_TABLE_SYMBOL "__cuprobe_map_table"
+#define CUPROBE_MAP_DESCS_SYMBOL "__cuprobe_map_descs"
+#define CUPROBE_MAP_DESCS_ENTRY_SIZE 128 /* == CUPROBE_MAP_DESC_SIZE (maps/map_desc.h) */
 /* (Version 3) Site counters. When a probe program's effect at a site is
  * only adds of constants to add-only maps (map_add / hist_add with a key,
  * value and delta that depend on nothing but the site: kernel id, attach

@@ -9,6 +9,7 @@
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -101,15 +102,30 @@ class FunctionLowering {
   llvm::Value* ThreadsPerBlock();
   llvm::Value* ThreadLinear();
   llvm::Value* PerId(uint32_t type);
-  void CountError(llvm::Value* map);
+  // A map as inline code reads its descriptor: `map` is the descriptor's
+  // address (from the table), `slot` its table slot when the call site fixes
+  // the map (else -1). On the GPU a known slot's fields come from the
+  // module's constant copy of the descriptors (abi.h 3.), and `map` is not
+  // read at all.
+  struct DescRef {
+    llvm::Value* map;
+    int32_t slot;
+  };
+  DescRef SlotRef(int32_t slot) { return DescRef{TableEntry(slot), slot}; }
+  bool ConstDesc(const DescRef& m) const {
+    return target_ == LowerTarget::kNvptx && m.slot >= 0;
+  }
+  void CountError(const DescRef& map);
   // Inline map operations (abi.h 8.): see IndexedValue.
   struct IndexedRef {
     llvm::Value* address;  // i64: the value's address, 0 on failure
     llvm::Value* error;    // i64: 0, -EINVAL or -E2BIG
   };
-  IndexedRef IndexedValue(llvm::Value* map, llvm::Value* index, uint32_t type, bool for_add);
+  IndexedRef IndexedValue(const DescRef& map, llvm::Value* index, uint32_t type, bool for_add);
   llvm::Value* DescPointer(llvm::Value* map, uint32_t offset);
-  llvm::Value* DescLoad(llvm::Value* map, uint32_t offset, llvm::Type* type);
+  llvm::Value* DescLoad(const DescRef& map, uint32_t offset, llvm::Type* type);
+  llvm::Value* DescHeadOk(const DescRef& map, uint32_t type);
+  llvm::Value* RingReserve(uint32_t pc);
   llvm::Value* KeyValue(uint32_t pc, uint32_t bytes);
   const ObjectMap* CallMap(uint32_t pc) const;
   bool LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0);
@@ -242,6 +258,7 @@ llvm::Value* FunctionLowering::CtxField(int32_t off) {
 llvm::Value* FunctionLowering::MapTableEntry(uint32_t map) {
   return TableEntry(map_slot_[map]);
 }
+
 
 llvm::Value* FunctionLowering::TableEntry(int32_t slot) {
   const unsigned as = target_ == LowerTarget::kNvptx ? 1 : 0;
@@ -488,11 +505,39 @@ llvm::Value* FunctionLowering::DescPointer(llvm::Value* map, uint32_t offset) {
 // A descriptor field: written once before any kernel of the module runs and
 // never changed while one runs (map_desc.h, abi.h 7.), so an invariant load
 // (ld.global.nc on the GPU).
-llvm::Value* FunctionLowering::DescLoad(llvm::Value* map, uint32_t offset, llvm::Type* type) {
-  llvm::LoadInst* load = b_.CreateAlignedLoad(
-      type, DescPointer(map, offset), llvm::Align(type->getPrimitiveSizeInBits() / 8));
+// With a known slot on the GPU, the field of the module's constant copy
+// (ld.const: the constant cache, which the kernel's own loads never evict).
+llvm::Value* FunctionLowering::DescLoad(const DescRef& map, uint32_t offset, llvm::Type* type) {
+  llvm::Value* address;
+  if (ConstDesc(map)) {
+    llvm::GlobalVariable* descs = m_.getNamedGlobal(CUPROBE_MAP_DESCS_SYMBOL);
+    if (descs == nullptr) {
+      descs = new llvm::GlobalVariable(m_, llvm::ArrayType::get(I8(), 0), true,
+                                       llvm::GlobalValue::ExternalLinkage, nullptr,
+                                       CUPROBE_MAP_DESCS_SYMBOL, nullptr,
+                                       llvm::GlobalValue::NotThreadLocal, 4);
+      descs->setAlignment(llvm::Align(8));
+    }
+    address = b_.CreateConstGEP1_64(
+        I8(), descs, uint64_t{CUPROBE_MAP_DESC_SIZE} * static_cast<uint64_t>(map.slot) + offset);
+  } else {
+    address = DescPointer(map.map, offset);
+  }
+  llvm::LoadInst* load =
+      b_.CreateAlignedLoad(type, address, llvm::Align(type->getPrimitiveSizeInBits() / 8));
   load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
   return load;
+}
+
+// Whether the descriptor has our magic and version and is of `type`.
+llvm::Value* FunctionLowering::DescHeadOk(const DescRef& map, uint32_t type) {
+  // magic (u32) | version (u16) << 32 in one load; the size field above is
+  // not checked (the helpers do not either).
+  llvm::Value* head = b_.CreateAnd(DescLoad(map, 0, I64()), C64(0xffffffffffffull));
+  llvm::Value* good = b_.CreateICmpEQ(
+      head, C64(CUPROBE_MAP_DESC_MAGIC | (uint64_t{CUPROBE_MAP_DESC_VERSION} << 32)));
+  return b_.CreateAnd(good, b_.CreateICmpEQ(DescLoad(map, offsetof(cuprobe_map_desc, type), I32()),
+                                            b_.getInt32(type)));
 }
 
 // The value of `index` in the indexed map (ARRAY, HIST_*, PER*) of `type`
@@ -504,7 +549,7 @@ llvm::Value* FunctionLowering::DescLoad(llvm::Value* map, uint32_t offset, llvm:
 //   - PER*: id >= id_slots: -E2BIG, counted.
 // This is the whole ARRAY / PER* lookup: a probe like
 // `v = lookup(&per_thread, &zero); if (v) *v += 1;` needs no helper call.
-FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, llvm::Value* index,
+FunctionLowering::IndexedRef FunctionLowering::IndexedValue(const DescRef& map, llvm::Value* index,
                                                             uint32_t type, bool for_add) {
   const bool per_id = type == CUPROBE_MAP_PERTHREAD || type == CUPROBE_MAP_PERWARP ||
                       type == CUPROBE_MAP_PERSM;
@@ -522,17 +567,12 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
   llvm::PHINode* address = nullptr;
   llvm::PHINode* error = nullptr;
 
-  b_.CreateCondBr(b_.CreateICmpEQ(map, C64(0)), done, check);
+  // A null table entry (never filled) is a bad map; the constant copy of a
+  // descriptor never filled is zeros, which the magic check refuses.
+  b_.CreateCondBr(ConstDesc(map) ? b_.getFalse() : b_.CreateICmpEQ(map.map, C64(0)), done, check);
 
   b_.SetInsertPoint(check);
-  // magic (u32) | version (u16) << 32 in one load; the size field above is
-  // not checked (the helpers do not either).
-  llvm::Value* head = b_.CreateAnd(DescLoad(map, 0, I64()), C64(0xffffffffffffull));
-  llvm::Value* good = b_.CreateICmpEQ(
-      head, C64(CUPROBE_MAP_DESC_MAGIC | (uint64_t{CUPROBE_MAP_DESC_VERSION} << 32)));
-  good = b_.CreateAnd(good, b_.CreateICmpEQ(
-                                DescLoad(map, offsetof(cuprobe_map_desc, type), I32()),
-                                b_.getInt32(type)));
+  llvm::Value* good = DescHeadOk(map, type);
   if (for_add) {
     good = b_.CreateAnd(good, b_.CreateICmpUGE(DescLoad(map, offsetof(cuprobe_map_desc,
                                                                        value_size), I32()),
@@ -598,7 +638,7 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(llvm::Value* map, ll
 // the warp's lanes here adds for all of them (every lane at this site has
 // the same map) to its SM's error shard; on the host, one add to
 // control.errors.
-void FunctionLowering::CountError(llvm::Value* map) {
+void FunctionLowering::CountError(const DescRef& map) {
   llvm::Value* control = DescLoad(map, offsetof(cuprobe_map_desc, control), I64());
   llvm::Value* total =
       b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, errors)));
@@ -628,6 +668,94 @@ void FunctionLowering::CountError(llvm::Value* map) {
                      llvm::Align(8), llvm::AtomicOrdering::Monotonic);
   b_.CreateBr(after);
   b_.SetInsertPoint(after);
+}
+
+// bpf_ringbuf_reserve. On the GPU, when the call site fixes the ring: if its
+// SM's producers were told that the ring is full (maps/map_algorithms.h,
+// RingFullHinted), the lanes here are dropped and counted inline exactly as
+// the helper would drop them (they are one group: every lane at this site
+// reserves the same size in the same ring), reading the descriptor from the
+// module's constant copy and the hint through L1. A block leader of a full
+// ring then waits on one load at most, where the helper's path waits on the
+// table, the descriptor and the hint one after another. Any other case
+// (the hint stale, unset or expired; a bad map or arguments) calls the helper,
+// which decides as before; a stale hint can only be older (it only moves
+// forward), so it never drops what the helper would reserve.
+llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
+  auto helper = [&] {
+    return b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 3), {Reg(1), Reg(2), Reg(3)});
+  };
+  if (target_ != LowerTarget::kNvptx || CallMap(pc) == nullptr) return helper();
+  const DescRef ring{nullptr, map_slot_[static_cast<size_t>(v_.insns[pc].call_map)]};
+  llvm::Value* size = Reg(2);
+  llvm::Value* aux = DescLoad(ring, offsetof(cuprobe_map_desc, aux), I64());
+  llvm::Value* ok = DescHeadOk(ring, CUPROBE_MAP_RINGBUF);
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(DescLoad(ring, offsetof(cuprobe_map_desc, ring_data),
+                                                 I64()), C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(DescLoad(ring, offsetof(cuprobe_map_desc, ring_host),
+                                                 I64()), C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(aux, C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpEQ(Reg(3), C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpULE(size, C64(CUPROBE_RING_LEN_MASK)));
+
+  llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "ring.hint", fn_);
+  llvm::BasicBlock* drop = llvm::BasicBlock::Create(ctx_, "ring.drop", fn_);
+  llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "ring.drop.lead", fn_);
+  llvm::BasicBlock* call = llvm::BasicBlock::Create(ctx_, "ring.reserve", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "ring.done", fn_);
+  b_.CreateCondBr(ok, check, call);
+
+  b_.SetInsertPoint(check);
+  // %smid read here and only here (a side-effecting read LLVM does not merge
+  // with the probe's own ctx->sm_id): a merged one would live across the
+  // helper call and cost the kernel a register.
+  llvm::Value* sm = b_.CreateCall(
+      llvm::InlineAsm::get(llvm::FunctionType::get(I32(), false), "mov.u32 $0, %smid;", "=r",
+                           /*hasSideEffects=*/true));
+  llvm::Value* shard = b_.CreateAdd(
+      aux, b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_COUNTER_SHARDS - 1)),
+                                      I64()),
+                        C64(CUPROBE_MAP_COUNTER_SHARD_STRIDE)));
+  llvm::PointerType* global = llvm::PointerType::get(ctx_, 1);
+  // A plain load (cached in L1): the hint is this SM's own line.
+  llvm::Value* until = b_.CreateAlignedLoad(
+      I64(), b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_UNTIL)), global),
+      llvm::Align(8));
+  llvm::Value* now = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_globaltimer, {}, {});
+  b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, call);
+
+  b_.SetInsertPoint(drop);
+  llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+  llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+  llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
+  b_.CreateCondBr(b_.CreateICmpEQ(lane, first), lead, done);
+
+  b_.SetInsertPoint(lead);
+  llvm::Value* lanes =
+      b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
+  llvm::Value* record = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
+                                     C64(~uint64_t{7}));
+  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
+                     b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED)),
+                                       global),
+                     lanes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  b_.CreateAtomicRMW(
+      llvm::AtomicRMWInst::Add,
+      b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED_BYTES)), global),
+      b_.CreateMul(lanes, record), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(call);
+  llvm::Value* reserved = helper();
+  llvm::BasicBlock* call_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(done);
+  llvm::PHINode* r0 = b_.CreatePHI(I64(), 3);
+  r0->addIncoming(C64(0), drop);
+  r0->addIncoming(C64(0), lead);
+  r0->addIncoming(reserved, call_end);
+  return r0;
 }
 
 // The key of the map helper call at `pc` (R2 points to it) as an integer of
@@ -674,10 +802,11 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
     return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
   };
   auto index = [&] { return b_.CreateTrunc(KeyValue(pc, 4), I32()); };
+  const DescRef ref{Reg(1), map_slot_[static_cast<size_t>(v_.insns[pc].call_map)]};
   switch (insn.imm) {
     case CUPROBE_HELPER_MAP_LOOKUP_ELEM:
       if (indexed) {
-        *r0 = IndexedValue(Reg(1), index(), type, /*for_add=*/false).address;
+        *r0 = IndexedValue(ref, index(), type, /*for_add=*/false).address;
         return true;
       }
       if (type == CUPROBE_MAP_HASH) {
@@ -693,19 +822,19 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
           // Each thread owns its slot: a relaxed atomic add, no grouping
           // (the atomic only guards against a concurrent launch of another
           // kernel of the same map, whose threads share ids).
-          IndexedRef ref = IndexedValue(Reg(1), index(), type, /*for_add=*/true);
+          IndexedRef value = IndexedValue(ref, index(), type, /*for_add=*/true);
           llvm::Value* delta = Reg(3);
           llvm::BasicBlock* add = llvm::BasicBlock::Create(ctx_, "map.add", fn_);
           llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
-          b_.CreateCondBr(b_.CreateICmpEQ(ref.error, C64(0)), add, done);
+          b_.CreateCondBr(b_.CreateICmpEQ(value.error, C64(0)), add, done);
           b_.SetInsertPoint(add);
           llvm::Value* target = b_.CreateIntToPtr(
-              ref.address, llvm::PointerType::get(ctx_, target_ == LowerTarget::kNvptx ? 1 : 0));
+              value.address, llvm::PointerType::get(ctx_, target_ == LowerTarget::kNvptx ? 1 : 0));
           b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, target, delta, llvm::Align(8),
                              llvm::AtomicOrdering::Monotonic);
           b_.CreateBr(done);
           b_.SetInsertPoint(done);
-          *r0 = ref.error;
+          *r0 = value.error;
           return true;
         }
         case CUPROBE_MAP_ARRAY:
@@ -774,7 +903,7 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
                          {Reg(2), Reg(4), Reg(5), C64(0)});
       break;
     case CUPROBE_HELPER_RINGBUF_RESERVE:
-      r0 = call(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, {1, 2, 3});
+      r0 = RingReserve(pc);
       break;
     case CUPROBE_HELPER_RINGBUF_SUBMIT: r0 = call(CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, {1, 2}); break;
     case CUPROBE_HELPER_RINGBUF_DISCARD:
@@ -946,7 +1075,8 @@ absl::Status FunctionLowering::Lower() {
     }
     // The value of key 0 of a one-entry ARRAY (abi.h 5.), inline.
     data_base_[map] =
-        IndexedValue(MapTableEntry(map), b_.getInt32(0), CUPROBE_MAP_ARRAY, /*for_add=*/false)
+        IndexedValue(SlotRef(map_slot_[map]), b_.getInt32(0), CUPROBE_MAP_ARRAY,
+                     /*for_add=*/false)
             .address;
     data_base_[map]->setName(absl::StrCat("data_", Sanitize(om.spec.name)));
   }

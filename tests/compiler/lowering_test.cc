@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loader/args.h"
@@ -128,9 +129,11 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_EQ(r->bundle.maps[0].max_entries, 1u);
   ASSERT_EQ(r->bundle.maps[0].value_type.fields.size(), 1u);
   EXPECT_EQ(r->bundle.maps[0].value_type.fields[0].name, "counter");
-  // The value address is read inline from the descriptor: no helper.
+  // The value address is read inline from the descriptor's constant copy
+  // (values at +56): no helper, no table load.
   EXPECT_TRUE(r->bundle.helpers.empty());
-  EXPECT_THAT(r->bundle.ptx, HasSubstr("ld.global.nc.u64"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("ld.const.u64 \t%rd8, [__cuprobe_map_descs+56];"));
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__cuprobe_map_table")));
   EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__local_depot")));
   EXPECT_THAT(r->bundle.ptx, HasSubstr(", 5;"));
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
@@ -158,7 +161,44 @@ SEC("cuprobe/exit/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_THAT(r->bundle.ptx, HasSubstr("+36]"));
   EXPECT_THAT(r->bundle.ptx, HasSubstr("+80]"));
   EXPECT_THAT(r->bundle.ptx, HasSubstr("atom.global.add.u64"));
+  // The map is fixed at the call site: its fields come from the module's
+  // constant copy of the descriptors (abi.h 3.), and the table is not read.
+  EXPECT_THAT(r->bundle.ptx, HasSubstr(".extern .const .align 8 .b8 __cuprobe_map_descs[];"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("ld.const.u32"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("[__cuprobe_map_descs+36]"));
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("[__cuprobe_map_table")));
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
+}
+
+TEST(Lowering, RingReserveDropsInlineWhileTheSmsFullHintHolds) {
+  // kernel_trace's reserve: the descriptor's fields from the constant copy
+  // (the ring is the only map the probe uses: slot 0), the SM's hint
+  // (counter shard + 32) with a plain load, the drop counted in the same
+  // shard (+16 records, +24 bytes); the helper for everything else.
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } events SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u64 *e = bpf_ringbuf_reserve(&events, 24, 0);
+  if (!e) return 0;
+  e[0] = ctx->global_timer;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string& ptx = r->bundle.ptx;
+  EXPECT_THAT(ptx, HasSubstr("ld.const.u64 \t%rd2, [__cuprobe_map_descs+112];"));  // aux
+  EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+8];"));                        // type
+  EXPECT_THAT(ptx, HasSubstr("mov.u32 %r2, %smid;"));
+  EXPECT_THAT(ptx, HasSubstr("ld.global.u64 \t%rd13, [%rd3+32];"));  // the hint, through L1
+  EXPECT_THAT(ptx, HasSubstr("%globaltimer"));
+  EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd18, %rd3, 16;"));  // records dropped
+  EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd20, %rd3, 24;"));  // their bytes
+  EXPECT_THAT(ptx, HasSubstr("mul.wide.u32 \t%rd5, %r11, 32;"));  // lanes x 32-byte records
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "atom.global.add.u64")).size(), 3u);
+  EXPECT_THAT(ptx, HasSubstr("call.uni (retval0), \n\t__cuprobe_ringbuf_reserve,"));
+  EXPECT_EQ(r->bundle.helpers,
+            (std::vector<std::string>{"__cuprobe_ringbuf_reserve", "__cuprobe_ringbuf_submit"}));
+  EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
 }
 
 TEST(Lowering, EachMapTypeGetsItsSpecializedEntryPoint) {

@@ -205,6 +205,38 @@ TEST(LinkPassTest, GoldenClashesAndDeclarations) {
   EXPECT_EQ(Count(r.ptx, ".extern .func  (.param .b64 func_retval0) __cuprobe_map_add"), 0);
 }
 
+// A bundle whose probes read the descriptors' constant copy (abi.h 3.) gets
+// it defined once, 128 bytes per map, with the bundle's declaration gone; a
+// bundle that does not read it gets none, and a module that has one is
+// refused as already instrumented.
+TEST(LinkPassTest, DefinesTheDescriptorsConstantCopyWhenAProbeDeclaresIt) {
+  const std::string module = Golden("passes_input.ptx");
+  const std::string helper = Golden("test_helper.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  ProbeBundle b = TestBundle({Program("p", AttachKind::kEntry, "on_entry")});
+  absl::StatusOr<InstrumentResult> without = InstrumentPtx(module, b, options);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_THAT(without->ptx, Not(HasSubstr(CUPROBE_MAP_DESCS_SYMBOL)));
+
+  const std::string table = ".extern .global .align 8 .u64 __cuprobe_map_table[];";
+  ASSERT_THAT(b.ptx, HasSubstr(table));
+  b.ptx = absl::StrReplaceAll(
+      b.ptx, {{table, absl::StrCat(table, "\n.extern .const .align 8 .b8 __cuprobe_map_descs[];")}});
+  absl::StatusOr<InstrumentResult> with = InstrumentPtx(module, b, options);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(Count(with->ptx, "__cuprobe_map_descs"), 1);
+  EXPECT_THAT(with->ptx, HasSubstr(".visible .const .align 8 .b8 __cuprobe_map_descs[384];"));
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(with->ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status();
+
+  const std::string only_descs =
+      absl::StrCat(module, "\n.visible .const .align 8 .b8 __cuprobe_map_descs[128];\n");
+  absl::StatusOr<InstrumentResult> again = InstrumentPtx(only_descs, b, options);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(std::string(again.status().message()), HasSubstr("instrumented by cuprobe before"));
+}
+
 TEST(LinkPassTest, ErrorsNameTheProblem) {
   const std::string module = Golden("passes_input.ptx");
   const std::string helper = Golden("test_helper.ptx");

@@ -47,6 +47,8 @@ class FixedMaps : public MapTableProvider {
     ++calls;
     return table;
   }
+  absl::StatusOr<std::vector<uint8_t>> descriptors = absl::UnimplementedError("none");
+  absl::StatusOr<std::vector<uint8_t>> MapDescriptors() override { return descriptors; }
   absl::Status usable;
   absl::Status UsableInCurrentContext() override { return usable; }
   absl::Status claim;
@@ -337,6 +339,66 @@ TEST(ModulePatcher, ModuleLoadDataExUsesTheModuleGlobal) {
   std::memcpy(&entry, rig.seam.device_memory.data() + 128, 8);
   EXPECT_EQ(entry, 0xabcu);
   EXPECT_THAT(rig.seam.calls(), Contains("ModuleGlobal(__cuprobe_map_table)"));
+}
+
+// A module whose probes read the descriptors' constant copy gets the
+// session's descriptors there, byte for byte, after its table.
+TEST(ModulePatcher, FillsTheDescriptorsConstantCopy) {
+  Rig rig;
+  InstrumentedImage image = SomeImage(2);
+  image.map_descs = true;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(image);
+  std::vector<uint8_t> descs(2 * CUPROBE_MAP_DESCS_ENTRY_SIZE);
+  for (size_t i = 0; i < descs.size(); ++i) descs[i] = static_cast<uint8_t>(i * 7 + 1);
+  rig.maps.descriptors = descs;
+  CUmodule mod = reinterpret_cast<CUmodule>(0x20);
+  rig.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  rig.seam.globals[{mod, CUPROBE_MAP_DESCS_SYMBOL}] = DeviceGlobal{256, 256};
+  int original = 0;
+  CUmodule out = nullptr;
+  cuModuleLoadDataEx_params p = {};
+  p.module = &out;
+  p.image = &original;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  ASSERT_GE(rig.seam.device_memory.size(), 512u);
+  EXPECT_EQ(std::vector<uint8_t>(rig.seam.device_memory.begin() + 256,
+                                 rig.seam.device_memory.begin() + 512),
+            descs);
+  uint64_t entry = 0;
+  std::memcpy(&entry, rig.seam.device_memory.data() + 64 + 8, 8);
+  EXPECT_EQ(entry, 0x2000u);
+}
+
+// Descriptors that do not match the table (or cannot be had) leave the copy
+// zero, which inline code refuses as a bad map, with one warning; a module
+// without the copy is never asked for it.
+TEST(ModulePatcher, DescriptorsOfTheWrongSizeAreNotCopied) {
+  Rig rig;
+  InstrumentedImage image = SomeImage(2);
+  image.map_descs = true;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(image);
+  rig.maps.descriptors = std::vector<uint8_t>(CUPROBE_MAP_DESCS_ENTRY_SIZE, 0xAB);  // one map's
+  CUmodule mod = reinterpret_cast<CUmodule>(0x20);
+  rig.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  rig.seam.globals[{mod, CUPROBE_MAP_DESCS_SYMBOL}] = DeviceGlobal{256, 256};
+  LogCapture log;
+  int original = 0;
+  CUmodule out = nullptr;
+  cuModuleLoadDataEx_params p = {};
+  p.module = &out;
+  p.image = &original;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  for (size_t i = 256; i < std::min<size_t>(512, rig.seam.device_memory.size()); ++i) {
+    ASSERT_EQ(rig.seam.device_memory[i], 0) << "byte " << i;
+  }
+  EXPECT_THAT(log.Read(), HasSubstr("the session's map descriptors are 128 bytes"));
+
+  Rig plain;
+  plain.instrumenter.result = std::optional<InstrumentedImage>(SomeImage(2));
+  plain.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  out = nullptr;
+  plain.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  EXPECT_THAT(plain.seam.calls(), Not(Contains("ModuleGlobal(__cuprobe_map_descs)")));
 }
 
 TEST(ModulePatcher, InstrumenterErrorLoadsTheOriginalWithOneMessage) {
