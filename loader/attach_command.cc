@@ -137,11 +137,12 @@ absl::StatusOr<int> RunAttach(const AttachOptions& options) {
       reason = "the program's exit";
       break;
     }
+    printer.Drain(probes);
     if (std::chrono::steady_clock::now() >= next_print) {
       printer.Interval(probes);
       next_print += std::chrono::milliseconds(options.run.trace.interval_ms);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   // Detach: the hook stops redirecting, waits for the instrumented kernels,
   // publishes the last snapshot and says kHookStopped.

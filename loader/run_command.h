@@ -31,7 +31,7 @@ namespace cuprobe {
 [[nodiscard]] absl::StatusOr<ProbeBundle> LoadRunProbes(const RunOptions& options);
 
 // The live view of `cuprobe run` over a probe session, for `cuprobe attach`:
-// maps every interval and ring-buffer events (Interval), then the last
+// maps every interval (Interval), ring-buffer events (Drain), then the last
 // events and the final maps, on stderr and into PREFIX.maps.txt /
 // PREFIX.events (Final).
 class ProbePrinter {
@@ -40,6 +40,8 @@ class ProbePrinter {
   ProbePrinter(const RunOptions& options, const ProbeBundle& bundle);
   ~ProbePrinter();
   void Interval(Session& session);
+  // Consumes the ring buffers (events printed unless quiet); call often.
+  void Drain(Session& session);
   void Final(Session& session);
 
  private:

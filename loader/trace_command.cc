@@ -190,13 +190,25 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   std::condition_variable live_cv;
   bool live_stop = false;
   std::thread live_thread;
-  if (live.interval_ms > 0 && live.on_interval) {
+  const bool prints = live.interval_ms > 0 && live.on_interval;
+  const bool drains = live.drain_interval_ms > 0 && live.on_drain;
+  if (prints || drains) {
     live_thread = std::thread([&] {
+      using Clock = std::chrono::steady_clock;
+      const auto print_every = std::chrono::milliseconds(prints ? live.interval_ms : 0);
+      const auto tick = std::chrono::milliseconds(
+          drains ? (prints ? std::min(live.drain_interval_ms, live.interval_ms)
+                           : live.drain_interval_ms)
+                 : live.interval_ms);
+      auto next_print = Clock::now() + print_every;
       std::unique_lock<std::mutex> lock(live_mu);
-      while (!live_cv.wait_for(lock, std::chrono::milliseconds(live.interval_ms),
-                               [&] { return live_stop; })) {
+      while (!live_cv.wait_for(lock, tick, [&] { return live_stop; })) {
         lock.unlock();
-        live.on_interval(session);
+        if (drains) live.on_drain(session);
+        if (prints && Clock::now() >= next_print) {
+          live.on_interval(session);
+          next_print = Clock::now() + print_every;
+        }
         lock.lock();
       }
     });

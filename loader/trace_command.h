@@ -32,6 +32,12 @@ struct LiveView {
   // On a thread of the CLI, every interval_ms while the program runs, and
   // never after on_exit started.
   std::function<void(Session&)> on_interval;
+  // On the same thread, every drain_interval_ms (0: never): consumes what
+  // the program's probes wrote into ring buffers, so that a ring holds only
+  // what arrives within one drain interval rather than within a print
+  // interval.
+  uint32_t drain_interval_ms = 0;
+  std::function<void(Session&)> on_drain;
   // After the program exited, before the report is written.
   std::function<void(Session&, const TraceData&)> on_exit;
 };

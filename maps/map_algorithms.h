@@ -937,14 +937,35 @@ CUPROBE_HD bool RingFullHinted(const cuprobe_map_desc* d) {
 #endif
 }
 
+// The hint lasts the SM's span (map_desc.h), which doubles each time up
+// to CUPROBE_RING_FULL_HINT_MAX_NS; RingHintReset shortens it again.
 CUPROBE_HD void RingHintFull(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
   uint64_t* hint = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_UNTIL);
   if (hint == nullptr) return;
+  uint64_t* span_field = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_SPAN);
+  const uint64_t last = LoadRelaxed64(span_field);
+  const uint64_t span = last < CUPROBE_RING_FULL_HINT_NS ? CUPROBE_RING_FULL_HINT_NS
+                        : last >= CUPROBE_RING_FULL_HINT_MAX_NS / 2
+                            ? CUPROBE_RING_FULL_HINT_MAX_NS
+                            : 2 * last;
   uint64_t now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(hint), "l"(now + CUPROBE_RING_FULL_HINT_NS)
-               : "memory");
+  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(span_field), "l"(span) : "memory");
+  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(hint), "l"(now + span) : "memory");
+#else
+  (void)d;
+#endif
+}
+
+// After a reservation of this SM succeeded: the next full ring is hinted for
+// the shortest span again (a store, which the producer does not wait for).
+CUPROBE_HD void RingHintReset(const cuprobe_map_desc* d) {
+#ifdef __CUDA_ARCH__
+  uint64_t* span_field = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_SPAN);
+  if (span_field == nullptr) return;
+  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(span_field),
+               "l"(uint64_t{CUPROBE_RING_FULL_HINT_NS}) : "memory");
 #else
   (void)d;
 #endif
@@ -973,6 +994,16 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
     if (full) {
       RingHintFull(d);
       return kRingFull;
+    }
+  } else if (head - tail > capacity / 2 && RingMayRefresh(d)) {
+    // Half full by the cached tail: one producer per microsecond refreshes
+    // it ahead of time, so that while the consumer keeps up the cache never
+    // says full (a full cache drops the producers that do not win the
+    // refresh, though the ring has room).
+    const uint64_t real = RingConsumerTail(d);
+    if (real > tail && real <= head) {
+      AtomicMax64(&c->ring_tail_cache, real);
+      tail = real;
     }
   }
   const uint64_t p = AtomicAdd64(&c->ring_head, total);
@@ -1013,6 +1044,7 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
     uint32_t fast = RingReserveFast(d, total, first_position);
     if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
     if (fast == kRingGranted) {
+      RingHintReset(d);
       AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &c->ring_reserved, n);
       return n;
     }

@@ -135,9 +135,16 @@ struct cuprobe_map_desc {
 #define CUPROBE_MAP_SHARD_RING_DROPPED_BYTES 24
 /* RINGBUF: %globaltimer until which this SM's producers take the ring as
  * full without touching its control line (a hint, not a counter: never
- * folded). Set by a producer that found the ring full. */
+ * folded). Set by a producer that found the ring full, for the SM's current
+ * span (+40, also a hint): 1 us after a reservation of the SM succeeded,
+ * doubled each time the ring is found full again, up to 128 us. A ring that
+ * stays full (a kernel writing far more than the bus drains) is then checked
+ * by each SM about once per 128 us instead of once per microsecond; once the
+ * consumer frees space, an SM drops for at most its span before it sees it. */
 #define CUPROBE_MAP_SHARD_RING_FULL_UNTIL 32
+#define CUPROBE_MAP_SHARD_RING_FULL_SPAN 40
 #define CUPROBE_RING_FULL_HINT_NS 1000
+#define CUPROBE_RING_FULL_HINT_MAX_NS 128000
 #define CUPROBE_MAP_AUX_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
 #define CUPROBE_MAP_MAX_VALUE_SHARDS 128
 

@@ -231,6 +231,34 @@ TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
   EXPECT_THAT(maps, HasSubstr("0 dropped")) << maps;
 }
 
+// More block events than the ring holds: the tiled matmul at n = 2048 has
+// 16,384 blocks per launch, 163,840 over 10 launches, and kernel_trace's
+// 4 MiB ring holds about 92,000 records. `run` consumes the ring every
+// millisecond while the program runs, so every event arrives (at 2 ms per
+// launch the ring would hold 11 launches' worth of them).
+TEST_F(Run, KernelTraceStreamsMoreEventsThanItsRingHolds) {
+  const int n = 2048, iterations = 10, blocks = (n / 16) * (n / 16);
+  std::string maps = RunProbe(Probe("kernel_trace"),
+                              {SamplePath("matmul"), std::to_string(n),
+                               std::to_string(iterations)},
+                              {"--events", "json", "--quiet"});
+  ProcessResult r = RunProcess(
+      {"python3", "-c",
+       "import json,sys,collections,struct\n"
+       "c=collections.Counter()\n"
+       "for l in open(sys.argv[1]):\n"
+       "  e=json.loads(l)\n"
+       "  if e.get('map')!='block_events': continue\n"
+       "  ts,k,sm,bx,by,bz,_=struct.unpack('<QIIIIII',bytes.fromhex(e['hex']))\n"
+       "  c[(k,bx,by,bz)]+=1\n"
+       "print(len(c), sorted(collections.Counter(c.values()).items()))\n",
+       prefix_ + ".events"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat(blocks, " [(", iterations, ", ", blocks, ")]\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat(blocks * iterations, " records delivered, 0 dropped")))
+      << maps;
+}
+
 TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {
   std::string maps = RunProbe(Probe("vec_add_args"),
                               {SamplePath("vec_add"), "65536", "7"});
