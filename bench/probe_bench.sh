@@ -30,6 +30,15 @@ for ((r = 0; r < rounds; r++)); do
   done
 done
 
+# Issue 6's per-thread map: the exit probe's PERTHREAD add on an empty
+# kernel against the hand-written per_thread_add kernel (1M threads each).
+for ((r = 0; r < rounds; r++)); do
+  bench_case per_thread.hand_written -- "$work" per_thread_add 1048576 50
+  bench_case per_thread.touch -- "$work" touch 1048576 50
+  bench_case per_thread.probe -- "$cuprobe" run --quiet --trace launches \
+    -p "$build/probes/perthread_add.cpb" -o "$tmp/r" --format json -- "$work" touch 1048576 50
+done
+
 python3 - "$tsv" <<'PY'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
@@ -61,4 +70,19 @@ for w in ("vec_add", "matmul"):
         if v:
             print("| %s | %s, CUPROBE_SITE_COUNTERS=0 | %d | %.5f | %.3f | | |" %
                   (w, p, len(v), statistics.median(v), statistics.median(v) / b))
+hand = rows.get("per_thread.hand_written")
+if hand:
+    h = statistics.median(hand)
+    print()
+    print("| per-thread add, 1M threads x 50 launches | runs | median GPU s | ratio vs hand-written | target | met |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print("| hand-written kernel (atomicAdd to its own counter) | %d | %.5f | 1.000 | | |" % (len(hand), h))
+    for name, label in (("touch", "empty kernel, no probe"),
+                        ("probe", "empty kernel + exit probe: PERTHREAD map_add")):
+        v = rows.get("per_thread." + name)
+        if v:
+            m = statistics.median(v)
+            tgt = name == "probe"
+            print("| %s | %d | %.5f | %.3f | %s | %s |" % (label, len(v), m, m / h,
+                  "<= 1.20" if tgt else "", ("yes" if m / h <= 1.2 else "**no**") if tgt else ""))
 PY

@@ -2,6 +2,13 @@
 //
 //   probe_workload vec_add [n] [iterations]     (defaults: 16M floats, 50)
 //   probe_workload matmul  [n] [iterations]     (defaults: 2048, 10)
+//   probe_workload per_thread_add [n] [iterations]   (defaults: 1M threads, 50)
+//   probe_workload touch   [n] [iterations]     (defaults: 1M threads, 50)
+//
+// per_thread_add is the hand-written kernel that a per-thread map is held
+// to (issue 6): each thread adds its lane + 1 to its own u64 counter with
+// an atomic. touch does nothing; under bench/perthread_add.bpf.c its exit
+// probe does the same add into a PERTHREAD map.
 //
 // One warm-up launch first (the module loads, and under `cuprobe run` is
 // instrumented, before timing), then `iterations` launches timed with CUDA
@@ -21,6 +28,13 @@ __global__ void vec_add(const float* a, const float* b, float* c, int n) {
   if (i < n) c[i] = a[i] + b[i];
 }
 
+__global__ void per_thread_add(unsigned long long* counters, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&counters[i], static_cast<unsigned long long>(threadIdx.x % 32 + 1));
+}
+
+__global__ void touch(int n) {}
+
 #define CHECK(call)                                                                      \
   do {                                                                                   \
     cudaError_t e = (call);                                                              \
@@ -32,11 +46,15 @@ __global__ void vec_add(const float* a, const float* b, float* c, int n) {
 
 int main(int argc, char** argv) {
   const bool matmul = argc > 1 && std::strcmp(argv[1], "matmul") == 0;
-  if (argc < 2 || (!matmul && std::strcmp(argv[1], "vec_add") != 0)) {
-    std::fprintf(stderr, "usage: probe_workload vec_add|matmul [n] [iterations]\n");
+  const bool per_thread = argc > 1 && std::strcmp(argv[1], "per_thread_add") == 0;
+  const bool touching = argc > 1 && std::strcmp(argv[1], "touch") == 0;
+  if (argc < 2 || (!matmul && !per_thread && !touching && std::strcmp(argv[1], "vec_add") != 0)) {
+    std::fprintf(stderr,
+                 "usage: probe_workload vec_add|matmul|per_thread_add|touch [n] [iterations]\n");
     return 64;
   }
-  int n = argc > 2 ? std::atoi(argv[2]) : (matmul ? 2048 : 16 << 20);
+  int n = argc > 2 ? std::atoi(argv[2])
+                   : (matmul ? 2048 : (per_thread || touching) ? 1 << 20 : 16 << 20);
   int iterations = argc > 3 ? std::atoi(argv[3]) : (matmul ? 10 : 50);
   if (n <= 0 || iterations <= 0 || (matmul && n % kTile != 0)) return 64;
   size_t count = matmul ? static_cast<size_t>(n) * n : static_cast<size_t>(n);
@@ -48,8 +66,17 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&c, count * sizeof(float)));
   CHECK(cudaMemcpy(a, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(b, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+  unsigned long long* counters = nullptr;
+  if (per_thread) {
+    CHECK(cudaMalloc(&counters, static_cast<size_t>(n) * sizeof(unsigned long long)));
+    CHECK(cudaMemset(counters, 0, static_cast<size_t>(n) * sizeof(unsigned long long)));
+  }
   auto launch = [&] {
-    if (matmul) {
+    if (per_thread) {
+      per_thread_add<<<(n + 255) / 256, 256>>>(counters, n);
+    } else if (touching) {
+      touch<<<(n + 255) / 256, 256>>>(n);
+    } else if (matmul) {
       matmul_tiled<<<dim3(n / kTile, n / kTile), dim3(kTile, kTile)>>>(a, b, c, n);
     } else {
       vec_add<<<(n + 255) / 256, 256>>>(a, b, c, n);

@@ -310,41 +310,52 @@ absl::StatusOr<DeviceGlobal> ModuleGlobalOf(CuptiSeam& seam, bool is_library, vo
                     : seam.ModuleGlobal(static_cast<CUmodule>(handle), symbol);
 }
 
+// The table (and, for probes that read it, the descriptors' constant copy,
+// written first: the table is written only once the copy is, so inline map
+// code never finds a filled table beside an empty copy).
 absl::Status FillMapTable(CuptiSeam& seam, MapTableProvider& maps, bool is_library, void* handle,
                           uint32_t entries, bool descs) {
-  absl::StatusOr<std::vector<uint64_t>> table = maps.MapTable();
-  if (!table.ok()) return table.status();
-  if (table->size() != entries) {
+  std::vector<uint64_t> table;
+  std::vector<uint8_t> copies;
+  if (descs) {
+    absl::StatusOr<MapTableProvider::TableAndDescriptors> both = maps.MapTableAndDescriptors();
+    if (!both.ok()) return both.status();
+    table = std::move(both->table);
+    copies = std::move(both->descriptors);
+  } else {
+    absl::StatusOr<std::vector<uint64_t>> only = maps.MapTable();
+    if (!only.ok()) return only.status();
+    table = *std::move(only);
+  }
+  if (table.size() != entries) {
     return absl::InternalError(absl::StrCat("the module's map table has ", entries,
-                                            " entries, the session has ", table->size(), " maps"));
+                                            " entries, the session has ", table.size(), " maps"));
   }
   absl::StatusOr<DeviceGlobal> global =
       ModuleGlobalOf(seam, is_library, handle, CUPROBE_MAP_TABLE_SYMBOL);
   if (!global.ok()) return global.status();
-  size_t bytes = table->size() * sizeof(uint64_t);
+  const size_t bytes = table.size() * sizeof(uint64_t);
   if (global->bytes < bytes) {
     return absl::InternalError(absl::StrCat(CUPROBE_MAP_TABLE_SYMBOL, " is ", global->bytes,
                                             " bytes, expected ", bytes));
   }
-  CUPROBE_RETURN_IF_ERROR(seam.MemcpyHtoD(global->address, table->data(), bytes));
-  if (!descs) return absl::OkStatus();
-  // The descriptors' constant copy: the kernels' inline map code reads
-  // these (a copy left zero refuses every map, like a null table entry).
-  absl::StatusOr<std::vector<uint8_t>> copies = maps.MapDescriptors();
-  if (!copies.ok()) return copies.status();
-  bytes = size_t{entries} * CUPROBE_MAP_DESCS_ENTRY_SIZE;
-  if (copies->size() != bytes) {
-    return absl::InternalError(absl::StrCat("the session's map descriptors are ", copies->size(),
-                                            " bytes, the module's table needs ", bytes));
+  if (descs) {
+    const size_t copy_bytes = size_t{entries} * CUPROBE_MAP_DESCS_ENTRY_SIZE;
+    if (copies.size() != copy_bytes) {
+      return absl::InternalError(absl::StrCat("the session's map descriptors are ",
+                                              copies.size(), " bytes, the module's table needs ",
+                                              copy_bytes));
+    }
+    absl::StatusOr<DeviceGlobal> constants =
+        ModuleGlobalOf(seam, is_library, handle, CUPROBE_MAP_DESCS_SYMBOL);
+    if (!constants.ok()) return constants.status();
+    if (constants->bytes < copy_bytes) {
+      return absl::InternalError(absl::StrCat(CUPROBE_MAP_DESCS_SYMBOL, " is ", constants->bytes,
+                                              " bytes, expected ", copy_bytes));
+    }
+    CUPROBE_RETURN_IF_ERROR(seam.MemcpyHtoD(constants->address, copies.data(), copy_bytes));
   }
-  absl::StatusOr<DeviceGlobal> constants =
-      ModuleGlobalOf(seam, is_library, handle, CUPROBE_MAP_DESCS_SYMBOL);
-  if (!constants.ok()) return constants.status();
-  if (constants->bytes < bytes) {
-    return absl::InternalError(absl::StrCat(CUPROBE_MAP_DESCS_SYMBOL, " is ", constants->bytes,
-                                            " bytes, expected ", bytes));
-  }
-  return seam.MemcpyHtoD(constants->address, copies->data(), bytes);
+  return seam.MemcpyHtoD(global->address, table.data(), bytes);
 }
 
 absl::Status FillSiteCounts(CuptiSeam& seam, MapTableProvider& maps, bool is_library,
@@ -372,8 +383,10 @@ void FillInstrumentedModule(CuptiSeam& seam, MapTableProvider& maps, bool is_lib
     absl::Status s =
         FillMapTable(seam, maps, is_library, handle, image.map_table_entries, image.map_descs);
     if (!s.ok()) {
-      // The kernels run with a zeroed table: helpers see null maps and do
-      // nothing (the helper library checks), so the program is unaffected.
+      // The kernels run with a zeroed table (and descriptor copy): helpers
+      // see null maps and do nothing (the helper library checks), inline map
+      // code refuses the zero copy, and a probe with global data returns at
+      // once, so the program is unaffected.
       CUPROBE_LOG(kWarning, "%s: probes cannot reach their maps: %s", what, s.message());
     }
   }

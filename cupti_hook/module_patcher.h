@@ -89,9 +89,13 @@ class MapTableProvider {
  public:
   virtual ~MapTableProvider() = default;
   [[nodiscard]] virtual absl::StatusOr<std::vector<uint64_t>> MapTable() = 0;
-  // Map i's descriptor at bytes [128 i, 128 i + 128), after MapTable
-  // succeeded: what a module's constant copy holds (include/cuprobe/abi.h 3.).
-  [[nodiscard]] virtual absl::StatusOr<std::vector<uint8_t>> MapDescriptors() {
+  // The table and map i's descriptor at bytes [128 i, 128 i + 128) of the
+  // same maps: what a module's constant copy holds (include/cuprobe/abi.h 3.).
+  struct TableAndDescriptors {
+    std::vector<uint64_t> table;
+    std::vector<uint8_t> descriptors;
+  };
+  [[nodiscard]] virtual absl::StatusOr<TableAndDescriptors> MapTableAndDescriptors() {
     return absl::UnimplementedError("descriptor copies are not supported here");
   }
   // Registers a module's site counters (after MapTable succeeded) and

@@ -377,6 +377,10 @@ absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns, bool give_back) {
 
 absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   absl::MutexLock lock(&mu_);
+  return MapTableLocked();
+}
+
+absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTableLocked() {
   if (released_) return absl::FailedPreconditionError("the maps were released (exiting)");
   if (!maps_.has_value()) {
     if (!failed_.ok()) return failed_;
@@ -392,10 +396,10 @@ absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTable() {
   return maps_->table();
 }
 
-absl::StatusOr<std::vector<uint8_t>> DeviceMaps::MapDescriptors() {
+absl::StatusOr<MapTableProvider::TableAndDescriptors> DeviceMaps::MapTableAndDescriptors() {
   absl::MutexLock lock(&mu_);
-  if (!maps_.has_value()) return absl::FailedPreconditionError("the maps do not exist");
-  return maps_->descriptors();
+  CUPROBE_ASSIGN_OR_RETURN(std::vector<uint64_t> table, MapTableLocked());
+  return TableAndDescriptors{std::move(table), maps_->descriptors()};
 }
 
 absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> counters) {

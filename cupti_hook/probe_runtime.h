@@ -91,7 +91,7 @@ class DeviceMaps final : public MapTableProvider {
   ~DeviceMaps() override;
 
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
-  absl::StatusOr<std::vector<uint8_t>> MapDescriptors() override;
+  absl::StatusOr<TableAndDescriptors> MapTableAndDescriptors() override;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
   // OK when the maps exist in the current context or do not exist yet;
   // FAILED_PRECONDITION when they live in another context (device memory of
@@ -121,6 +121,7 @@ class DeviceMaps final : public MapTableProvider {
   // first module to instrument. Claiming fails for good when another live
   // process of the session holds them.
   absl::Status ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<uint64_t>> MapTableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Seeds freshly made, claimed maps from the region's last snapshot, once.
   absl::Status SeedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Final snapshot (if claimed and seeded), free, and give the claim back

@@ -959,13 +959,13 @@ CUPROBE_HD void RingHintFull(const cuprobe_map_desc* d) {
 }
 
 // After a reservation of this SM succeeded: the next full ring is hinted for
-// the shortest span again (a store, which the producer does not wait for).
+// the shortest span again (0: RingHintFull starts at CUPROBE_RING_FULL_HINT_NS;
+// a store, which the producer does not wait for).
 CUPROBE_HD void RingHintReset(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
   uint64_t* span_field = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_SPAN);
   if (span_field == nullptr) return;
-  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(span_field),
-               "l"(uint64_t{CUPROBE_RING_FULL_HINT_NS}) : "memory");
+  asm volatile("st.relaxed.gpu.b64 [%0], %1;" ::"l"(span_field), "l"(uint64_t{0}) : "memory");
 #else
   (void)d;
 #endif

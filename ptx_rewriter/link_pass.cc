@@ -107,12 +107,13 @@ absl::Status ProbeLinker::Prepare() {
       main_symbols.insert(item.statement.operands);
     }
   }
-  if (main_symbols.contains(CUPROBE_MAP_TABLE_SYMBOL) ||
-      main_symbols.contains(CUPROBE_MAP_DESCS_SYMBOL) ||
-      main_symbols.contains(CUPROBE_SITE_COUNTS_SYMBOL)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        main.name, ": the module already has ", CUPROBE_MAP_TABLE_SYMBOL,
-        " (was it instrumented by cuprobe before?); instrument the original module"));
+  for (const char* ours :
+       {CUPROBE_MAP_TABLE_SYMBOL, CUPROBE_MAP_DESCS_SYMBOL, CUPROBE_SITE_COUNTS_SYMBOL}) {
+    if (main_symbols.contains(ours)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          main.name, ": the module already has ", ours,
+          " (was it instrumented by cuprobe before?); instrument the original module"));
+    }
   }
 
   // Definitions of the added modules, and who defines what.

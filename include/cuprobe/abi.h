@@ -49,7 +49,9 @@
  *    __cuprobe_map_descs[];`) and the hook fills with the table. Constant
  *    loads are served by the constant cache, which a kernel's streaming
  *    loads never evict; a copy never filled is zeros and fails the magic
- *    check like a bad map.
+ *    check like a bad map (a probe with .data/.bss then returns at once).
+ *    The hook writes the copy before the table. Bundles of more than 64
+ *    maps read every descriptor through the table instead.
  *
  * 4. Helpers are PTX functions of the GPU helper library named
  *    CUPROBE_HELPER_SYMBOL_* below; every argument and the result are .b64.

@@ -112,8 +112,10 @@ class FunctionLowering {
     int32_t slot;
   };
   DescRef SlotRef(int32_t slot) { return DescRef{TableEntry(slot), slot}; }
+  // The constant copy takes 128 bytes of the module's 64 KiB constant bank
+  // per map: bundles of more than 64 maps read through the table.
   bool ConstDesc(const DescRef& m) const {
-    return target_ == LowerTarget::kNvptx && m.slot >= 0;
+    return target_ == LowerTarget::kNvptx && m.slot >= 0 && map_slot_.size() <= 64;
   }
   void CountError(const DescRef& map);
   // Inline map operations (abi.h 8.): see IndexedValue.
@@ -672,21 +674,25 @@ void FunctionLowering::CountError(const DescRef& map) {
 
 // bpf_ringbuf_reserve. On the GPU, when the call site fixes the ring: if its
 // SM's producers were told that the ring is full (maps/map_algorithms.h,
-// RingFullHinted), the lanes here are dropped and counted inline exactly as
-// the helper would drop them (they are one group: every lane at this site
-// reserves the same size in the same ring), reading the descriptor from the
-// module's constant copy and the hint through L1. A block leader of a full
-// ring then waits on one load at most, where the helper's path waits on the
+// RingFullHinted), the lanes here are dropped and counted inline as the
+// helper would count them (records: the lanes; bytes: the sum of their
+// record sizes, which the verifier lets differ between paths), reading the
+// descriptor from the module's constant copy. A block leader of a full ring
+// then waits on one load at most, where the helper's path waits on the
 // table, the descriptor and the hint one after another. Any other case
-// (the hint stale, unset or expired; a bad map or arguments) calls the helper,
-// which decides as before; a stale hint can only be older (it only moves
-// forward), so it never drops what the helper would reserve.
+// (the hint unset or expired; a bad map or arguments; a record over 64 KiB)
+// calls the helper, which decides as before. The hint is read through L1:
+// a copy there may be stale (another SM shares the shard line when there
+// are more than 128, and a shorter span can follow a longer one), so an SM
+// may drop while its hint has in fact moved back: at most for the longest
+// span (128 us), and every drop is counted either way.
 llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   auto helper = [&] {
     return b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 3), {Reg(1), Reg(2), Reg(3)});
   };
   if (target_ != LowerTarget::kNvptx || CallMap(pc) == nullptr) return helper();
   const DescRef ring{nullptr, map_slot_[static_cast<size_t>(v_.insns[pc].call_map)]};
+  if (!ConstDesc(ring)) return helper();
   llvm::Value* size = Reg(2);
   llvm::Value* aux = DescLoad(ring, offsetof(cuprobe_map_desc, aux), I64());
   llvm::Value* ok = DescHeadOk(ring, CUPROBE_MAP_RINGBUF);
@@ -696,7 +702,8 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
                                                  I64()), C64(0)));
   ok = b_.CreateAnd(ok, b_.CreateICmpNE(aux, C64(0)));
   ok = b_.CreateAnd(ok, b_.CreateICmpEQ(Reg(3), C64(0)));
-  ok = b_.CreateAnd(ok, b_.CreateICmpULE(size, C64(CUPROBE_RING_LEN_MASK)));
+  // At most 64 KiB, so that 32 lanes' record sizes sum in 32 bits.
+  ok = b_.CreateAnd(ok, b_.CreateICmpULE(size, C64(uint64_t{1} << 16)));
 
   llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "ring.hint", fn_);
   llvm::BasicBlock* drop = llvm::BasicBlock::Create(ctx_, "ring.drop", fn_);
@@ -728,13 +735,17 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
   llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
   llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
+  llvm::Value* record = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
+                                     C64(~uint64_t{7}));
+  llvm::Value* bytes = b_.CreateZExt(
+      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_redux_sync_add, {},
+                         {b_.CreateTrunc(record, I32()), active}),
+      I64());
   b_.CreateCondBr(b_.CreateICmpEQ(lane, first), lead, done);
 
   b_.SetInsertPoint(lead);
   llvm::Value* lanes =
       b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
-  llvm::Value* record = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
-                                     C64(~uint64_t{7}));
   b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
                      b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED)),
                                        global),
@@ -742,7 +753,7 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   b_.CreateAtomicRMW(
       llvm::AtomicRMWInst::Add,
       b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED_BYTES)), global),
-      b_.CreateMul(lanes, record), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+      bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
   b_.CreateBr(done);
 
   b_.SetInsertPoint(call);
@@ -1080,7 +1091,23 @@ absl::Status FunctionLowering::Lower() {
             .address;
     data_base_[map]->setName(absl::StrCat("data_", Sanitize(om.spec.name)));
   }
-  b_.CreateBr(blocks_.at(0));
+  // A global-data map that cannot be reached (its table entry or descriptor
+  // copy never filled: the hook said so once) makes the probe return at
+  // once rather than address its variables from 0.
+  llvm::Value* unreachable_data = b_.getFalse();
+  for (const auto& [map, base] : data_base_) {
+    if (!obj_.maps[map].read_only()) {
+      unreachable_data = b_.CreateOr(unreachable_data, b_.CreateICmpEQ(base, C64(0)));
+    }
+  }
+  if (unreachable_data != b_.getFalse()) {
+    llvm::BasicBlock* give_up = llvm::BasicBlock::Create(ctx_, "data.unreachable", fn_);
+    b_.CreateCondBr(unreachable_data, give_up, blocks_.at(0));
+    b_.SetInsertPoint(give_up);
+    b_.CreateRet(b_.getInt32(0));
+  } else {
+    b_.CreateBr(blocks_.at(0));
+  }
 
   llvm::BasicBlock* current = nullptr;
   for (uint32_t pc = 0; pc < n; ++pc) {

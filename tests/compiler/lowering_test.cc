@@ -134,6 +134,9 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(r->bundle.helpers.empty());
   EXPECT_THAT(r->bundle.ptx, HasSubstr("ld.const.u64 \t%rd8, [__cuprobe_map_descs+56];"));
   EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__cuprobe_map_table")));
+  // A value address of 0 (the copy never filled) returns before any access.
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("setp.eq.s64 \t%p5, %rd8, 0;\n\t@%p5 bra \t$L__BB0_4;\n"
+                                       "\tatom.add.u64 \t%rd7, [%rd8], 5;\n$L__BB0_4:"));
   EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("__local_depot")));
   EXPECT_THAT(r->bundle.ptx, HasSubstr(", 5;"));
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
@@ -193,7 +196,9 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_THAT(ptx, HasSubstr("%globaltimer"));
   EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd18, %rd3, 16;"));  // records dropped
   EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd20, %rd3, 24;"));  // their bytes
-  EXPECT_THAT(ptx, HasSubstr("mul.wide.u32 \t%rd5, %r11, 32;"));  // lanes x 32-byte records
+  // The bytes: the lanes' 32-byte records summed over the warp (sizes may
+  // differ between the paths that reach the call).
+  EXPECT_THAT(ptx, HasSubstr("mov.b32 \t%r11, 32;\n\tredux.sync.add.s32 %r12, %r11, %r5;"));
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "atom.global.add.u64")).size(), 3u);
   EXPECT_THAT(ptx, HasSubstr("call.uni (retval0), \n\t__cuprobe_ringbuf_reserve,"));
   EXPECT_EQ(r->bundle.helpers,

@@ -48,7 +48,12 @@ class FixedMaps : public MapTableProvider {
     return table;
   }
   absl::StatusOr<std::vector<uint8_t>> descriptors = absl::UnimplementedError("none");
-  absl::StatusOr<std::vector<uint8_t>> MapDescriptors() override { return descriptors; }
+  absl::StatusOr<TableAndDescriptors> MapTableAndDescriptors() override {
+    ++calls;
+    if (!table.ok()) return table.status();
+    if (!descriptors.ok()) return descriptors.status();
+    return TableAndDescriptors{*table, *descriptors};
+  }
   absl::Status usable;
   absl::Status UsableInCurrentContext() override { return usable; }
   absl::Status claim;
@@ -369,9 +374,9 @@ TEST(ModulePatcher, FillsTheDescriptorsConstantCopy) {
   EXPECT_EQ(entry, 0x2000u);
 }
 
-// Descriptors that do not match the table (or cannot be had) leave the copy
-// zero, which inline code refuses as a bad map, with one warning; a module
-// without the copy is never asked for it.
+// Descriptors that do not match the table (or cannot be had) leave both the
+// copy and the table zero, which inline code and helpers refuse as a bad
+// map, with one warning; a module without the copy is never asked for it.
 TEST(ModulePatcher, DescriptorsOfTheWrongSizeAreNotCopied) {
   Rig rig;
   InstrumentedImage image = SomeImage(2);
@@ -388,7 +393,7 @@ TEST(ModulePatcher, DescriptorsOfTheWrongSizeAreNotCopied) {
   p.module = &out;
   p.image = &original;
   rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
-  for (size_t i = 256; i < std::min<size_t>(512, rig.seam.device_memory.size()); ++i) {
+  for (size_t i = 64; i < std::min<size_t>(512, rig.seam.device_memory.size()); ++i) {
     ASSERT_EQ(rig.seam.device_memory[i], 0) << "byte " << i;
   }
   EXPECT_THAT(log.Read(), HasSubstr("the session's map descriptors are 128 bytes"));
