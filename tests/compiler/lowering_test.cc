@@ -194,8 +194,8 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_THAT(ptx, HasSubstr("mov.u32 %r2, %smid;"));
   EXPECT_THAT(ptx, HasSubstr("ld.global.u64 \t%rd13, [%rd3+32];"));  // the hint, through L1
   EXPECT_THAT(ptx, HasSubstr("%globaltimer"));
-  EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd18, %rd3, 16;"));  // records dropped
-  EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd20, %rd3, 24;"));  // their bytes
+  EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd19, %rd3, 16;"));  // records dropped
+  EXPECT_THAT(ptx, HasSubstr("add.s64 \t%rd21, %rd3, 24;"));  // their bytes
   // The bytes: the lanes' 32-byte records summed over the warp (sizes may
   // differ between the paths that reach the call).
   EXPECT_THAT(ptx, HasSubstr("mov.b32 \t%r11, 32;\n\tredux.sync.add.s32 %r12, %r11, %r5;"));
@@ -203,6 +203,35 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_THAT(ptx, HasSubstr("call.uni (retval0), \n\t__cuprobe_ringbuf_reserve,"));
   EXPECT_EQ(r->bundle.helpers,
             (std::vector<std::string>{"__cuprobe_ringbuf_reserve", "__cuprobe_ringbuf_submit"}));
+  EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
+}
+
+TEST(Lowering, RecordFieldsAreStoredEightBytesAtATime) {
+  // kernel_trace's record: a u64 and six u32 fields. The body is 8-byte
+  // aligned, so each pair of adjacent u32 fields is one vector store: four
+  // stores into host memory instead of seven.
+  auto r = CompileC(R"(
+struct rec { u64 t; u32 a, b, c, d, e, f; };
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } events SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  struct rec *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) return 0;
+  e->t = ctx->global_timer;
+  e->a = ctx->kernel_id; e->b = ctx->sm_id;
+  e->c = ctx->block_idx[0]; e->d = ctx->block_idx[1];
+  e->e = ctx->block_idx[2]; e->f = 0;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string& ptx = r->bundle.ptx;
+  EXPECT_THAT(ptx, HasSubstr("and.b64"));  // the reserved address, known 8-aligned
+  EXPECT_THAT(ptx, HasSubstr("st.u64 \t[%rd"));
+  for (const char* at : {"+8]", "+16]", "+24]"}) {
+    EXPECT_THAT(ptx, HasSubstr(absl::StrCat(at, ", {"))) << "a vector store at " << at;
+  }
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "st.v2.u32")).size(), 4u);
+  EXPECT_THAT(ptx, Not(HasSubstr("\tst.u32")));
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
 }
 
