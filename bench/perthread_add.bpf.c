@@ -2,8 +2,10 @@
 // within 1.2x of a hand-written kernel doing the same"): at the exit of
 // probe_workload's empty `touch` kernel, each thread adds its lane + 1 to
 // its own slot of a PERTHREAD map, as probe_workload's per_thread_add kernel
-// does by hand with an atomicAdd. The delta is not a constant of the site,
-// so the add is the compiler's inline one (no site or thread-range counter).
+// does by hand with an atomicAdd. 4M threads: at 1M a launch takes about
+// what an empty launch takes, and the ratio was mostly noise. The delta is
+// not a constant of the site, so the add is the compiler's inline one (no
+// site or thread-range counter).
 #include "cuprobe/probe.h"
 
 struct {
@@ -11,7 +13,7 @@ struct {
   __type(key, u32);
   __type(value, u64);
   __uint(max_entries, 1);
-  __uint(map_extra, 1 << 20);  // ids: one per thread of a 1M-thread launch
+  __uint(map_extra, 1 << 22);  // ids: one per thread of a 4M-thread launch
 } per_thread SEC(".maps");
 
 SEC("cuprobe/exit/*touch*")

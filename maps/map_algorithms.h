@@ -443,15 +443,20 @@ CUPROBE_HD void CountError(const cuprobe_map_desc* d) {
 // The copy of the u64 at `target` (a value of map d) that this lane adds
 // to: an add-only map's values are spread over copies by SM
 // (maps/map_desc.h); other maps have one. The host folds them.
-CUPROBE_HD uint64_t* ValueShard(const cuprobe_map_desc* d, uint64_t* target) {
+// How far this SM's copy of a value lies from the value (0 without copies).
+CUPROBE_HD uint64_t ValueShardOffset(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
   const uint64_t bytes = DescField(d->shard_bytes);
-  if (bytes == 0) return target;
-  return Ptr<uint64_t>(reinterpret_cast<uintptr_t>(target) +
-                       static_cast<uint64_t>(CurrentSm() & DescField(d->shard_mask)) * bytes);
+  if (bytes == 0) return 0;
+  return static_cast<uint64_t>(CurrentSm() & DescField(d->shard_mask)) * bytes;
 #else
-  return target;
+  (void)d;
+  return 0;
 #endif
+}
+
+CUPROBE_HD uint64_t* ValueShard(const cuprobe_map_desc* d, uint64_t* target) {
+  return Ptr<uint64_t>(reinterpret_cast<uintptr_t>(target) + ValueShardOffset(d));
 }
 
 // The value of key `index` of an indexed map of `type` (and `id` for PER*
