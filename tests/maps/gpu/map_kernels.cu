@@ -41,7 +41,10 @@ __device__ uint64_t __cuprobe_hist_add_linear(uint64_t map, uint64_t value, uint
 }
 
 #define GID (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x)
-#define MAP(i) (*static_cast<volatile uint64_t*>(&__cuprobe_map_table[i]))
+// The table as compiled probes read it: one read-only load (ld.global.nc).
+// The host fills it before any kernel of the module runs.
+#define MAP(i) \
+  static_cast<uint64_t>(__ldg(reinterpret_cast<const unsigned long long*>(&__cuprobe_map_table[i])))
 #define ADDR(p) reinterpret_cast<uint64_t>(p)
 
 // A key in a probe's stack, as the compiler passes it: a generic pointer to
@@ -254,7 +257,11 @@ extern "C" __global__ void baseline_atomic_add_hashed(uint64_t* counters, const 
   atomicAdd(reinterpret_cast<unsigned long long*>(counters) + slot % (2 * nkeys), 1ull);
 }
 
-extern "C" __global__ void baseline_per_thread(uint64_t* counters) { counters[GID] += 1; }
+// A PERTHREAD add is an atomic (two launches on different streams share the
+// map's slots), so the hand-written kernel doing the same adds atomically.
+extern "C" __global__ void baseline_per_thread(uint64_t* counters) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(counters) + GID, 1ull);
+}
 
 extern "C" __global__ void baseline_hist_log2(uint64_t* buckets) {
   const uint64_t v = GID;
