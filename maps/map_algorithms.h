@@ -976,6 +976,38 @@ CUPROBE_HD void RingHintReset(const cuprobe_map_desc* d) {
 #endif
 }
 
+// The second half of RingReserveFast: `p` is what the fetch-and-add of
+// `total` bytes on the head returned, `tail` the cached tail the producer
+// checked before it. Also the end of the compiler's inline reservation
+// (RingReserveAt), which makes the fetch-and-add itself.
+CUPROBE_HD uint32_t RingAfterFetchAdd(const cuprobe_map_desc* d, uint64_t total, uint64_t p,
+                                      uint64_t tail, uint64_t* position) {
+  cuprobe_map_control* c = Control(d);
+  const uint64_t capacity = DescField(d->slot_mask) + 1;
+  for (;;) {
+    if (p + total - tail <= capacity) {
+      if ((p & (capacity - 1)) + total > capacity) {
+        StoreReleaseSystem32(RingHeaderAt(d, p),
+                             CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
+                                 static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
+        return kRingPadded;
+      }
+      *position = p;
+      return kRingGranted;
+    }
+    // Overshot by the cached tail: the consumer's real one (over the bus).
+    // It never passes p, whose header is not committed.
+    const uint64_t real = RingConsumerTail(d);
+    if (real > tail && real <= p) {
+      AtomicMax64(&c->ring_tail_cache, real);
+      tail = real;
+      continue;
+    }
+    if (AtomicCas64(&c->ring_head, p + total, p) == p + total) return kRingFull;
+    Pause();  // producers after us are giving their bytes back
+  }
+}
+
 CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
                                     uint64_t* position) {
   if (RingFullHinted(d)) return kRingFull;
@@ -1011,29 +1043,23 @@ CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
       tail = real;
     }
   }
-  const uint64_t p = AtomicAdd64(&c->ring_head, total);
-  for (;;) {
-    if (p + total - tail <= capacity) {
-      if ((p & (capacity - 1)) + total > capacity) {
-        StoreReleaseSystem32(RingHeaderAt(d, p),
-                             CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
-                                 static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
-        return kRingPadded;
-      }
-      *position = p;
-      return kRingGranted;
-    }
-    // Overshot by the cached tail: the consumer's real one (over the bus).
-    // It never passes p, whose header is not committed.
-    const uint64_t real = RingConsumerTail(d);
-    if (real > tail && real <= p) {
-      AtomicMax64(&c->ring_tail_cache, real);
-      tail = real;
-      continue;
-    }
-    if (AtomicCas64(&c->ring_head, p + total, p) == p + total) return kRingFull;
-    Pause();  // producers after us are giving their bytes back
+  return RingAfterFetchAdd(d, total, AtomicAdd64(&c->ring_head, total), tail, position);
+}
+
+// The end of a group's reservation: granted, it resets the SM's full-ring
+// span and counts n records reserved (returns n); otherwise it counts n
+// records and their bytes dropped (returns 0).
+CUPROBE_HD uint32_t RingCountGroup(const cuprobe_map_desc* d, uint32_t fast, uint32_t n,
+                                   uint64_t record_size) {
+  cuprobe_map_control* c = Control(d);
+  if (fast == kRingGranted) {
+    RingHintReset(d);
+    AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &c->ring_reserved, n);
+    return n;
   }
+  AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED, &c->ring_dropped, n);
+  AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED_BYTES, &c->ring_dropped_bytes, n * record_size);
+  return 0;
 }
 
 // Reserves `n` consecutive records of `record_size` bytes (a multiple of 8)
@@ -1044,20 +1070,14 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
                                      uint64_t* first_position) {
   const uint64_t capacity = DescField(d->slot_mask) + 1;
   const uint64_t total = static_cast<uint64_t>(n) * record_size;
-  cuprobe_map_control* c = Control(d);
+  uint32_t fast = kRingFull;
   if (record_size != 0 && (record_size & 7) == 0 && total <= capacity - capacity / 8) {
-    uint32_t fast = RingReserveFast(d, total, first_position);
+    fast = RingReserveFast(d, total, first_position);
     if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
-    if (fast == kRingGranted) {
-      RingHintReset(d);
-      AddToCounter(d, CUPROBE_MAP_SHARD_RING_RESERVED, &c->ring_reserved, n);
-      return n;
-    }
   }
-  AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED, &c->ring_dropped, n);
-  AddToCounter(d, CUPROBE_MAP_SHARD_RING_DROPPED_BYTES, &c->ring_dropped_bytes, n * record_size);
-  return 0;
+  return RingCountGroup(d, fast, n, record_size);
 }
+
 
 CUPROBE_HD bool RingUsable(const cuprobe_map_desc* d) {
   return DescIs(d, CUPROBE_MAP_RINGBUF) && DescField(d->ring_data) != 0 &&
@@ -1079,6 +1099,25 @@ CUPROBE_HD uint64_t RingBeginRecord(const cuprobe_map_desc* d, uint64_t position
   uint32_t* header = RingHeaderAt(d, position);
   header[0] = size;
   return reinterpret_cast<uintptr_t>(header) + CUPROBE_RING_HEADER_SIZE;
+}
+
+// A reservation whose fetch-and-add the caller made: `p` is what it
+// returned for `size` body bytes (one record, RingRecordSize(size) <=
+// 3/8 of the capacity), `tail` the cached tail the caller checked first.
+// Ends the reservation as RingReserve would (pad and retry, give the bytes
+// back, count) and returns the body's address, or 0 (counted as dropped).
+// The compiler's inline path for a lone producer (loader/compiler/lower.cc):
+// it reads the cursors from the descriptor's constant copy, so a block
+// leader's successful reservation waits on two loads and the atomic, not on
+// the descriptor's loads and the helper's checks before them.
+CUPROBE_HD uint64_t RingReserveAt(const cuprobe_map_desc* d, uint64_t size, uint64_t p,
+                                  uint64_t tail) {
+  const uint64_t record = RingRecordSize(size);
+  uint64_t position = 0;
+  uint32_t fast = RingAfterFetchAdd(d, record, p, tail, &position);
+  if (fast == kRingPadded) fast = RingReserveFast(d, record, &position);
+  if (RingCountGroup(d, fast, 1, record) == 0) return 0;
+  return RingBeginRecord(d, position, static_cast<uint32_t>(size));
 }
 
 // bpf_ringbuf_submit / discard on a body address from RingBeginRecord:

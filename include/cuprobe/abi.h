@@ -92,11 +92,20 @@
  *        wider keys;
  *      - HASH (`_HASH`): the key's address, as the generic helper.
  *    The generic helpers stay for call sites whose map differs between paths.
+ * 9. (Version 5) bpf_ringbuf_reserve by one lane on a ring the call site
+ *    fixes may be made inline from the descriptors' constant copy: the
+ *    cached tail and the head loaded (relaxed, gpu scope) from the map's
+ *    control block, and while the ring is at most half full, one
+ *    fetch-and-add of the record's bytes on the head. A record that fits
+ *    without wrapping is the caller's, counted in its SM's shard and begun
+ *    as the helper would (map_algorithms.h, RingBeginRecord); any other
+ *    outcome is handed to CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT with the
+ *    position and the tail, which ends it as the helper would have.
  */
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 4
+#define CUPROBE_ABI_VERSION 5
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -234,6 +243,9 @@ struct cuprobe_ctx {
 #define CUPROBE_HELPER_SYMBOL_HIST_ADD "__cuprobe_hist_add"           /* (map, value, count) */
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT "__cuprobe_ringbuf_output" /* (map, data, size, flags) */
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE "__cuprobe_ringbuf_reserve" /* (map, size, flags) */
+/* (Version 5) The end of an inline reservation (9. above). */
+#define CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT \
+  "__cuprobe_ringbuf_reserve_at" /* (map, size, position, tail) */
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT "__cuprobe_ringbuf_submit" /* (ptr, flags) */
 #define CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD "__cuprobe_ringbuf_discard" /* (ptr, flags) */
 #define CUPROBE_HELPER_SYMBOL_PID_TGID "__cuprobe_pid_tgid"           /* () */

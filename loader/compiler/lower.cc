@@ -701,9 +701,9 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   if (!ConstDesc(ring)) return helper();
   llvm::Value* size = Reg(2);
   llvm::Value* aux = DescLoad(ring, offsetof(cuprobe_map_desc, aux), I64());
+  llvm::Value* data = DescLoad(ring, offsetof(cuprobe_map_desc, ring_data), I64());
   llvm::Value* ok = DescHeadOk(ring, CUPROBE_MAP_RINGBUF);
-  ok = b_.CreateAnd(ok, b_.CreateICmpNE(DescLoad(ring, offsetof(cuprobe_map_desc, ring_data),
-                                                 I64()), C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(data, C64(0)));
   ok = b_.CreateAnd(ok, b_.CreateICmpNE(DescLoad(ring, offsetof(cuprobe_map_desc, ring_host),
                                                  I64()), C64(0)));
   ok = b_.CreateAnd(ok, b_.CreateICmpNE(aux, C64(0)));
@@ -735,7 +735,79 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
       I64(), b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_UNTIL)), global),
       llvm::Align(8));
   llvm::Value* now = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_globaltimer, {}, {});
-  b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, call);
+  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx_, "ring.fast", fn_);
+  b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, fast);
+
+  // A lone lane (a block leader) while the ring is at most half full by the
+  // cached tail: the reservation inline (abi.h 9.), its cursors' address and
+  // the capacity from the constant copy. Anything else takes the helper.
+  b_.SetInsertPoint(fast);
+  llvm::BasicBlock* cursors = llvm::BasicBlock::Create(ctx_, "ring.cursors", fn_);
+  llvm::BasicBlock* grab = llvm::BasicBlock::Create(ctx_, "ring.grab", fn_);
+  llvm::BasicBlock* granted = llvm::BasicBlock::Create(ctx_, "ring.granted", fn_);
+  llvm::BasicBlock* finish = llvm::BasicBlock::Create(ctx_, "ring.finish", fn_);
+  llvm::Value* alone = b_.CreateICmpEQ(
+      b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop,
+                              b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {})),
+      b_.getInt32(1));
+  llvm::Value* capacity =
+      b_.CreateAdd(DescLoad(ring, offsetof(cuprobe_map_desc, slot_mask), I64()), C64(1));
+  llvm::Value* record_bytes = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
+                                           C64(~uint64_t{7}));
+  // At most 3/8 of the capacity: at most half full plus the record then
+  // leaves the helper's slack (capacity / 8) free, as its check requires.
+  llvm::Value* small = b_.CreateICmpULE(b_.CreateMul(record_bytes, C64(8)),
+                                        b_.CreateMul(capacity, C64(3)));
+  b_.CreateCondBr(b_.CreateAnd(alone, small), cursors, call);
+
+  b_.SetInsertPoint(cursors);
+  llvm::Value* control = DescLoad(ring, offsetof(cuprobe_map_desc, control), I64());
+  llvm::Value* head_at = b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_head)));
+  auto relaxed_load = [&](llvm::Value* address) {
+    return b_.CreateCall(
+        llvm::InlineAsm::get(llvm::FunctionType::get(I64(), {I64()}, false),
+                             "ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l,~{memory}",
+                             /*hasSideEffects=*/true),
+        {address});
+  };
+  llvm::Value* tail = relaxed_load(
+      b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_tail_cache))));
+  llvm::Value* head = relaxed_load(head_at);
+  b_.CreateCondBr(b_.CreateICmpULE(b_.CreateSub(head, tail), b_.CreateLShr(capacity, C64(1))),
+                  grab, call);
+
+  b_.SetInsertPoint(grab);
+  llvm::Value* position =
+      b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(head_at, global),
+                         record_bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  llvm::Value* offset = b_.CreateAnd(position, b_.CreateSub(capacity, C64(1)));
+  llvm::Value* fits = b_.CreateAnd(
+      b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(position, record_bytes), tail), capacity),
+      b_.CreateICmpULE(b_.CreateAdd(offset, record_bytes), capacity));
+  b_.CreateCondBr(fits, granted, finish);
+
+  // RingCountGroup and RingBeginRecord (maps/map_algorithms.h): the record
+  // counted in the SM's shard, the SM's full-ring span reset, the length
+  // written into header word 0.
+  b_.SetInsertPoint(granted);
+  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
+                     b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_RESERVED)),
+                                       global),
+                     C64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64()}, false),
+                                     "st.relaxed.gpu.global.b64 [$0], 0;", "l,~{memory}",
+                                     /*hasSideEffects=*/true),
+                {b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_SPAN))});
+  llvm::Value* header = b_.CreateAdd(data, offset);
+  b_.CreateAlignedStore(b_.CreateTrunc(size, I32()), b_.CreateIntToPtr(header, global),
+                        llvm::Align(8));
+  llvm::Value* body = b_.CreateAdd(header, C64(CUPROBE_RING_HEADER_SIZE));
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(finish);
+  llvm::Value* finished = b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT, 4),
+                                        {Reg(1), size, position, tail});
+  b_.CreateBr(done);
 
   b_.SetInsertPoint(drop);
   llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
@@ -763,17 +835,20 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   b_.CreateBr(done);
 
   b_.SetInsertPoint(call);
-  // Record bodies are 8-byte aligned (map_desc.h): the mask tells LLVM so.
-  llvm::Value* reserved = b_.CreateAnd(helper(), C64(~uint64_t{7}));
+  llvm::Value* reserved = helper();
   llvm::BasicBlock* call_end = b_.GetInsertBlock();
   b_.CreateBr(done);
 
   b_.SetInsertPoint(done);
-  llvm::PHINode* r0 = b_.CreatePHI(I64(), 3);
+  llvm::PHINode* r0 = b_.CreatePHI(I64(), 5);
   r0->addIncoming(C64(0), drop);
   r0->addIncoming(C64(0), lead);
   r0->addIncoming(reserved, call_end);
-  return r0;
+  r0->addIncoming(body, granted);
+  r0->addIncoming(finished, finish);
+  // Record bodies are 8-byte aligned (map_desc.h): the mask tells LLVM so,
+  // and it merges adjacent field stores into vector stores.
+  return b_.CreateAnd(r0, C64(~uint64_t{7}));
 }
 
 // The key of the map helper call at `pc` (R2 points to it) as an integer of

@@ -469,6 +469,15 @@ extern "C" __device__ uint64_t __cuprobe_ringbuf_reserve(uint64_t map, uint64_t 
   return RingBeginRecord(d, position, static_cast<uint32_t>(size));
 }
 
+// (ABI version 5) The end of the compiler's inline reservation: see
+// RingReserveAt. Called only after the caller's fetch-and-add on a ring it
+// checked (type, data, flags, size); `position` is what the fetch-and-add
+// returned, `tail` the cached tail it compared against.
+extern "C" __device__ uint64_t __cuprobe_ringbuf_reserve_at(uint64_t map, uint64_t size,
+                                                            uint64_t position, uint64_t tail) {
+  return RingReserveAt(Ptr<const cuprobe_map_desc>(map), size, position, tail);
+}
+
 extern "C" __device__ uint64_t __cuprobe_ringbuf_submit(uint64_t data, uint64_t flags) {
   if (data == 0) return static_cast<uint64_t>(kEINVAL);
   RingFinishRecord(data, /*discard=*/false);

@@ -58,6 +58,8 @@ const std::map<std::string, int>& ExpectedHelpers() {
       {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, 3},
       {CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2, 3},
       {CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, 3},
+      // The end of an inline reservation (ABI v5).
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT, 4},
   };
   return *helpers;
 }
@@ -332,6 +334,7 @@ TEST(HelpersPtx, EveryHelperStaysWithinItsRegisterBudget) {
       {CUPROBE_HELPER_SYMBOL_PID_TGID, 32},
       {CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 96},
       {CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 96},
+      {CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT, 96},
       {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH, 96},
       {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, 96},
       {CUPROBE_HELPER_SYMBOL_HIST_ADD, 64},

@@ -734,6 +734,82 @@ TEST(RingMap, StrayBitsInAReservedRecordsHeaderStopTheConsumer) {
   EXPECT_TRUE(ring.status().ok()) << ring.status();
 }
 
+// The compiler's inline reservation for a lone lane (abi.h 9.) as the
+// generated code makes it: cursors, one fetch-and-add, and RingReserveAt for
+// whatever does not simply fit. `others`: bytes other producers reserve
+// between this one's check and its fetch-and-add.
+uint64_t InlineReserve(HostMap& m, uint64_t size, uint64_t others = 0) {
+  cuprobe_map_control* c = m.control();
+  const uint64_t capacity = m.desc()->slot_mask + 1;
+  const uint64_t record = algo::RingRecordSize(size);
+  const uint64_t tail = c->ring_tail_cache;
+  const uint64_t head = c->ring_head;
+  if (record * 8 > capacity * 3 || head - tail > capacity / 2) {
+    return algo::RingReserve(m.desc(), size, 0);
+  }
+  c->ring_head += others;
+  const uint64_t p = __atomic_fetch_add(&c->ring_head, record, __ATOMIC_RELAXED);
+  if (p + record - tail <= capacity && (p & (capacity - 1)) + record <= capacity) {
+    ++c->ring_reserved;
+    return algo::RingBeginRecord(m.desc(), p, static_cast<uint32_t>(size));
+  }
+  return algo::RingReserveAt(m.desc(), size, p, tail);
+}
+
+TEST(RingMap, AnInlineReservationAtTheEndPadsAndTakesTheStart) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  MapRing ring = m.Ring();
+  auto* data = static_cast<uint8_t*>(m.ring_block()) + CUPROBE_RING_HOST_SIZE;
+  // 125 records of 32 bytes, consumed: head = tail = 4000.
+  const std::vector<uint8_t> small(24, 0x11);
+  for (int i = 0; i < 125; ++i) {
+    ASSERT_EQ(algo::RingOutput(m.desc(), small.data(), 24, 0), 0);
+    if (i == 99) {
+      ASSERT_EQ(ConsumeAll(ring).size(), 100u);
+    }
+  }
+  ASSERT_EQ(ConsumeAll(ring).size(), 25u);
+  m.control()->ring_tail_cache = ring.Stats().tail;
+  ASSERT_EQ(m.control()->ring_head, 4000u);
+  // 200 bytes from 4000 cross the end: they become a pad, and the record
+  // takes the next 200, at 4200 (offset 104).
+  const uint64_t body = InlineReserve(m, 192);
+  ASSERT_NE(body, 0u);
+  EXPECT_EQ(body, reinterpret_cast<uintptr_t>(data) + 104 + CUPROBE_RING_HEADER_SIZE);
+  uint32_t pad = 0;
+  std::memcpy(&pad, data + 4000, 4);
+  EXPECT_EQ(pad, CUPROBE_RING_COMMIT | CUPROBE_RING_PAD | 192u) << "the whole 200 bytes, wrapped";
+  EXPECT_EQ(m.control()->ring_head, 4096u + 104 + 200);
+  std::memset(reinterpret_cast<void*>(body), 0x7e, 192);
+  algo::RingFinishRecord(body, false);
+  const auto got = ConsumeAll(ring);
+  ASSERT_TRUE(ring.status().ok()) << ring.status();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], std::vector<uint8_t>(192, 0x7e));
+  EXPECT_EQ(m.control()->ring_reserved, 126u);
+  EXPECT_EQ(m.control()->ring_dropped, 0u);
+}
+
+TEST(RingMap, AnInlineReservationThatOvershootsGivesItsBytesBackAndCountsADrop) {
+  HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
+  // 1800 bytes reserved and never committed (the consumer cannot pass
+  // them): the cached tail says under half full, but by the fetch-and-add
+  // other producers hold 1000 bytes more, and 1408 do not fit after them.
+  const uint64_t held = algo::RingReserve(m.desc(), 1792, 0);
+  ASSERT_NE(held, 0u);
+  ASSERT_EQ(m.control()->ring_head, 1800u);
+  EXPECT_EQ(InlineReserve(m, 1400, /*others=*/1000), 0u);
+  EXPECT_EQ(m.control()->ring_head, 2800u) << "the bytes went back";
+  EXPECT_EQ(m.control()->ring_dropped, 1u);
+  EXPECT_EQ(m.control()->ring_dropped_bytes, 1408u);
+  EXPECT_EQ(m.control()->ring_reserved, 1u);
+  // What fits still fits, inline.
+  const uint64_t next = InlineReserve(m, 24);
+  ASSERT_NE(next, 0u);
+  EXPECT_EQ(next, held + 2800);
+  EXPECT_EQ(m.control()->ring_reserved, 2u);
+}
+
 TEST(RingMap, GroupReservationIsAllOrNothing) {
   HostMap m = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 4096));
   uint64_t first = 0;
