@@ -95,8 +95,10 @@
  * 9. (Version 5) bpf_ringbuf_reserve by one lane on a ring the call site
  *    fixes may be made inline from the descriptors' constant copy: the
  *    cached tail and the head loaded (relaxed, gpu scope) from the map's
- *    control block, and while the ring is at most half full, one
- *    fetch-and-add of the record's bytes on the head. A record that fits
+ *    control block, and while the record fits with the helper's slack and,
+ *    over half full, no refresh of the cached tail is due (the control
+ *    block's refresh window), one fetch-and-add of the record's bytes on
+ *    the head. A record that fits
  *    without wrapping is the caller's, counted in its SM's shard and begun
  *    as the helper would (map_algorithms.h, RingBeginRecord); any other
  *    outcome is handed to CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT with the

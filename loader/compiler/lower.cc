@@ -1,5 +1,6 @@
 #include "loader/compiler/lower.h"
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -51,6 +52,13 @@ void InitNvptx() {
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
   });
+}
+
+// CUPROBE_RING_INLINE=0 (read when a probe is compiled): lone-lane ring
+// reservations call the helper as other ones do (for comparisons).
+bool InlineRingReservations() {
+  const char* env = std::getenv("CUPROBE_RING_INLINE");
+  return env == nullptr || std::string_view(env) != "0";
 }
 
 std::string Sanitize(std::string_view s) {
@@ -738,9 +746,10 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx_, "ring.fast", fn_);
   b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, fast);
 
-  // A lone lane (a block leader) while the ring is at most half full by the
-  // cached tail: the reservation inline (abi.h 9.), its cursors' address and
-  // the capacity from the constant copy. Anything else takes the helper.
+  // A lone lane (a block leader) whose record fits by the cached tail, with
+  // no refresh of that tail due: the reservation inline (abi.h 9.), its
+  // cursors' address and the capacity from the constant copy. Anything else
+  // takes the helper.
   b_.SetInsertPoint(fast);
   llvm::BasicBlock* cursors = llvm::BasicBlock::Create(ctx_, "ring.cursors", fn_);
   llvm::BasicBlock* grab = llvm::BasicBlock::Create(ctx_, "ring.grab", fn_);
@@ -754,11 +763,11 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
       b_.CreateAdd(DescLoad(ring, offsetof(cuprobe_map_desc, slot_mask), I64()), C64(1));
   llvm::Value* record_bytes = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
                                            C64(~uint64_t{7}));
-  // At most 3/8 of the capacity: at most half full plus the record then
-  // leaves the helper's slack (capacity / 8) free, as its check requires.
+  // At most 3/8 of the capacity (so that the room check below cannot wrap).
   llvm::Value* small = b_.CreateICmpULE(b_.CreateMul(record_bytes, C64(8)),
                                         b_.CreateMul(capacity, C64(3)));
-  b_.CreateCondBr(b_.CreateAnd(alone, small), cursors, call);
+  b_.CreateCondBr(InlineRingReservations() ? b_.CreateAnd(alone, small) : b_.getFalse(), cursors,
+                  call);
 
   b_.SetInsertPoint(cursors);
   llvm::Value* control = DescLoad(ring, offsetof(cuprobe_map_desc, control), I64());
@@ -773,8 +782,17 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::Value* tail = relaxed_load(
       b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_tail_cache))));
   llvm::Value* head = relaxed_load(head_at);
-  b_.CreateCondBr(b_.CreateICmpULE(b_.CreateSub(head, tail), b_.CreateLShr(capacity, C64(1))),
-                  grab, call);
+  llvm::Value* refresh_until =
+      relaxed_load(b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_refresh_ns))));
+  // RingReserveFast's checks: the record fits with the slack to spare, and
+  // over half full only while another producer's refresh of the cached tail
+  // is recent (its window not over); otherwise the helper refreshes.
+  llvm::Value* used = b_.CreateSub(head, tail);
+  llvm::Value* room = b_.CreateSub(capacity, b_.CreateLShr(capacity, C64(3)));
+  llvm::Value* fits_room = b_.CreateICmpULE(used, b_.CreateSub(room, record_bytes));
+  llvm::Value* no_refresh = b_.CreateOr(b_.CreateICmpULE(used, b_.CreateLShr(capacity, C64(1))),
+                                        b_.CreateICmpULT(now, refresh_until));
+  b_.CreateCondBr(b_.CreateAnd(fits_room, no_refresh), grab, call);
 
   b_.SetInsertPoint(grab);
   llvm::Value* position =

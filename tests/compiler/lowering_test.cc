@@ -192,7 +192,7 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_THAT(ptx, HasSubstr("ld.const.u64 \t%rd2, [__cuprobe_map_descs+112];"));  // aux
   EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+8];"));                        // type
   EXPECT_THAT(ptx, HasSubstr("mov.u32 %r2, %smid;"));
-  EXPECT_THAT(ptx, HasSubstr("ld.global.u64 \t%rd22, [%rd4+32];"));  // the hint, through L1
+  EXPECT_THAT(ptx, HasSubstr(", [%rd4+32];"));  // the hint, through L1 (ld.global)
   EXPECT_THAT(ptx, HasSubstr("%globaltimer"));
   EXPECT_THAT(ptx, HasSubstr("%rd4, 16;\n\tatom.global.add.u64"));  // records dropped
   EXPECT_THAT(ptx, HasSubstr("%rd4, 24;\n\tatom.global.add.u64"));  // their bytes
@@ -203,9 +203,10 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
 }
 
-TEST(Lowering, ALoneLaneReservesInlineWhileTheRingIsAtMostHalfFull) {
-  // kernel_trace's block leader (abi.h 9.): the cursors from the control
-  // block whose address the constant copy holds (+80), one fetch-and-add of
+TEST(Lowering, ALoneLaneReservesInlineWhileItsRecordFits) {
+  // kernel_trace's block leader (abi.h 9.): the cursors and the refresh
+  // window from the control block whose address the constant copy holds
+  // (+80), one fetch-and-add of
   // the 32-byte record (24 + header, rounded to 8) on the head (+16), the
   // record counted in the SM's shard (+8) and its span reset (+40), the
   // length into header word 0; anything else ends in the helper, with the
@@ -225,7 +226,7 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_THAT(ptx, HasSubstr("popc.b32"));                                  // one lane
   EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+40];"));                 // capacity - 1
   EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+80];"));                 // control
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.b64")).size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.b64")).size(), 4u);
   EXPECT_THAT(ptx, HasSubstr("], 32;"));  // the fetch-and-add of one record on the head
   EXPECT_THAT(ptx, HasSubstr(", 8;\n\tatom.global.add.u64"));        // reserved, in the shard
   EXPECT_THAT(ptx, HasSubstr("st.relaxed.gpu.global.b64"));            // span reset

@@ -736,8 +736,10 @@ TEST(RingMap, StrayBitsInAReservedRecordsHeaderStopTheConsumer) {
 
 // The compiler's inline reservation for a lone lane (abi.h 9.) as the
 // generated code makes it: cursors, one fetch-and-add, and RingReserveAt for
-// whatever does not simply fit. `others`: bytes other producers reserve
-// between this one's check and its fetch-and-add.
+// whatever does not simply fit (on the host a refresh of the cached tail is
+// always due over half full, so the helper serves that case). `others`:
+// bytes other producers reserve between this one's check and its
+// fetch-and-add.
 uint64_t InlineReserve(HostMap& m, uint64_t size, uint64_t others = 0) {
   cuprobe_map_control* c = m.control();
   const uint64_t capacity = m.desc()->slot_mask + 1;
