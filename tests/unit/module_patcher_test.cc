@@ -132,6 +132,15 @@ struct Rig {
     patcher->OnModuleApi(cbid, &data);
     EXPECT_EQ(slot, 0u) << "EXIT consumed the pending state";
   }
+  // cuModuleLoadDataEx of a stand-in image that the driver loads as `mod`.
+  void LoadDataEx(CUmodule mod) {
+    int image = 0;
+    CUmodule out = nullptr;
+    cuModuleLoadDataEx_params p = {};
+    p.module = &out;
+    p.image = &image;
+    Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  }
 };
 
 // Maps that live in another context (or whose context was destroyed): the
@@ -334,12 +343,7 @@ TEST(ModulePatcher, ModuleLoadDataExUsesTheModuleGlobal) {
   rig.maps.table = std::vector<uint64_t>{0xabc};
   CUmodule mod = reinterpret_cast<CUmodule>(0x20);
   rig.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{128, 8};
-  int image = 0;
-  CUmodule out = nullptr;
-  cuModuleLoadDataEx_params p = {};
-  p.module = &out;
-  p.image = &image;
-  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  rig.LoadDataEx(mod);
   uint64_t entry = 0;
   std::memcpy(&entry, rig.seam.device_memory.data() + 128, 8);
   EXPECT_EQ(entry, 0xabcu);
@@ -359,12 +363,7 @@ TEST(ModulePatcher, FillsTheDescriptorsConstantCopy) {
   CUmodule mod = reinterpret_cast<CUmodule>(0x20);
   rig.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
   rig.seam.globals[{mod, CUPROBE_MAP_DESCS_SYMBOL}] = DeviceGlobal{256, 256};
-  int original = 0;
-  CUmodule out = nullptr;
-  cuModuleLoadDataEx_params p = {};
-  p.module = &out;
-  p.image = &original;
-  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  rig.LoadDataEx(mod);
   ASSERT_GE(rig.seam.device_memory.size(), 512u);
   EXPECT_EQ(std::vector<uint8_t>(rig.seam.device_memory.begin() + 256,
                                  rig.seam.device_memory.begin() + 512),
@@ -387,12 +386,7 @@ TEST(ModulePatcher, DescriptorsOfTheWrongSizeAreNotCopied) {
   rig.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
   rig.seam.globals[{mod, CUPROBE_MAP_DESCS_SYMBOL}] = DeviceGlobal{256, 256};
   LogCapture log;
-  int original = 0;
-  CUmodule out = nullptr;
-  cuModuleLoadDataEx_params p = {};
-  p.module = &out;
-  p.image = &original;
-  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  rig.LoadDataEx(mod);
   for (size_t i = 64; i < std::min<size_t>(512, rig.seam.device_memory.size()); ++i) {
     ASSERT_EQ(rig.seam.device_memory[i], 0) << "byte " << i;
   }
@@ -401,8 +395,7 @@ TEST(ModulePatcher, DescriptorsOfTheWrongSizeAreNotCopied) {
   Rig plain;
   plain.instrumenter.result = std::optional<InstrumentedImage>(SomeImage(2));
   plain.seam.globals[{mod, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
-  out = nullptr;
-  plain.Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  plain.LoadDataEx(mod);
   EXPECT_THAT(plain.seam.calls(), Not(Contains("ModuleGlobal(__cuprobe_map_descs)")));
 }
 
