@@ -136,6 +136,7 @@ class FunctionLowering {
   llvm::Value* DescLoad(const DescRef& map, uint32_t offset, llvm::Type* type);
   llvm::Value* DescHeadOk(const DescRef& map, uint32_t type);
   llvm::Value* RingReserve(uint32_t pc);
+  llvm::Value* RingFinish(bool discard);
   llvm::Value* KeyValue(uint32_t pc, uint32_t bytes);
   const ObjectMap* CallMap(uint32_t pc) const;
   bool LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0);
@@ -869,6 +870,32 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   return b_.CreateAnd(r0, C64(~uint64_t{7}));
 }
 
+// bpf_ringbuf_submit / discard on the GPU, inline: what the helper does
+// (maps/map_algorithms.h, RingFinishRecord), without the call: header word 1
+// of the record at R1 gets the commit (and discard) bit with a system-scope
+// release store; a null record is -EINVAL (the verifier lets no such call
+// through; the check keeps the helper's result).
+llvm::Value* FunctionLowering::RingFinish(bool discard) {
+  llvm::Value* body = Reg(1);
+  llvm::BasicBlock* entry = b_.GetInsertBlock();
+  llvm::BasicBlock* commit = llvm::BasicBlock::Create(ctx_, "ring.commit", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "ring.committed", fn_);
+  b_.CreateCondBr(b_.CreateICmpNE(body, C64(0)), commit, done);
+  b_.SetInsertPoint(commit);
+  const uint32_t word = CUPROBE_RING_COMMIT | (discard ? CUPROBE_RING_DISCARD : 0u);
+  b_.CreateCall(
+      llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64(), I32()}, false),
+                           "st.release.sys.b32 [$0], $1;", "l,r,~{memory}",
+                           /*hasSideEffects=*/true),
+      {b_.CreateSub(body, C64(CUPROBE_RING_HEADER_SIZE - 4)), b_.getInt32(word)});
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  llvm::PHINode* r0 = b_.CreatePHI(I64(), 2);
+  r0->addIncoming(C64(0), commit);
+  r0->addIncoming(C64(static_cast<uint64_t>(int64_t{-22})), entry);  // -EINVAL
+  return r0;
+}
+
 // The key of the map helper call at `pc` (R2 points to it) as an integer of
 // `bytes` (1..8) bytes, zero-extended: read from the stack's alloca when the
 // verifier saw it at one constant stack offset (so the stack is never
@@ -1016,9 +1043,13 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
     case CUPROBE_HELPER_RINGBUF_RESERVE:
       r0 = RingReserve(pc);
       break;
-    case CUPROBE_HELPER_RINGBUF_SUBMIT: r0 = call(CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, {1, 2}); break;
+    case CUPROBE_HELPER_RINGBUF_SUBMIT:
+      r0 = target_ == LowerTarget::kNvptx ? RingFinish(/*discard=*/false)
+                                          : call(CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, {1, 2});
+      break;
     case CUPROBE_HELPER_RINGBUF_DISCARD:
-      r0 = call(CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD, {1, 2});
+      r0 = target_ == LowerTarget::kNvptx ? RingFinish(/*discard=*/true)
+                                          : call(CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD, {1, 2});
       break;
     case CUPROBE_HELPER_GET_CURRENT_PID_TGID: r0 = call(CUPROBE_HELPER_SYMBOL_PID_TGID, {}); break;
     case CUPROBE_HELPER_KTIME_GET_NS:

@@ -235,8 +235,31 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   // Drops (2), the head, the reserved count.
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "atom.global.add.u64")).size(), 5u);
   EXPECT_EQ(r->bundle.helpers,
-            (std::vector<std::string>{"__cuprobe_ringbuf_reserve", "__cuprobe_ringbuf_reserve_at",
-                                      "__cuprobe_ringbuf_submit"}));
+            (std::vector<std::string>{"__cuprobe_ringbuf_reserve", "__cuprobe_ringbuf_reserve_at"}));
+  EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
+}
+
+TEST(Lowering, SubmitAndDiscardCommitInline) {
+  // RingFinishRecord without the call: header word 1 (the body's address
+  // - 4) gets COMMIT (0x80000000), or COMMIT | DISCARD (0xC0000000), with a
+  // system-scope release store.
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } events SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  u64 *e = bpf_ringbuf_reserve(&events, 8, 0);
+  if (!e) return 0;
+  *e = ctx->global_timer;
+  if (ctx->lane_id & 1) bpf_ringbuf_discard(e, 0); else bpf_ringbuf_submit(e, 0);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string& ptx = r->bundle.ptx;
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "st.release.sys.b32")).size(), 3u);
+  EXPECT_THAT(ptx, HasSubstr("-2147483648;"));  // COMMIT
+  EXPECT_THAT(ptx, HasSubstr("-1073741824;"));  // COMMIT | DISCARD
+  EXPECT_THAT(ptx, HasSubstr(", -4;"));         // word 1, before the body
+  EXPECT_THAT(ptx, Not(HasSubstr("__cuprobe_ringbuf_submit")));
+  EXPECT_THAT(ptx, Not(HasSubstr("__cuprobe_ringbuf_discard")));
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
 }
 
