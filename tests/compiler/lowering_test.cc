@@ -173,20 +173,27 @@ SEC("cuprobe/exit/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
 }
 
+// An entry probe that reserves a 24-byte record in a 64 KiB ring after
+// `first`, writes its first word and ends it with `finish`.
+std::string RingProbe(std::string_view first, std::string_view finish) {
+  return absl::StrCat(R"(
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } events SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  )", first, R"(
+  u64 *e = bpf_ringbuf_reserve(&events, 24, 0);
+  if (!e) return 0;
+  e[0] = ctx->global_timer;
+  )", finish, R"(
+  return 0;
+})");
+}
+
 TEST(Lowering, RingReserveDropsInlineWhileTheSmsFullHintHolds) {
   // kernel_trace's reserve: the descriptor's fields from the constant copy
   // (the ring is the only map the probe uses: slot 0), the SM's hint
   // (counter shard + 32) with a plain load, the drop counted in the same
   // shard (+16 records, +24 bytes); the helper for everything else.
-  auto r = CompileC(R"(
-struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } events SEC(".maps");
-SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
-  u64 *e = bpf_ringbuf_reserve(&events, 24, 0);
-  if (!e) return 0;
-  e[0] = ctx->global_timer;
-  bpf_ringbuf_submit(e, 0);
-  return 0;
-})");
+  auto r = CompileC(RingProbe("", "bpf_ringbuf_submit(e, 0);"));
   ASSERT_TRUE(r.ok()) << r.status();
   const std::string& ptx = r->bundle.ptx;
   EXPECT_THAT(ptx, HasSubstr("ld.const.u64 \t%rd2, [__cuprobe_map_descs+112];"));  // aux
@@ -211,16 +218,8 @@ TEST(Lowering, ALoneLaneReservesInlineWhileItsRecordFits) {
   // record counted in the SM's shard (+8) and its span reset (+40), the
   // length into header word 0; anything else ends in the helper, with the
   // position and the tail.
-  auto r = CompileC(R"(
-struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } events SEC(".maps");
-SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
-  if (!cuprobe_is_block_leader(ctx)) return 0;
-  u64 *e = bpf_ringbuf_reserve(&events, 24, 0);
-  if (!e) return 0;
-  e[0] = ctx->global_timer;
-  bpf_ringbuf_submit(e, 0);
-  return 0;
-})");
+  auto r = CompileC(RingProbe("if (!cuprobe_is_block_leader(ctx)) return 0;",
+                              "bpf_ringbuf_submit(e, 0);"));
   ASSERT_TRUE(r.ok()) << r.status();
   const std::string& ptx = r->bundle.ptx;
   EXPECT_THAT(ptx, HasSubstr("popc.b32"));                                  // one lane
@@ -243,15 +242,8 @@ TEST(Lowering, SubmitAndDiscardCommitInline) {
   // RingFinishRecord without the call: header word 1 (the body's address
   // - 4) gets COMMIT (0x80000000), or COMMIT | DISCARD (0xC0000000), with a
   // system-scope release store.
-  auto r = CompileC(R"(
-struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } events SEC(".maps");
-SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
-  u64 *e = bpf_ringbuf_reserve(&events, 8, 0);
-  if (!e) return 0;
-  *e = ctx->global_timer;
-  if (ctx->lane_id & 1) bpf_ringbuf_discard(e, 0); else bpf_ringbuf_submit(e, 0);
-  return 0;
-})");
+  auto r = CompileC(RingProbe(
+      "", "if (ctx->lane_id & 1) bpf_ringbuf_discard(e, 0); else bpf_ringbuf_submit(e, 0);"));
   ASSERT_TRUE(r.ok()) << r.status();
   const std::string& ptx = r->bundle.ptx;
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "st.release.sys.b32")).size(), 3u);
