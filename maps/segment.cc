@@ -449,6 +449,14 @@ absl::StatusOr<Session> Session::Open(std::string_view name_view, bool writable)
       return absl::InvalidArgumentError(
           absl::StrFormat("segment '%s' is not a cuprobe session (not a regular shm object)", name));
     }
+    // A session carries probe code into the program and takes its records:
+    // only one this user made, and nobody else can write, is opened.
+    if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "segment '%s' has owner uid %d and mode 0%o: a session must be this user's (uid %d) "
+          "and writable by nobody else; not opened",
+          name, st.st_uid, st.st_mode & 07777, ::geteuid()));
+    }
     const uint64_t real_size = static_cast<uint64_t>(st.st_size);
     if (real_size == 0) {
       return absl::UnavailableError(absl::StrFormat(

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "ptx_rewriter/content_hash.h"
 #include "support/log.h"
 
@@ -100,8 +101,30 @@ void CompileCache::Disable(std::string_view why) const {
   }
 }
 
+bool CompileCache::Trusted() const {
+  if (state_->trusted.load()) return true;
+  struct stat st {};
+  std::string why;
+  if (lstat(dir_.c_str(), &st) != 0) {
+    if (errno == ENOENT) return true;  // Store makes it, 0700
+    why = std::strerror(errno);
+  } else if (!S_ISDIR(st.st_mode)) {
+    why = S_ISLNK(st.st_mode) ? "it is a symbolic link" : "it is not a directory";
+  } else if (st.st_uid != geteuid()) {
+    why = absl::StrCat("it belongs to uid ", st.st_uid, ", not to this user (uid ", geteuid(), ")");
+  } else if ((st.st_mode & 022) != 0) {
+    why = absl::StrFormat("other users can write it (mode %o)", st.st_mode & 07777);
+  }
+  if (!why.empty()) {
+    Disable(absl::StrCat(why, "; a cache others can write could hand this program its code"));
+    return false;
+  }
+  state_->trusted.store(true);
+  return true;
+}
+
 std::optional<std::string> CompileCache::Lookup(std::string_view key) const {
-  if (!enabled() || !ValidKey(key)) return std::nullopt;
+  if (!enabled() || !ValidKey(key) || !Trusted()) return std::nullopt;
   const std::string path = PathFor(key);
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
@@ -141,7 +164,7 @@ std::optional<std::string> CompileCache::Lookup(std::string_view key) const {
 }
 
 bool CompileCache::Store(std::string_view key, std::string_view value) const {
-  if (!enabled() || !ValidKey(key)) return false;
+  if (!enabled() || !ValidKey(key) || !Trusted()) return false;
   const std::string path = PathFor(key);
   const std::string subdir = path.substr(0, path.rfind('/'));
   std::string error;

@@ -41,6 +41,11 @@ class CompileCache {
   [[nodiscard]] bool enabled() const { return !dir_.empty() && !state_->disabled.load(); }
   [[nodiscard]] const std::string& dir() const { return dir_; }
 
+  // A directory that exists must be a directory (not a link), owned by the
+  // effective user and writable by nobody else; otherwise the cache turns
+  // itself off with one message (a cache another user can write could hand
+  // the instrumented program code of their choosing).
+  //
   // The bytes stored under `key` (hex digits), or nullopt.
   [[nodiscard]] std::optional<std::string> Lookup(std::string_view key) const;
   // Stores `value` under `key`. Returns false (and disables the cache after
@@ -54,8 +59,11 @@ class CompileCache {
   struct State {
     std::atomic<bool> disabled{false};
     std::atomic<bool> warned{false};
+    std::atomic<bool> trusted{false};  // Trusted() found the directory private
   };
   void Disable(std::string_view why) const;
+  // Whether the directory, if it exists, is this user's own and private.
+  bool Trusted() const;
 
   std::string dir_;
   std::shared_ptr<State> state_;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <regex>
@@ -224,12 +225,13 @@ TEST_F(Resilience, SegmentRemovedWhileTheProgramRuns) {
   ASSERT_EQ(native.exit_code, 0) << native.err;
   std::string prefix = absl::StrCat("cuprobe-", ::getuid(), "-");
   std::vector<std::string> before = ShmEntries(prefix);
+  std::atomic<bool> removed{false};
   std::thread remover([&] {
     for (int i = 0; i < 200; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       for (const std::string& e : ShmEntries(prefix)) {
         if (std::find(before.begin(), before.end(), e) == before.end()) {
-          ::unlink(("/dev/shm/" + e).c_str());
+          removed = ::unlink(("/dev/shm/" + e).c_str()) == 0;
           return;
         }
       }
@@ -240,6 +242,7 @@ TEST_F(Resilience, SegmentRemovedWhileTheProgramRuns) {
   argv.insert(argv.end(), app.begin(), app.end());
   ProcessResult r = RunProcess(argv);
   remover.join();
+  EXPECT_TRUE(removed) << "the session's segment was never seen running, so never removed";
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, native.out);
   EXPECT_EQ(::access((dir_ + "/removed.json").c_str(), R_OK), 0) << r.err;

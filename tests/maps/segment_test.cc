@@ -332,6 +332,27 @@ TEST_F(SegmentTest, OpenForeignObjects) {
   EXPECT_THAT(s.status().message(), HasSubstr("is empty"));
 }
 
+// Issue 9: a session that another user made, or that others can write, is
+// not opened (it carries probe code into the program).
+TEST_F(SegmentTest, OpenRefusesSegmentsOthersCanWriteOrOwn) {
+  CUPROBE_ASSERT_CREATE(s, kSmallRing);
+  const std::string path = Session::ShmPath(s.name());
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0) << path;
+  absl::StatusOr<Session> o = Session::Open(s.name(), true);
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(o.status().message(), HasSubstr("mode 0666"));
+  EXPECT_THAT(o.status().message(), HasSubstr("writable by nobody else; not opened"));
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  EXPECT_TRUE(Session::Open(s.name(), true).ok()) << "this user's private segment opens";
+  if (::geteuid() == 0) {  // as root, the segment can be given to another user
+    ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+    o = Session::Open(s.name(), false);
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(o.status().message(), HasSubstr("has owner uid 65534"));
+    ASSERT_EQ(::chown(path.c_str(), 0, 0), 0);
+  }
+}
+
 TEST_F(SegmentTest, OpenTruncatedObject) {
   CUPROBE_ASSERT_CREATE(s, kSmallRing);
   // Shrink the object behind the creator's back (we never touch the

@@ -207,6 +207,43 @@ TEST(CompileCacheTest, StoresAndFindsWithPrivatePermissions) {
   EXPECT_FALSE(cache.Store("../../etc/passwd", "x"));
 }
 
+// Issue 9: a cache directory that is not this user's own and private is
+// not read (its cubins would be loaded into the program) nor written.
+TEST(CompileCacheTest, ADirectoryOthersCanWriteOrALinkIsNotTrusted) {
+  TempDir tmp;
+  const std::string open_dir = tmp.path() + "/open";
+  ASSERT_EQ(mkdir(open_dir.c_str(), 0700), 0);
+  {
+    CompileCache mine(open_dir);
+    ASSERT_TRUE(mine.Store(kKey, "from me"));
+  }
+  ASSERT_EQ(chmod(open_dir.c_str(), 0777), 0);
+  CompileCache open(open_dir);
+  EXPECT_FALSE(open.Lookup(kKey).has_value()) << "an entry in a world-writable cache is not used";
+  EXPECT_FALSE(open.enabled());
+  EXPECT_FALSE(open.Store(kKey, "x"));
+
+  const std::string real = tmp.path() + "/real";
+  ASSERT_EQ(mkdir(real.c_str(), 0700), 0);
+  ASSERT_EQ(symlink(real.c_str(), (tmp.path() + "/link").c_str()), 0);
+  CompileCache linked(tmp.path() + "/link");
+  EXPECT_FALSE(linked.Store(kKey, "x"));
+  EXPECT_FALSE(linked.enabled());
+
+  if (geteuid() == 0) {  // as root, a directory of another user can be made
+    const std::string theirs = tmp.path() + "/theirs";
+    ASSERT_EQ(mkdir(theirs.c_str(), 0700), 0);
+    ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0);
+    CompileCache other(theirs);
+    EXPECT_FALSE(other.Lookup(kKey).has_value());
+    EXPECT_FALSE(other.enabled());
+  }
+  // A private directory of this user, made beforehand, is used.
+  CompileCache own(real);
+  EXPECT_TRUE(own.Store(kKey, "v"));
+  EXPECT_EQ(own.Lookup(kKey), "v");
+}
+
 TEST(CompileCacheTest, CorruptEntriesAreMissesAndRemoved) {
   TempDir tmp;
   CompileCache cache(tmp.path());
