@@ -12,6 +12,7 @@
 #                                   (default: all)
 #   CUPROBE_FUZZ_RUNS=1000000       executions per target (default 1,000,000)
 #   CUPROBE_FUZZ_DIR=build/fuzz     build folder; CUPROBE_FUZZ_OUT=build/fuzz/campaigns
+#   CUPROBE_BUILD_DIR=build         the main build, whose probe objects seed bpf_object/bundle
 #
 # Example: CUPROBE_FUZZ_RUNS=100000 scripts/fuzz.sh segment bundle
 set -euo pipefail
@@ -20,6 +21,7 @@ case "${1:-}" in
   -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 build="${CUPROBE_FUZZ_DIR:-$root/build/fuzz}"
+main="${CUPROBE_BUILD_DIR:-$root/build}"
 out="${CUPROBE_FUZZ_OUT:-$build/campaigns}"
 runs="${CUPROBE_FUZZ_RUNS:-1000000}"
 all=(image ptx bpf_object bundle maps_region segment)
@@ -43,8 +45,10 @@ seeds_of() {  # target -> seed folders
   case $1 in
     image) echo "$root/tests/corpus/image" ;;
     ptx) echo "$root/tests/corpus/ptx $root/tests/ptx_rewriter/golden" ;;
-    bpf_object) echo "$root/tests/corpus/bpf_object" ;;
-    bundle) echo "$root/tests/corpus/bundle" ;;
+    # Plus the reference probes' objects and bundles of the main build
+    # (tests/compiler: clang-19 and `cuprobe compile`), when it has them.
+    bpf_object) echo "$root/tests/corpus/bpf_object $main/tests/compiler/corpus/bpf_object" ;;
+    bundle) echo "$root/tests/corpus/bundle $main/tests/compiler/corpus/bundle" ;;
     maps_region) echo "$build/tests/fuzz/maps_region_seeds" ;;
     segment) echo "$root/tests/corpus/segment" ;;
   esac
