@@ -1078,7 +1078,6 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
   return RingCountGroup(d, fast, n, record_size);
 }
 
-
 CUPROBE_HD bool RingUsable(const cuprobe_map_desc* d) {
   return DescIs(d, CUPROBE_MAP_RINGBUF) && DescField(d->ring_data) != 0 &&
          DescField(d->ring_host) != 0;

@@ -744,6 +744,9 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
       I64(), b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_UNTIL)), global),
       llvm::Align(8));
   llvm::Value* now = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_globaltimer, {}, {});
+  // The record's bytes (header and padding included), for both paths below.
+  llvm::Value* record_bytes = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
+                                           C64(~uint64_t{7}));
   llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx_, "ring.fast", fn_);
   b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, fast);
 
@@ -762,8 +765,6 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
       b_.getInt32(1));
   llvm::Value* capacity =
       b_.CreateAdd(DescLoad(ring, offsetof(cuprobe_map_desc, slot_mask), I64()), C64(1));
-  llvm::Value* record_bytes = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
-                                           C64(~uint64_t{7}));
   // At most 3/8 of the capacity (so that the room check below cannot wrap).
   llvm::Value* small = b_.CreateICmpULE(b_.CreateMul(record_bytes, C64(8)),
                                         b_.CreateMul(capacity, C64(3)));
@@ -832,11 +833,9 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
   llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
   llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
-  llvm::Value* record = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
-                                     C64(~uint64_t{7}));
   llvm::Value* bytes = b_.CreateZExt(
       b_.CreateIntrinsic(llvm::Intrinsic::nvvm_redux_sync_add, {},
-                         {b_.CreateTrunc(record, I32()), active}),
+                         {b_.CreateTrunc(record_bytes, I32()), active}),
       I64());
   b_.CreateCondBr(b_.CreateICmpEQ(lane, first), lead, done);
 
