@@ -16,27 +16,10 @@
 #include "cuprobe/abi.h"
 #include "maps/gpu/helpers_ptx.h"
 #include "ptx_rewriter/compile_cache.h"
+#include "support/kept_forever.h"
 #include "support/log.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#endif
-
 namespace cuprobe {
-namespace {
-
-// The hook's long-lived objects are never deleted (CUPTI may call back after
-// teardown, hook.h); under LeakSanitizer they are reachable on purpose.
-template <typename T>
-T* KeptForever(T* object) {
-#if defined(__SANITIZE_ADDRESS__)
-  __lsan_ignore_object(object);
-#endif
-  return object;
-}
-
-}  // namespace
-
 namespace {
 
 // CUPTI's activity callbacks carry no user data; they find the tracer here.

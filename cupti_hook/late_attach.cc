@@ -17,6 +17,7 @@
 #include "ptx_rewriter/bundle.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/image.h"
+#include "support/kept_forever.h"
 #include "support/log.h"
 
 namespace cuprobe {
@@ -40,6 +41,12 @@ namespace {
 // (dladdr) is made here: it would take glibc's loader lock inside a CUDA
 // callback.
 const void* StaticFatbin(const void* image) {
+  // The magic byte by byte first: the image may be a short PTX string, and
+  // none of the magic's bytes is the NUL that ends one.
+  const auto* bytes = static_cast<const uint8_t*>(image);
+  for (int i = 0; i < 4; ++i) {
+    if (bytes[i] != static_cast<uint8_t>(kFatbinWrapperMagic >> (8 * i))) return nullptr;
+  }
   FatbinWrapper w;
   std::memcpy(&w, image, sizeof(w));
   if (static_cast<uint32_t>(w.magic) != kFatbinWrapperMagic || w.data == nullptr) return nullptr;
@@ -713,7 +720,7 @@ void LateAttach::Detach(const char* why, uint64_t now_ns) {
     attached_.reset();  // unmaps the attacher's session
   } else {
     // Leaked: its rings (host memory the GPU may still write) stay mapped.
-    (void)attached_.release();
+    KeptForever(attached_.release());
   }
 }
 

@@ -33,7 +33,8 @@ namespace {
 // a 2 ms matmul) holds about 13 ms of them.
 constexpr uint32_t kRingDrainIntervalMs = 1;
 
-// A record of `map` as JSON: fields by the map's value type when it has one.
+// A record of `map` as JSON: fields by the map's value type when it has one
+// (a ring's __type(value, T)), and the bytes in hex.
 std::string EventJson(const MapSpec& map, absl::Span<const uint8_t> body) {
   std::string out = "{\"map\":";
   AppendJsonString(&out, map.name);
@@ -55,13 +56,11 @@ std::string EventJson(const MapSpec& map, absl::Span<const uint8_t> body) {
       AppendJsonString(&out, hex);
     }
   }
-  out += "}";
-  if (map.value_type.fields.empty()) {
-    std::string hex;
-    for (uint8_t b : body) absl::StrAppendFormat(&hex, "%02x", b);
-    out += ",\"hex\":";
-    AppendJsonString(&out, hex);
-  }
+  // The record's bytes too, always: the fields are a reading of them.
+  std::string hex;
+  for (uint8_t b : body) absl::StrAppendFormat(&hex, "%02x", b);
+  out += "},\"hex\":";
+  AppendJsonString(&out, hex);
   out += "}";
   return out;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The unit tests of everything that parses untrusted bytes or shares memory
-# across threads and processes, built with AddressSanitizer and
+# across threads and processes, and of the probe compiler, the late attach
+# protocol and the PTX rewriter's compile step, built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (CUPROBE_SANITIZE) and run in a second build
 # folder; any report fails. The fuzz targets replay their committed seed
 # corpora. scripts/test.sh runs this after the main suite (CI too);
@@ -14,7 +15,7 @@ build="${CUPROBE_SANITIZE_DIR:-$root/build/sanitize}"
 jobs="$(nproc)"
 tests=(init_state_test hook_test watcher_test module_patcher_test segment_test record_ring_test
        maps_region_test map_algorithms_test map_set_test ptx_parser_test ptx_rewriter_passes_test
-       trace_report_test support_test)
+       trace_report_test support_test compiler_test late_attach_test ptx_rewriter_compile_test)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
       maps_region_fuzz_corpus segment_fuzz_corpus)
 

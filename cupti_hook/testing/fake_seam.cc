@@ -232,7 +232,7 @@ absl::StatusOr<CUmodule> FakeSeam::LoadModuleData(const void* image) {
   Record("LoadModuleData");
   if (!load_module_status.ok()) return load_module_status;
   std::lock_guard<std::mutex> lock(mu_);
-  loaded_images.push_back(image);
+  loaded_images.emplace_back(static_cast<const char*>(image), 4);
   // Handles 0x1000 apart, so that ModuleFunction's can follow each.
   return reinterpret_cast<CUmodule>(kFirstLoadedModule + 0x1000 * (loaded_images.size() - 1));
 }

@@ -51,7 +51,9 @@ class FakeSeam : public CuptiSeam {
   // `module_functions` (NOT_FOUND for a name not there).
   std::map<const void*, FunctionOwner> owners;
   absl::Status load_module_status;
-  std::vector<const void*> loaded_images;
+  // The first 4 bytes of each image loaded (the driver copies an image: the
+  // caller may free it once the load returns).
+  std::vector<std::string> loaded_images;
   std::vector<std::string> module_functions;
   static constexpr uintptr_t kFirstLoadedModule = 0x100000;
   // Attributes by (handle, attribute); a missing one reads as 0, except

@@ -240,6 +240,7 @@ absl::Status ElfReader::ReadBtfMaps(BpfObject& obj, uint16_t shndx) {
     map.origin = MapOrigin::kBtfMaps;
     map.spec.name = var->name;
     uint32_t raw_type = 0;
+    bool value_from_type = false, value_size_given = false;
     for (const BtfMember& m : def->members) {
       if (m.name == "type" || m.name == "max_entries" || m.name == "map_flags" ||
           m.name == "key_size" || m.name == "value_size" || m.name == "map_extra") {
@@ -249,7 +250,10 @@ absl::Status ElfReader::ReadBtfMaps(BpfObject& obj, uint16_t shndx) {
         if (m.name == "max_entries") map.spec.max_entries = *v;
         if (m.name == "map_flags") map.spec.flags = *v;
         if (m.name == "key_size") map.spec.key_size = *v;
-        if (m.name == "value_size") map.spec.value_size = *v;
+        if (m.name == "value_size") {
+          map.spec.value_size = *v;
+          value_size_given = true;
+        }
         if (m.name == "map_extra") map.spec.map_extra = *v;
       } else if (m.name == "key" || m.name == "value") {
         const BtfType* ptr = btf_->Type(btf_->SkipModifiers(m.type));
@@ -265,6 +269,7 @@ absl::Status ElfReader::ReadBtfMaps(BpfObject& obj, uint16_t shndx) {
         } else {
           map.spec.value_size = *size;
           map.spec.value_type = std::move(desc);
+          value_from_type = true;
         }
       } else if (m.name == "pinning") {
         // Accepted and ignored: maps live as long as the session.
@@ -275,6 +280,11 @@ absl::Status ElfReader::ReadBtfMaps(BpfObject& obj, uint16_t shndx) {
     std::optional<uint32_t> type = ResolveMapType(raw_type);
     if (!type) return fail(absl::StrCat("map type ", raw_type, " is not supported on the GPU"));
     map.spec.type = *type;
+    if (*type == CUPROBE_MAP_RINGBUF && value_from_type && !value_size_given) {
+      // A ring's records have no fixed size (BPF's value_size is 0); its
+      // __type(value, T) only names the fields that event printers decode.
+      map.spec.value_size = 0;
+    }
     if (*type == CUPROBE_MAP_HIST_LINEAR) {
       // probe.h packs min | step << 16 into the 32 bits __uint can hold.
       const uint64_t raw = map.spec.map_extra;

@@ -14,7 +14,8 @@ struct block_start {
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 1 << 22);  // bytes
+  __uint(max_entries, 1 << 22);        // bytes
+  __type(value, struct block_start);  // names the events' fields
 } block_events SEC(".maps");
 
 SEC("cuprobe/entry/*")

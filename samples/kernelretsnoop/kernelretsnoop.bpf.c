@@ -21,6 +21,7 @@ struct thread_exit {
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 1 << 24);
+  __type(value, struct thread_exit);  // names the events' fields
 } exits SEC(".maps");
 
 SEC("cuprobe/exit/vec_add")

@@ -22,6 +22,8 @@ struct { __uint(type, 1502); __type(key, u32); __type(value, u64);
 struct { __uint(type, BPF_MAP_TYPE_HIST_LINEAR); __type(key, u32); __type(value, u64);
          __uint(max_entries, 32); __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(3, 10));
        } lin SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 4096);
+         __type(value, struct event); } ring SEC(".maps");
 struct bpf_map_def { unsigned int type, key_size, value_size, max_entries, map_flags; };
 struct bpf_map_def SEC("maps") legacy = { .type = 2, .key_size = 4, .value_size = 8,
                                           .max_entries = 10 };
@@ -66,6 +68,12 @@ TEST(Object, ReadsProgramsMapsGlobalDataTypesAndLines) {
   EXPECT_EQ(ev.value_type.fields[2].offset, 12u);
   EXPECT_EQ(ev.value_type.fields[2].type, "u32");
   EXPECT_EQ(maps["per_thread"]->spec.type, uint32_t{CUPROBE_MAP_PERTHREAD});  // bpftime alias
+  // A ring's __type(value, T) names its records' fields; records have no
+  // fixed size, so value_size stays BPF's 0.
+  ASSERT_TRUE(maps.count("ring"));
+  EXPECT_EQ(maps["ring"]->spec.value_size, 0u);
+  EXPECT_EQ(maps["ring"]->spec.value_type.name, "struct event");
+  EXPECT_EQ(maps["ring"]->spec.value_type.fields.size(), 3u);
   EXPECT_EQ(maps["lin"]->spec.map_extra, (10ull << 32) | 3);
   ASSERT_TRUE(maps.count("legacy"));
   EXPECT_EQ(maps["legacy"]->origin, MapOrigin::kLegacy);

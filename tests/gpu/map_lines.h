@@ -13,16 +13,20 @@
 
 namespace cuprobe::testing {
 
-// The sum of the `@entries[K]: N` lines (tests/gpu/probes/count_entries.bpf.c).
-inline uint64_t SumOfEntries(const std::string& maps) {
-  uint64_t entries = 0;
-  std::regex line(R"(@entries\[\d+\]: (\d+))");
+// The sum of the `@NAME[K]: N` lines of an array keyed by a number.
+inline uint64_t SumOfMap(const std::string& maps, const std::string& name) {
+  uint64_t sum = 0;
+  std::regex line("@" + name + R"(\[\d+\]: (\d+))");
   for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
        ++it) {
-    entries += std::stoull((*it)[1].str());
+    sum += std::stoull((*it)[1].str());
   }
-  return entries;
+  return sum;
 }
+
+// The sum of the `@entries[K]: N` lines (tests/gpu/probes/count_entries.bpf.c,
+// samples/torch_transformer/triton_entries.bpf.c).
+inline uint64_t SumOfEntries(const std::string& maps) { return SumOfMap(maps, "entries"); }
 
 }  // namespace cuprobe::testing
 

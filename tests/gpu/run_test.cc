@@ -215,6 +215,9 @@ TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
        "  if e.get('map')!='block_events': continue\n"
        "  # struct block_start {u64 timestamp_ns; u32 kernel_id, sm_id, block_x, y, z, reserved;}\n"
        "  ts,k,sm,bx,by,bz,_=struct.unpack('<QIIIIII',bytes.fromhex(e['hex']))\n"
+       "  # the probe's __type(value, struct block_start) names the same bytes\n"
+       "  f=e['fields']\n"
+       "  if (f['timestamp_ns'],f['kernel_id'],f['sm_id'],f['block_x'])!=(ts,k,sm,bx): print('FIELDS',l)\n"
        "  c[(k,bx)]+=1\n"
        "  sms.add(sm)\n"
        "per=collections.Counter()\n"
@@ -228,6 +231,7 @@ TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
       << r.out;
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["scale"], " 1 ", blocks, "\n"))) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("FIELDS"))) << r.out;
   EXPECT_THAT(maps, HasSubstr("0 dropped")) << maps;
 }
 

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <regex>
@@ -497,7 +499,7 @@ TEST_F(Samples, TorchTransformerTraceMatchesTheProfilerAndProbesTritonKernels) {
   EXPECT_GT(std::stoul(m[1]), 10u) << "Inductor made Triton kernels: " << rows.out;
 
   const std::string run = dir_ + "/run";
-  r = RunProcess({Cuprobe(), "run", "-p", Probe("count_entries"), "-k", "triton_*", "--quiet",
+  r = RunProcess({Cuprobe(), "run", "-p", Probe("triton_entries"), "-k", "triton_*", "--quiet",
                   "-o", run, "--format", "json,chrome", "--", "python3", script, "--compile"},
                  [&] {
                    auto e = env;
@@ -521,18 +523,23 @@ TEST_F(Samples, TorchTransformerTraceMatchesTheProfilerAndProbesTritonKernels) {
   ProcessResult threads = RunProcess(
       {"python3", "-c",
        "import json,sys\n"
-       "t=0\n"
+       "t=n=0\n"
        "for e in json.load(open(sys.argv[1]))['traceEvents']:\n"
        "  if e.get('cat')=='kernel' and e['name'].startswith('triton_'):\n"
        "    g=e['args']['grid']; b=e['args']['block']\n"
-       "    t+=g[0]*g[1]*g[2]*b[0]*b[1]*b[2]\n"
-       "print(t)\n",
+       "    t+=g[0]*g[1]*g[2]*b[0]*b[1]*b[2]; n+=g[0]*g[1]*g[2]\n"
+       "print(t, n)\n",
        run + ".trace.json"});
   ASSERT_EQ(threads.exit_code, 0) << threads.err;
   const std::string maps = ReadWholeFile(run + ".maps.txt");
   const uint64_t entries = SumOfEntries(maps);
   EXPECT_GT(entries, 0u) << r.err;
-  EXPECT_EQ(entries, std::stoull(threads.out)) << maps << r.err;
+  uint64_t want_threads = 0, want_blocks = 0;
+  ASSERT_EQ(std::sscanf(threads.out.c_str(), "%" SCNu64 " %" SCNu64, &want_threads, &want_blocks),
+            2)
+      << threads.out;
+  EXPECT_EQ(entries, want_threads) << maps << r.err;
+  EXPECT_EQ(SumOfMap(maps, "blocks"), want_blocks) << maps;
 }
 
 // directly_run: every probe kind on the harness kernel, whose shape and
