@@ -56,6 +56,8 @@ sample threadscheduling run -p "$probes/threadscheduling.cpb" -o sched \
     -- "$bin/threadscheduling" 528 10
 sample warp_occupancy run -p "$probes/warp_occupancy.cpb" -o occ -- "$bin/matmul" 512 3
 sample divergence run -p "$probes/divergence.cpb" -o div -- "$bin/divergence" 4096 10
+sample coalescing run -p "$probes/coalescing.cpb" -o coal -- "$bin/directly_run" 4 64 3 7 1000 4
+sample directly_run run -p "$probes/directly_run.cpb" -o direct -- "$bin/directly_run" 4 64 3 7 1000
 sample launchlate trace -o late --format table,json -- "$bin/vec_add" 1048576 100
 echo "sample-outputs: $failures failed; outputs in $out"
 exit "$failures"
