@@ -15,7 +15,8 @@ build="${CUPROBE_SANITIZE_DIR:-$root/build/sanitize}"
 jobs="$(nproc)"
 tests=(init_state_test hook_test watcher_test module_patcher_test segment_test record_ring_test
        maps_region_test map_algorithms_test map_set_test ptx_parser_test ptx_rewriter_passes_test
-       trace_report_test support_test compiler_test late_attach_test ptx_rewriter_compile_test)
+       trace_report_test support_test compiler_test late_attach_test ptx_rewriter_compile_test
+       args_test)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
       maps_region_fuzz_corpus segment_fuzz_corpus)
 

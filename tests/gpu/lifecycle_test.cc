@@ -1,8 +1,10 @@
 // GPU tier: process and context events the hook must survive
 // (tests/gpu/testdata/lifecycle.cu): fork() with the child exiting through
 // exit(), exit() called from a second thread while kernels run,
-// cudaDeviceReset in the middle of a run, and two contexts made with
-// cuCtxCreate. Each mode runs natively, under `cuprobe trace` and under
+// cudaDeviceReset in the middle of a run, two contexts made with
+// cuCtxCreate, a child that execs a CUDA program, and a program that
+// subscribes to CUPTI itself (a profiler of its own) before its first CUDA
+// call. Each mode runs natively, under `cuprobe trace` and under
 // `cuprobe run` with a counting probe: the program's output and exit code
 // must be the native ones, with no hang, and the counts exact where the
 // design says they are. Skips without a GPU.
@@ -68,7 +70,7 @@ int64_t BumpInstances(const std::string& report) {
 }
 
 uint64_t ExpectedLaunches(const std::string& mode) {
-  if (mode == "contexts") return 3 * kN;
+  if (mode == "contexts" || mode == "fork_exec") return 3 * kN;  // fork_exec: 2N + the child's N
   return 2 * kN;
 }
 
@@ -80,6 +82,14 @@ TEST_P(Lifecycle, TraceKeepsTheProgramsBehaviourAndCounts) {
     return;  // the launch loop is cut short at an arbitrary point
   }
   EXPECT_EQ(native_.exit_code, 0) << native_.err;
+  if (mode == "cupti_owner") {
+    // The program's own subscriber came first: the hook steps aside, names
+    // it, and traces nothing; the program's subscription stands.
+    EXPECT_THAT(native_.out, HasSubstr("subscribed=yes"));
+    EXPECT_THAT(r.err, HasSubstr("lifecycle-owner")) << r.err;
+    EXPECT_EQ(BumpInstances(r.err), -1) << r.err;
+    return;
+  }
   EXPECT_EQ(BumpInstances(r.err), static_cast<int64_t>(ExpectedLaunches(mode))) << r.err;
 }
 
@@ -94,6 +104,14 @@ TEST_P(Lifecycle, ProbesNeverBreakTheProgram) {
     // The child never ran CUDA; the parent's 2N launches all counted.
     ASSERT_TRUE(counted) << maps;
     EXPECT_EQ(std::stoull(m[1]), 2 * kN * kThreads) << maps;
+  } else if (mode == "fork_exec") {
+    // The parent holds the maps while its child (a second CUDA process of
+    // the session) runs: the child runs uninstrumented, traced.
+    ASSERT_TRUE(counted) << maps;
+    EXPECT_EQ(std::stoull(m[1]), 2 * kN * kThreads) << maps << r.err;
+  } else if (mode == "cupti_owner") {
+    EXPECT_FALSE(counted) << maps;
+    EXPECT_THAT(r.err, HasSubstr("lifecycle-owner")) << r.err;
   } else if (mode == "contexts") {
     // One context per process is instrumented: the first (used twice).
     ASSERT_TRUE(counted) << maps;
@@ -197,7 +215,11 @@ TEST(Stress, ShortInstrumentedRunsEightThreadsEightStreams) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Lifecycle,
-                         ::testing::Values("fork", "exit_thread", "reset", "contexts"));
+                         ::testing::Values("fork", "exit_thread", "reset", "contexts", "fork_exec",
+                                           "cupti_owner"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);  // Modes/Lifecycle.X/fork_exec
+                         });
 
 }  // namespace
 }  // namespace cuprobe::testing

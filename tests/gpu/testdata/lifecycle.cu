@@ -9,11 +9,17 @@
 //   lifecycle reset N         N launches, cudaDeviceReset, N more on new memory
 //   lifecycle contexts N      two contexts made with cuCtxCreate, N launches
 //                             in each, made current in turn
+//   lifecycle fork_exec N     N launches, fork; the child execs this program
+//                             (`launches N`: a second CUDA process), then N more
+//   lifecycle launches N      N launches (the child of fork_exec)
+//   lifecycle cupti_owner N   subscribes to CUPTI itself before any CUDA call,
+//                             as a profiler would, then N launches
 //
 // Every mode checks its results and prints one line; the exit code is 0
 // (exit_thread: 7) when all went well.
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <cupti.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -81,6 +88,47 @@ int Fork(int n) {
   return ok && child_code == 3 ? 0 : 1;
 }
 
+int ForkExec(const char* self, int n) {
+  bool ok = Launches(n);
+  std::fflush(stdout);
+  pid_t child = ::fork();
+  if (child == 0) {
+    const std::string count = std::to_string(n);
+    ::execl(self, self, "launches", count.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ok = Launches(n) && ok;
+  const int child_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::printf("lifecycle fork_exec: %s launches=%d child_exit=%d\n", ok ? "OK" : "WRONG", 2 * n,
+              child_code);
+  return ok && child_code == 0 ? 0 : 1;
+}
+
+int LaunchesOnly(int n) {
+  const bool ok = Launches(n);
+  std::printf("lifecycle launches: %s launches=%d\n", ok ? "OK" : "WRONG", n);
+  return ok ? 0 : 1;
+}
+
+void CUPTIAPI OwnerCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// A profiler of the program's own: it subscribes to CUPTI before the first
+// CUDA call. Prints whether its subscription was taken, and the launches.
+int CuptiOwner(int n) {
+  CUpti_SubscriberHandle subscriber = nullptr;
+  CUpti_SubscriberParams params = {};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "lifecycle-owner";
+  const CUptiResult r = cuptiSubscribe_v2(&subscriber, OwnerCallback, nullptr, &params);
+  const bool ok = Launches(n);
+  if (r == CUPTI_SUCCESS) cuptiUnsubscribe(subscriber);
+  std::printf("lifecycle cupti_owner: %s launches=%d subscribed=%s\n", ok ? "OK" : "WRONG", n,
+              r == CUPTI_SUCCESS ? "yes" : "no");
+  return ok ? 0 : 1;
+}
+
 int ExitFromThread(int n) {
   if (!Launches(n)) return 1;
   std::printf("lifecycle exit_thread: OK launches=%d, exiting from a second thread\n", n);
@@ -137,6 +185,11 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "exit_thread") == 0) return ExitFromThread(n);
   if (std::strcmp(mode, "reset") == 0) return Reset(n);
   if (std::strcmp(mode, "contexts") == 0) return Contexts(n);
-  std::fprintf(stderr, "usage: lifecycle fork|exit_thread|reset|contexts [N]\n");
+  if (std::strcmp(mode, "fork_exec") == 0) return ForkExec(argv[0], n);
+  if (std::strcmp(mode, "launches") == 0) return LaunchesOnly(n);
+  if (std::strcmp(mode, "cupti_owner") == 0) return CuptiOwner(n);
+  std::fprintf(stderr,
+               "usage: lifecycle fork|exit_thread|reset|contexts|fork_exec|launches|cupti_owner "
+               "[N]\n");
   return 64;
 }
