@@ -24,7 +24,8 @@ using ::testing::Not;
 struct SampleCase {
   std::string name;                 // the ctest name
   std::string probe;                // under samples/
-  std::string workload;             // under build/samples/
+  std::string workload;             // under build/samples/, or a path in the source tree
+                                    // (tests/...: PTX a GPU run produced)
   std::vector<std::string> attach;  // instrument's attach flags
   int kernels;                      // kernels the probe's globs select
   std::vector<std::string> expect;  // lines of the report
@@ -38,6 +39,8 @@ const std::string kHarness =
     "harness(unsigned long, unsigned long, unsigned long*, unsigned int)  [_Z7harnessmmPmj]";
 const std::string kMatmul =
     "matmul_tiled(float const*, float const*, float*, int)  [_Z12matmul_tiledPKfS0_Pfi]";
+
+const std::string kTritonAdd = "tests/samples/testdata/triton_add_kernel.ptx";
 
 std::vector<SampleCase> Cases() {
   return {
@@ -78,6 +81,15 @@ std::vector<SampleCase> Cases() {
        {"scale_add(float*, float, int)", "bump(int*, int)", "entry 1"}},
       {"empty", "probes/empty.bpf.c", "vec_add", {"--entry", "--exit"}, 2,
        {kVecAdd, kScale, "entry 1, exit sites 1"}},
+      // Triton's own PTX for samples/triton_add (Triton 3.6 on the H200, from
+      // its cache: LLVM's NVPTX output for sm_90a): the PyTorch samples'
+      // Triton kernels go through this path.
+      {"triton_entries", "torch_transformer/triton_entries.bpf.c", kTritonAdd, {"--entry"}, 1,
+       {"add_kernel", "entry 1"}},
+      {"kernel_trace_triton", "kernel_trace/kernel_trace.bpf.c", kTritonAdd, {"--entry"}, 1,
+       {"add_kernel", "entry 1"}},
+      {"coalescing_triton", "coalescing/coalescing.bpf.c", kTritonAdd, {"--mem"}, 1,
+       {"add_kernel", "memory sites"}},
   };
 }
 
@@ -104,7 +116,10 @@ TEST_P(SampleOffline, CompilesAndInstrumentsItsWorkload) {
   const std::string cubin = dir_ + "/" + c.name + ".cubin";
   std::vector<std::string> argv = {cuprobe, "instrument", "-p", bundle};
   argv.insert(argv.end(), c.attach.begin(), c.attach.end());
-  argv.insert(argv.end(), {"--stats", SamplePath(c.workload), "-o", cubin});
+  const std::string workload = c.workload.rfind("tests/", 0) == 0
+                                   ? SourceDir() + "/" + c.workload
+                                   : SamplePath(c.workload);
+  argv.insert(argv.end(), {"--stats", workload, "-o", cubin});
   // A fresh compile each time: the cache would skip the cubin's compilation.
   ProcessResult r = RunProcess(argv, {{"CUPROBE_CACHE_DIR", "off"}}, 240);
   const std::string report = r.out + r.err;
