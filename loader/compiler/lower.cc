@@ -61,6 +61,19 @@ bool InlineRingReservations() {
   return env == nullptr || std::string_view(env) != "0";
 }
 
+// CUPROBE_DIAG_RING_COMMIT (read when a probe is compiled; for measuring
+// only): "relaxed" commits ring records with a relaxed system-scope store,
+// "gpu" with a GPU-scope release. Neither orders the record's bytes before
+// its commit for the host, so the consumer may read a torn record: it
+// measures what the system-scope release costs and nothing else.
+const char* RingCommitStore() {
+  const char* env = std::getenv("CUPROBE_DIAG_RING_COMMIT");
+  const std::string_view v = env == nullptr ? "" : env;
+  if (v == "relaxed") return "st.relaxed.sys.b32 [$0], $1;";
+  if (v == "gpu") return "st.release.gpu.b32 [$0], $1;";
+  return "st.release.sys.b32 [$0], $1;";
+}
+
 std::string Sanitize(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -884,7 +897,7 @@ llvm::Value* FunctionLowering::RingFinish(bool discard) {
   const uint32_t word = CUPROBE_RING_COMMIT | (discard ? CUPROBE_RING_DISCARD : 0u);
   b_.CreateCall(
       llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64(), I32()}, false),
-                           "st.release.sys.b32 [$0], $1;", "l,r,~{memory}",
+                           RingCommitStore(), "l,r,~{memory}",
                            /*hasSideEffects=*/true),
       {b_.CreateSub(body, C64(CUPROBE_RING_HEADER_SIZE - 4)), b_.getInt32(word)});
   b_.CreateBr(done);

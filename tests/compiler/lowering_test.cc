@@ -2,10 +2,12 @@
 // registers for context fields, helper calls and the map table, eBPF's
 // division rules, atomics, and unreachable code for paths the verifier
 // excluded. Every PTX is also assembled by ptxas.
+#include <cstdlib>
 #include <fstream>
-#include <map>
 #include <iterator>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -253,6 +255,22 @@ TEST(Lowering, SubmitAndDiscardCommitInline) {
   EXPECT_THAT(ptx, Not(HasSubstr("__cuprobe_ringbuf_submit")));
   EXPECT_THAT(ptx, Not(HasSubstr("__cuprobe_ringbuf_discard")));
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
+}
+
+TEST(Lowering, TheDiagnosticCommitScopeChangesOnlyTheCommitStore) {
+  // CUPROBE_DIAG_RING_COMMIT, for measuring the system-scope release: the
+  // commit becomes a relaxed system-scope or a GPU-scope release store.
+  for (const auto& [value, store] : {std::pair<const char*, const char*>{"relaxed",
+                                                                         "st.relaxed.sys.b32"},
+                                     {"gpu", "st.release.gpu.b32"}}) {
+    ::setenv("CUPROBE_DIAG_RING_COMMIT", value, 1);
+    auto r = CompileC(RingProbe("", "bpf_ringbuf_submit(e, 0);"));
+    ::unsetenv("CUPROBE_DIAG_RING_COMMIT");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(r->bundle.ptx, HasSubstr(store)) << value;
+    EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("st.release.sys.b32"))) << value;
+    EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << value;
+  }
 }
 
 TEST(Lowering, RecordFieldsAreStoredEightBytesAtATime) {
