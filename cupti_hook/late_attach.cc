@@ -49,7 +49,6 @@ const void* StaticFatbin(const void* image) {
   }
   FatbinWrapper w;
   std::memcpy(&w, image, sizeof(w));
-  if (static_cast<uint32_t>(w.magic) != kFatbinWrapperMagic || w.data == nullptr) return nullptr;
   return w.data;
 }
 
