@@ -136,13 +136,22 @@ struct cuprobe_map_desc {
 /* RINGBUF: %globaltimer until which this SM's producers take the ring as
  * full without touching its control line (a hint, not a counter: never
  * folded). Set by a producer that found the ring full, for the SM's current
- * span (+40, also a hint): 1 us after a reservation of the SM succeeded,
- * doubled each time the ring is found full again, up to 128 us. A ring that
- * stays full (a kernel writing far more than the bus drains) is then checked
- * by each SM about once per 128 us instead of once per microsecond; once the
- * consumer frees space, an SM drops for at most its span before it sees it. */
-#define CUPROBE_MAP_SHARD_RING_FULL_UNTIL 32
-#define CUPROBE_MAP_SHARD_RING_FULL_SPAN 40
+ * span (the next field, also a hint): 1 us after a reservation of the SM
+ * succeeded, doubled each time the ring is found full again, up to 128 us.
+ * A ring that stays full (a kernel writing far more than the bus drains) is
+ * then checked by each SM about once per 128 us instead of once per
+ * microsecond; once the consumer frees space, an SM drops for at most its
+ * span before it sees it.
+ * The two hints live in a second array of per-SM lines after the counter
+ * shards (CUPROBE_MAP_RING_HINT_BYTES more aux bytes, rings only): every drop
+ * adds to the SM's counter line, and an atomic evicts the line from the
+ * SM's L1, so a hint next to the counters cost each dropping block leader a
+ * round trip to L2. In a line of its own, written only when the hint
+ * changes, it stays in L1 (ABI version 6). */
+#define CUPROBE_MAP_RING_HINT_LINES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
+#define CUPROBE_MAP_RING_HINT_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
+#define CUPROBE_MAP_SHARD_RING_FULL_UNTIL (CUPROBE_MAP_RING_HINT_LINES + 0)
+#define CUPROBE_MAP_SHARD_RING_FULL_SPAN (CUPROBE_MAP_RING_HINT_LINES + 8)
 #define CUPROBE_RING_FULL_HINT_NS 1000
 #define CUPROBE_RING_FULL_HINT_MAX_NS 128000
 #define CUPROBE_MAP_AUX_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)

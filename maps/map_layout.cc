@@ -185,7 +185,8 @@ absl::StatusOr<MapGeometry> ComputeMapGeometry(const MapSpec& spec) {
   g.aux_offset = RoundUp(CUPROBE_MAP_IMAGE_OFFSET + g.image_bytes +
                              (g.value_shards - uint64_t{1}) * g.shard_bytes,
                          CUPROBE_MAP_COUNTER_SHARD_STRIDE);
-  g.allocation_bytes = g.aux_offset + CUPROBE_MAP_AUX_BYTES;
+  g.allocation_bytes = g.aux_offset + CUPROBE_MAP_AUX_BYTES +
+                       (spec.type == CUPROBE_MAP_RINGBUF ? CUPROBE_MAP_RING_HINT_BYTES : 0);
   if (g.allocation_bytes > kMaxMapBytes) {
     return Bad(spec, absl::StrFormat("needs %d bytes of device memory", g.allocation_bytes),
                absl::StrFormat("at most %d per map: reduce max_entries%s", kMaxMapBytes,

@@ -1,6 +1,6 @@
 /* File: include/cuprobe/abi.h
  *
- * The probe ABI, version 3: the contract between
+ * The probe ABI (version: CUPROBE_ABI_VERSION below): the contract between
  *   - probes written in C (include/cuprobe/probe.h builds on this file),
  *   - the probe compiler (loader/compiler: eBPF -> LLVM IR -> NVPTX PTX),
  *   - the PTX rewriter (ptx_rewriter: calls probes from rewritten kernels),
@@ -107,7 +107,7 @@
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 5
+#define CUPROBE_ABI_VERSION 6 /* 6: ring full hints in lines of their own (maps/map_desc.h) */
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;

@@ -787,27 +787,37 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   b_.SetInsertPoint(cursors);
   llvm::Value* control = DescLoad(ring, offsetof(cuprobe_map_desc, control), I64());
   llvm::Value* head_at = b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_head)));
-  auto relaxed_load = [&](llvm::Value* address) {
-    return b_.CreateCall(
-        llvm::InlineAsm::get(llvm::FunctionType::get(I64(), {I64()}, false),
-                             "ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l,~{memory}",
-                             /*hasSideEffects=*/true),
-        {address});
-  };
-  llvm::Value* tail = relaxed_load(
-      b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_tail_cache))));
-  llvm::Value* head = relaxed_load(head_at);
-  llvm::Value* refresh_until =
-      relaxed_load(b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_refresh_ns))));
+  // The head and the cached tail are neighbours (control +16, +24): one
+  // 16-byte load of the line that every reservation's atomic keeps busy.
+  static_assert(offsetof(cuprobe_map_control, ring_tail_cache) ==
+                offsetof(cuprobe_map_control, ring_head) + 8);
+  llvm::Type* pair_type = llvm::StructType::get(ctx_, {I64(), I64()});
+  llvm::Value* pair = b_.CreateCall(
+      llvm::InlineAsm::get(llvm::FunctionType::get(pair_type, {I64()}, false),
+                           "ld.relaxed.gpu.global.v2.b64 {$0, $1}, [$2];", "=l,=l,l,~{memory}",
+                           /*hasSideEffects=*/true),
+      {head_at});
+  llvm::Value* head = b_.CreateExtractValue(pair, 0);
+  llvm::Value* tail = b_.CreateExtractValue(pair, 1);
   // RingReserveFast's checks: the record fits with the slack to spare, and
   // over half full only while another producer's refresh of the cached tail
-  // is recent (its window not over); otherwise the helper refreshes.
+  // is recent (its window not over; loaded only then); otherwise the helper
+  // refreshes.
   llvm::Value* used = b_.CreateSub(head, tail);
   llvm::Value* room = b_.CreateSub(capacity, b_.CreateLShr(capacity, C64(3)));
   llvm::Value* fits_room = b_.CreateICmpULE(used, b_.CreateSub(room, record_bytes));
-  llvm::Value* no_refresh = b_.CreateOr(b_.CreateICmpULE(used, b_.CreateLShr(capacity, C64(1))),
-                                        b_.CreateICmpULT(now, refresh_until));
-  b_.CreateCondBr(b_.CreateAnd(fits_room, no_refresh), grab, call);
+  llvm::BasicBlock* over_half = llvm::BasicBlock::Create(ctx_, "ring.over_half", fn_);
+  llvm::BasicBlock* window = llvm::BasicBlock::Create(ctx_, "ring.window", fn_);
+  b_.CreateCondBr(fits_room, over_half, call);
+  b_.SetInsertPoint(over_half);
+  b_.CreateCondBr(b_.CreateICmpULE(used, b_.CreateLShr(capacity, C64(1))), grab, window);
+  b_.SetInsertPoint(window);
+  llvm::Value* refresh_until = b_.CreateCall(
+      llvm::InlineAsm::get(llvm::FunctionType::get(I64(), {I64()}, false),
+                           "ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l,~{memory}",
+                           /*hasSideEffects=*/true),
+      {b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_refresh_ns)))});
+  b_.CreateCondBr(b_.CreateICmpULT(now, refresh_until), grab, call);
 
   b_.SetInsertPoint(grab);
   llvm::Value* position =

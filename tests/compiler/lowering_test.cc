@@ -24,6 +24,7 @@
 namespace cuprobe {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace cuprobe::testing;  // NOLINT
@@ -192,16 +193,17 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
 
 TEST(Lowering, RingReserveDropsInlineWhileTheSmsFullHintHolds) {
   // kernel_trace's reserve: the descriptor's fields from the constant copy
-  // (the ring is the only map the probe uses: slot 0), the SM's hint
-  // (counter shard + 32) with a plain load, the drop counted in the same
-  // shard (+16 records, +24 bytes); the helper for everything else.
+  // (the ring is the only map the probe uses: slot 0), the SM's hint (its
+  // line in the hint array after the counter shards: + 16384) with a plain
+  // load, the drop counted in the SM's counter shard (+16 records, +24
+  // bytes); the helper for everything else.
   auto r = CompileC(RingProbe("", "bpf_ringbuf_submit(e, 0);"));
   ASSERT_TRUE(r.ok()) << r.status();
   const std::string& ptx = r->bundle.ptx;
   EXPECT_THAT(ptx, HasSubstr("ld.const.u64 \t%rd2, [__cuprobe_map_descs+112];"));  // aux
   EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+8];"));                        // type
   EXPECT_THAT(ptx, HasSubstr("mov.u32 %r2, %smid;"));
-  EXPECT_THAT(ptx, HasSubstr(", [%rd4+32];"));  // the hint, through L1 (ld.global)
+  EXPECT_THAT(ptx, ContainsRegex("ld\\.global\\.u64 \t%rd[0-9]+, \\[%rd4\\+16384\\];"));  // the hint, through L1
   EXPECT_THAT(ptx, HasSubstr("%globaltimer"));
   EXPECT_THAT(ptx, HasSubstr("%rd4, 16;\n\tatom.global.add.u64"));  // records dropped
   EXPECT_THAT(ptx, HasSubstr("%rd4, 24;\n\tatom.global.add.u64"));  // their bytes
@@ -217,7 +219,8 @@ TEST(Lowering, ALoneLaneReservesInlineWhileItsRecordFits) {
   // window from the control block whose address the constant copy holds
   // (+80), one fetch-and-add of
   // the 32-byte record (24 + header, rounded to 8) on the head (+16), the
-  // record counted in the SM's shard (+8) and its span reset (+40), the
+  // record counted in the SM's shard (+8) and its span reset (hint line,
+  // + 16392), the
   // length into header word 0; anything else ends in the helper, with the
   // position and the tail.
   auto r = CompileC(RingProbe("if (!cuprobe_is_block_leader(ctx)) return 0;",
@@ -227,10 +230,14 @@ TEST(Lowering, ALoneLaneReservesInlineWhileItsRecordFits) {
   EXPECT_THAT(ptx, HasSubstr("popc.b32"));                                  // one lane
   EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+40];"));                 // capacity - 1
   EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+80];"));                 // control
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.b64")).size(), 4u);
+  // The head and the cached tail in one load (+16); the refresh window
+  // (+56) only when the ring is over half full.
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.v2.b64")).size(),
+            2u);
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.b64")).size(), 2u);
   EXPECT_THAT(ptx, HasSubstr("], 32;"));  // the fetch-and-add of one record on the head
   EXPECT_THAT(ptx, HasSubstr(", 8;\n\tatom.global.add.u64"));        // reserved, in the shard
-  EXPECT_THAT(ptx, HasSubstr("st.relaxed.gpu.global.b64"));            // span reset
+  EXPECT_THAT(ptx, HasSubstr(", 16392;\n\t// begin inline asm\n\tst.relaxed.gpu.global.b64"));  // span reset
   EXPECT_THAT(ptx, HasSubstr(", 24;\n\tst.global.u32"));  // header word 0
   EXPECT_THAT(ptx, HasSubstr("call.uni (retval0), \n\t__cuprobe_ringbuf_reserve_at,"));
   // Drops (2), the head, the reserved count.

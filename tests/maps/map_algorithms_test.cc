@@ -75,6 +75,24 @@ TEST(MapDesc, DescriptorDescribesTheAllocation) {
   EXPECT_EQ(d->shard_bytes, 0u);
 }
 
+TEST(MapDesc, RingsHaveFullHintLinesAfterTheirCounterShards) {
+  // The SM's full hint and span in a line of their own (map_desc.h), 128
+  // lines after the 128 counter shards; other maps have no hint lines.
+  HostMap ring = HostMap::Make(Spec("r", CUPROBE_MAP_RINGBUF, 0, 0, 1 << 16));
+  const MapGeometry& g = ring.geometry();
+  EXPECT_EQ(g.allocation_bytes,
+            g.aux_offset + CUPROBE_MAP_AUX_BYTES + CUPROBE_MAP_RING_HINT_BYTES);
+  EXPECT_EQ(CUPROBE_MAP_SHARD_RING_FULL_UNTIL, CUPROBE_MAP_AUX_BYTES);
+  EXPECT_EQ(CUPROBE_MAP_SHARD_RING_FULL_SPAN, CUPROBE_MAP_AUX_BYTES + 8);
+  // The last SM's hint line ends where the allocation ends.
+  EXPECT_EQ(g.aux_offset + (CUPROBE_MAP_COUNTER_SHARDS - 1) * CUPROBE_MAP_COUNTER_SHARD_STRIDE +
+                CUPROBE_MAP_SHARD_RING_FULL_UNTIL + CUPROBE_MAP_COUNTER_SHARD_STRIDE,
+            g.allocation_bytes);
+  HostMap array = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 16));
+  EXPECT_EQ(array.geometry().allocation_bytes,
+            array.geometry().aux_offset + CUPROBE_MAP_AUX_BYTES);
+}
+
 TEST(MapDesc, AddOnlyMapsSpreadTheirValuesAndTheHostFoldsThem) {
   MapSpec spec = Spec("h", CUPROBE_MAP_HASH, 8, 8, 4096);
   spec.flags = CUPROBE_MAP_F_ADD_ONLY;
