@@ -139,6 +139,9 @@ class FunctionLowering {
     return target_ == LowerTarget::kNvptx && m.slot >= 0 && map_slot_.size() <= 64;
   }
   void CountError(const DescRef& map);
+  // A relaxed add whose old value nobody reads, as `red` (GPU, global
+  // memory at `address`, an i64): the warp does not wait for it.
+  void AddNoReturn(llvm::Value* address, llvm::Value* delta);
   // Inline map operations (abi.h 8.): see IndexedValue.
   struct IndexedRef {
     llvm::Value* address;  // i64: the value's address, 0 on failure
@@ -664,6 +667,13 @@ FunctionLowering::IndexedRef FunctionLowering::IndexedValue(const DescRef& map, 
   return IndexedRef{address, error};
 }
 
+void FunctionLowering::AddNoReturn(llvm::Value* address, llvm::Value* delta) {
+  b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64(), I64()}, false),
+                                     "red.relaxed.gpu.global.add.u64 [$0], $1;", "l,l,~{memory}",
+                                     /*hasSideEffects=*/true),
+                {address, delta});
+}
+
 // Counts one error of `map` (maps/map_desc.h): on the GPU, the first lane of
 // the warp's lanes here adds for all of them (every lane at this site has
 // the same map) to its SM's error shard; on the host, one add to
@@ -693,9 +703,7 @@ void FunctionLowering::CountError(const DescRef& map) {
   llvm::Value* counter = b_.CreateSelect(b_.CreateICmpEQ(aux, C64(0)), total, shard);
   llvm::Value* lanes =
       b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
-  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
-                     b_.CreateIntToPtr(counter, llvm::PointerType::get(ctx_, 1)), lanes,
-                     llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  AddNoReturn(counter, lanes);
   b_.CreateBr(after);
   b_.SetInsertPoint(after);
 }
@@ -833,10 +841,7 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   // counted in the SM's shard, the SM's full-ring span reset, the length
   // written into header word 0.
   b_.SetInsertPoint(granted);
-  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
-                     b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_RESERVED)),
-                                       global),
-                     C64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_RESERVED)), C64(1));
   b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64()}, false),
                                      "st.relaxed.gpu.global.b64 [$0], 0;", "l,~{memory}",
                                      /*hasSideEffects=*/true),
@@ -865,14 +870,8 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   b_.SetInsertPoint(lead);
   llvm::Value* lanes =
       b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
-  b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
-                     b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED)),
-                                       global),
-                     lanes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
-  b_.CreateAtomicRMW(
-      llvm::AtomicRMWInst::Add,
-      b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED_BYTES)), global),
-      bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED)), lanes);
+  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED_BYTES)), bytes);
   b_.CreateBr(done);
 
   b_.SetInsertPoint(call);
@@ -988,10 +987,13 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
           llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
           b_.CreateCondBr(b_.CreateICmpEQ(value.error, C64(0)), add, done);
           b_.SetInsertPoint(add);
-          llvm::Value* target = b_.CreateIntToPtr(
-              value.address, llvm::PointerType::get(ctx_, target_ == LowerTarget::kNvptx ? 1 : 0));
-          b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, target, delta, llvm::Align(8),
-                             llvm::AtomicOrdering::Monotonic);
+          if (target_ == LowerTarget::kNvptx) {
+            AddNoReturn(value.address, delta);
+          } else {
+            b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
+                               b_.CreateIntToPtr(value.address, b_.getPtrTy()), delta,
+                               llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+          }
           b_.CreateBr(done);
           b_.SetInsertPoint(done);
           *r0 = value.error;

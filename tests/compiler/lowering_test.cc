@@ -6,9 +6,11 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -166,7 +168,7 @@ SEC("cuprobe/exit/*") int p(struct cuprobe_ctx *ctx) {
   // counted in control.errors (control at desc +80, errors at +8).
   EXPECT_THAT(r->bundle.ptx, HasSubstr("+36]"));
   EXPECT_THAT(r->bundle.ptx, HasSubstr("+80]"));
-  EXPECT_THAT(r->bundle.ptx, HasSubstr("atom.global.add.u64"));
+  EXPECT_THAT(r->bundle.ptx, HasSubstr("red.relaxed.gpu.global.add.u64"));  // no return awaited
   // The map is fixed at the call site: its fields come from the module's
   // constant copy of the descriptors (abi.h 3.), and the table is not read.
   EXPECT_THAT(r->bundle.ptx, HasSubstr(".extern .const .align 8 .b8 __cuprobe_map_descs[];"));
@@ -205,8 +207,15 @@ TEST(Lowering, RingReserveDropsInlineWhileTheSmsFullHintHolds) {
   EXPECT_THAT(ptx, HasSubstr("mov.u32 %r2, %smid;"));
   EXPECT_THAT(ptx, ContainsRegex("ld\\.global\\.u64 \t%rd[0-9]+, \\[%rd4\\+16384\\];"));  // the hint, through L1
   EXPECT_THAT(ptx, HasSubstr("%globaltimer"));
-  EXPECT_THAT(ptx, HasSubstr("%rd4, 16;\n\tatom.global.add.u64"));  // records dropped
-  EXPECT_THAT(ptx, HasSubstr("%rd4, 24;\n\tatom.global.add.u64"));  // their bytes
+  // Counted with `red`: the dropping warp does not wait for the adds.
+  auto red_at = [&ptx](int offset) {  // a `red` to the register holding %rd4 + offset
+    std::smatch m;
+    const std::regex add("add\\.s64 \t(%rd[0-9]+), %rd4, " + std::to_string(offset) + ";");
+    return std::regex_search(ptx, m, add) &&
+           absl::StrContains(ptx, "red.relaxed.gpu.global.add.u64 [" + m[1].str() + "]");
+  };
+  EXPECT_TRUE(red_at(16));  // records dropped
+  EXPECT_TRUE(red_at(24));  // their bytes
   // The bytes: the lanes' 32-byte records summed over the warp (sizes may
   // differ between the paths that reach the call).
   EXPECT_THAT(ptx, HasSubstr(", 32;\n\tredux.sync.add.s32"));
@@ -236,12 +245,15 @@ TEST(Lowering, ALoneLaneReservesInlineWhileItsRecordFits) {
             2u);
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.b64")).size(), 2u);
   EXPECT_THAT(ptx, HasSubstr("], 32;"));  // the fetch-and-add of one record on the head
-  EXPECT_THAT(ptx, HasSubstr(", 8;\n\tatom.global.add.u64"));        // reserved, in the shard
+  EXPECT_THAT(ptx, HasSubstr(", 8;\n\tmov.u64 \t%rd46, 1;\n\t// begin inline asm\n\t"
+                             "red.relaxed.gpu.global.add.u64 [%rd45], %rd46;"));  // reserved, in the shard
   EXPECT_THAT(ptx, HasSubstr(", 16392;\n\t// begin inline asm\n\tst.relaxed.gpu.global.b64"));  // span reset
   EXPECT_THAT(ptx, HasSubstr(", 24;\n\tst.global.u32"));  // header word 0
   EXPECT_THAT(ptx, HasSubstr("call.uni (retval0), \n\t__cuprobe_ringbuf_reserve_at,"));
-  // Drops (2), the head, the reserved count.
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "atom.global.add.u64")).size(), 5u);
+  // The head's fetch-and-add; drops (2) and the reserved count as `red`.
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "atom.global.add.u64")).size(), 2u);
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "red.relaxed.gpu.global.add.u64")).size(),
+            4u);
   EXPECT_EQ(r->bundle.helpers,
             (std::vector<std::string>{"__cuprobe_ringbuf_reserve", "__cuprobe_ringbuf_reserve_at"}));
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
