@@ -926,7 +926,7 @@ CUPROBE_HD uint64_t RingConsumerTail(const cuprobe_map_desc* d) {
 // CUPROBE_RING_FULL_HINT_NS ago, that the ring is full; and telling them.
 // Every producer of a full ring reading its control line, one L2 line that
 // every SM hammers, cost more than the records it dropped; the hint lives in
-// the SM's own shard line.
+// the SM's own hint line (map_desc.h), which no atomic evicts from its L1.
 CUPROBE_HD bool RingFullHinted(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
   const uint64_t* hint = ShardField(d, CUPROBE_MAP_SHARD_RING_FULL_UNTIL);
@@ -1107,7 +1107,8 @@ CUPROBE_HD uint64_t RingBeginRecord(const cuprobe_map_desc* d, uint64_t position
 // back, count) and returns the body's address, or 0 (counted as dropped).
 // The compiler's inline path for a lone producer (loader/compiler/lower.cc):
 // it reads the cursors from the descriptor's constant copy, so a block
-// leader's successful reservation waits on two loads and the atomic, not on
+// leader's successful reservation waits on one load of the head and the
+// cached tail (and the refresh window over half full) and the atomic, not on
 // the descriptor's loads and the helper's checks before them.
 CUPROBE_HD uint64_t RingReserveAt(const cuprobe_map_desc* d, uint64_t size, uint64_t p,
                                   uint64_t tail) {

@@ -23,7 +23,8 @@
  *   +128   struct cuprobe_map_control  128 bytes, the map's atomics
  *   +256   image                       the map's data (layout per type below)
  *          value shards 1..S-1         add-only maps only (below)
- *          aux                         counter shards (below)
+ *          aux                         counter shards (below); rings: then
+ *                                      their per-SM hint lines
  *
  * control + image are contiguous: one device-to-host copy, folded (below),
  * is a snapshot.
@@ -42,6 +43,8 @@
  *    + 1 copies of their values array, shard_bytes apart, the first being
  *    the image's own; an add goes to copy (%smid & shard_mask). HASH keys and
  *    states are not copied: a key's slot is the same in every copy.
+ * (Version 4: a ring's full hints in per-SM lines after the counter
+ * shards, CUPROBE_MAP_RING_HINTS_AT.)
  * (Version 3: counter shards are 128 bytes apart, one cache line each:
  * atomics of two SMs on one line serialize in L2 as if on one address.)
  * The host folds before anyone reads (maps/map_layout.h, FoldMapImage):
@@ -72,7 +75,7 @@
 #include "cuprobe/abi.h"
 
 #define CUPROBE_MAP_DESC_MAGIC 0x444D5043u /* "CPMD" in memory */
-#define CUPROBE_MAP_DESC_VERSION 3
+#define CUPROBE_MAP_DESC_VERSION 4
 #define CUPROBE_MAP_DESC_SIZE 128
 #define CUPROBE_MAP_CONTROL_SIZE 128
 #define CUPROBE_MAP_IMAGE_OFFSET 256 /* desc + control */
@@ -146,12 +149,15 @@ struct cuprobe_map_desc {
  * shards (CUPROBE_MAP_RING_HINT_BYTES more aux bytes, rings only): every drop
  * adds to the SM's counter line, and an atomic evicts the line from the
  * SM's L1, so a hint next to the counters cost each dropping block leader a
- * round trip to L2. In a line of its own, written only when the hint
- * changes, it stays in L1 (ABI version 6). */
-#define CUPROBE_MAP_RING_HINT_LINES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
+ * round trip to L2. In a line of its own, which no atomic touches (the
+ * SM's successful reservations store its span back to 0, a plain store),
+ * it stays in L1 (ABI version 6, descriptor version 4). The offsets below
+ * are from the SM's counter shard, as the counters' are: the hint lines
+ * start CUPROBE_MAP_RING_HINTS_AT bytes after the counter shards do. */
+#define CUPROBE_MAP_RING_HINTS_AT (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
 #define CUPROBE_MAP_RING_HINT_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
-#define CUPROBE_MAP_SHARD_RING_FULL_UNTIL (CUPROBE_MAP_RING_HINT_LINES + 0)
-#define CUPROBE_MAP_SHARD_RING_FULL_SPAN (CUPROBE_MAP_RING_HINT_LINES + 8)
+#define CUPROBE_MAP_SHARD_RING_FULL_UNTIL (CUPROBE_MAP_RING_HINTS_AT + 0)
+#define CUPROBE_MAP_SHARD_RING_FULL_SPAN (CUPROBE_MAP_RING_HINTS_AT + 8)
 #define CUPROBE_RING_FULL_HINT_NS 1000
 #define CUPROBE_RING_FULL_HINT_MAX_NS 128000
 #define CUPROBE_MAP_AUX_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)

@@ -82,7 +82,8 @@ TEST(MapDesc, RingsHaveFullHintLinesAfterTheirCounterShards) {
   const MapGeometry& g = ring.geometry();
   EXPECT_EQ(g.allocation_bytes,
             g.aux_offset + CUPROBE_MAP_AUX_BYTES + CUPROBE_MAP_RING_HINT_BYTES);
-  EXPECT_EQ(CUPROBE_MAP_SHARD_RING_FULL_UNTIL, CUPROBE_MAP_AUX_BYTES);
+  EXPECT_EQ(CUPROBE_MAP_SHARD_RING_FULL_UNTIL, CUPROBE_MAP_RING_HINTS_AT);
+  EXPECT_EQ(CUPROBE_MAP_RING_HINTS_AT, CUPROBE_MAP_AUX_BYTES);  // right after the shards
   EXPECT_EQ(CUPROBE_MAP_SHARD_RING_FULL_SPAN, CUPROBE_MAP_AUX_BYTES + 8);
   // The last SM's hint line ends where the allocation ends.
   EXPECT_EQ(g.aux_offset + (CUPROBE_MAP_COUNTER_SHARDS - 1) * CUPROBE_MAP_COUNTER_SHARD_STRIDE +
