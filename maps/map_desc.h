@@ -154,7 +154,7 @@ struct cuprobe_map_desc {
  * it stays in L1 (ABI version 6, descriptor version 4). The offsets below
  * are from the SM's counter shard, as the counters' are: the hint lines
  * start CUPROBE_MAP_RING_HINTS_AT bytes after the counter shards do. */
-#define CUPROBE_MAP_RING_HINTS_AT (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
+#define CUPROBE_MAP_RING_HINTS_AT CUPROBE_MAP_AUX_BYTES /* the counter shards' end */
 #define CUPROBE_MAP_RING_HINT_BYTES (CUPROBE_MAP_COUNTER_SHARDS * CUPROBE_MAP_COUNTER_SHARD_STRIDE)
 #define CUPROBE_MAP_SHARD_RING_FULL_UNTIL (CUPROBE_MAP_RING_HINTS_AT + 0)
 #define CUPROBE_MAP_SHARD_RING_FULL_SPAN (CUPROBE_MAP_RING_HINTS_AT + 8)

@@ -91,11 +91,12 @@ struct MapGeometry {
 [[nodiscard]] cuprobe_map_desc MakeMapDesc(const MapGeometry& g, uint64_t base,
                                            uint64_t ring_data = 0, uint64_t ring_host = 0);
 
-// Bytes of device memory, from control to the end of the allocation: what
-// the host copies from the device (at base + CUPROBE_MAP_DESC_SIZE) to fold
-// a snapshot out of.
+// Bytes of device memory, from control to the end of the counter shards:
+// what the host copies from the device (at base + CUPROBE_MAP_DESC_SIZE) to
+// fold a snapshot out of. A ring's hint lines, after the shards, are the
+// GPU's alone and are not copied.
 [[nodiscard]] inline uint64_t DeviceCopyBytes(const MapGeometry& g) {
-  return g.allocation_bytes - CUPROBE_MAP_DESC_SIZE;
+  return g.aux_offset + CUPROBE_MAP_AUX_BYTES - CUPROBE_MAP_DESC_SIZE;
 }
 
 // Folds a device copy (DeviceCopyBytes bytes, from control on) in place

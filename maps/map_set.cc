@@ -148,8 +148,9 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
 
 absl::Status MapSet::Initialize(size_t i) {
   const Map& m = maps_[i];
-  CUPROBE_RETURN_IF_ERROR(
-      memory_->Zero(m.base + CUPROBE_MAP_DESC_SIZE, DeviceCopyBytes(m.geometry)));
+  // Everything after the descriptor, a ring's hint lines included.
+  CUPROBE_RETURN_IF_ERROR(memory_->Zero(m.base + CUPROBE_MAP_DESC_SIZE,
+                                        m.geometry.allocation_bytes - CUPROBE_MAP_DESC_SIZE));
   const std::vector<uint8_t>& init = m.spec.initial_value;
   const uint32_t value_size = m.geometry.value_size;
   for (uint64_t offset = 0; offset < init.size(); offset += value_size) {

@@ -89,6 +89,9 @@ TEST(MapDesc, RingsHaveFullHintLinesAfterTheirCounterShards) {
   EXPECT_EQ(g.aux_offset + (CUPROBE_MAP_COUNTER_SHARDS - 1) * CUPROBE_MAP_COUNTER_SHARD_STRIDE +
                 CUPROBE_MAP_SHARD_RING_FULL_UNTIL + CUPROBE_MAP_COUNTER_SHARD_STRIDE,
             g.allocation_bytes);
+  // The host's copy for a snapshot stops at the counter shards.
+  EXPECT_EQ(CUPROBE_MAP_DESC_SIZE + DeviceCopyBytes(g) + CUPROBE_MAP_RING_HINT_BYTES,
+            g.allocation_bytes);
   HostMap array = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 16));
   EXPECT_EQ(array.geometry().allocation_bytes,
             array.geometry().aux_offset + CUPROBE_MAP_AUX_BYTES);
