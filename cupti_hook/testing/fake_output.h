@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cupti_hook/testing/event_log.h"
 #include "cupti_hook/trace_output.h"
 
 namespace cuprobe {
@@ -91,10 +92,7 @@ class FakeOutput : public TraceOutput {
   }
 
  private:
-  void Log(std::string e) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (events_ != nullptr) events_->push_back(std::move(e));
-  }
+  void Log(std::string e) { AppendEvent(events_, std::move(e)); }
 
   std::vector<std::string>* events_;
   mutable std::mutex mu_;

@@ -10,7 +10,7 @@ void FakeSeam::Record(const std::string& call) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     calls_.push_back(call);
-    if (events != nullptr) events->push_back(call);
+    AppendEvent(events, call);
   }
   if (on_call) on_call(call);
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cupti_hook/seam.h"
+#include "cupti_hook/testing/event_log.h"
 
 namespace cuprobe {
 

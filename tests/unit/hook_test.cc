@@ -349,7 +349,13 @@ TEST(Hook, TeardownOrder) {
     // After the gate is closed a write attempt is refused.
     writer_gate_open_at_release = rig.hook.tracer()->WhileSinkOpen([] {});
   };
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // At least one heartbeat while running. A loaded CI machine may not run the
+  // watcher within any fixed sleep, so wait for it (bounded).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (rig.output.stats_published() < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(rig.output.stats_published(), 1) << "no heartbeat within 30 s";
   rig.hook.Stop();
   EXPECT_FALSE(watcher_running_at_release) << "the watcher must be joined before unmap";
   EXPECT_FALSE(writer_gate_open_at_release);
