@@ -16,6 +16,12 @@ if(CUPROBE_SANITIZE)
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
   add_link_options(-fsanitize=${_cuprobe_san})
+  # GCC's -Wmaybe-uninitialized has false positives under the sanitizers'
+  # instrumentation (e.g. inside libstdc++'s <regex> at -O2); the Release
+  # build keeps the warning.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    list(APPEND CUPROBE_WARNINGS -Wno-maybe-uninitialized)
+  endif()
 endif()
 
 function(_cuprobe_common target)

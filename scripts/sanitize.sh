@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The unit tests of everything that parses untrusted bytes or shares memory
-# across threads and processes, and of the probe compiler, the late attach
-# protocol and the PTX rewriter's compile step, built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (CUPROBE_SANITIZE) and run in a second build
-# folder; any report fails. The fuzz targets replay their committed seed
-# corpora. scripts/test.sh runs this after the main suite (CI too);
+# Every CPU test binary of the suite (the parsers, the maps and segment, the
+# hook's logic, the probe compiler, the PTX rewriter, and the CLI run as a
+# child process), built with AddressSanitizer and UndefinedBehaviorSanitizer
+# (CUPROBE_SANITIZE) and run in a second build folder; any report fails. The
+# fuzz targets replay their committed seed corpora. scripts/test.sh runs this
+# after the main suite (CI too);
 # CUPROBE_SKIP_SANITIZE=1 skips it there.
 #
 #   scripts/sanitize.sh                       # build/sanitize
@@ -13,18 +13,28 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CUPROBE_SANITIZE_DIR:-$root/build/sanitize}"
 jobs="$(nproc)"
+# Every CPU test binary of the suite. maps_command_test and
+# samples_offline_test run the sanitized cuprobe CLI as a child process.
 tests=(init_state_test hook_test watcher_test module_patcher_test segment_test record_ring_test
        maps_region_test map_algorithms_test map_set_test ptx_parser_test ptx_rewriter_passes_test
        trace_report_test support_test compiler_test late_attach_test ptx_rewriter_compile_test
-       args_test)
+       args_test helpers_ptx_test ptx_rewriter_image_test ptx_rewriter_corpus_test
+       ptx_rewriter_instrument_command_test source_policy_test maps_command_test
+       samples_offline_test)
+# What those tests run as child processes.
+children=(cuprobe cuprobe_hook)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
       maps_region_fuzz_corpus segment_fuzz_corpus)
 
 echo "sanitize: configuring $build (address;undefined)"
+# -O1 with line tables only: ASan's recommended level, symbolized stacks, and
+# far less to compile and link than -O2 -g (CI has 2 cores and 30 minutes).
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUPROBE_WERROR=ON \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
       "-DCUPROBE_SANITIZE=address;undefined" >/dev/null
-echo "sanitize: building ${#tests[@]} test binaries and ${#fuzz[@]} corpus replays"
-cmake --build "$build" -j "$jobs" --target "${tests[@]}" "${fuzz[@]}"
+echo "sanitize: building ${#tests[@]} test binaries, ${#fuzz[@]} corpus replays and the CLI"
+cmake --build "$build" -j "$jobs" --target "${tests[@]}" "${fuzz[@]}" "${children[@]}"
+echo "sanitize: built in ${SECONDS}s"
 
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
@@ -52,4 +62,4 @@ if [[ $fails -ne 0 ]]; then
   echo "sanitize: $fails failed"
   exit 1
 fi
-echo "sanitize: all clean"
+echo "sanitize: all clean (${SECONDS}s)"

@@ -18,8 +18,9 @@ echo "test: configuring $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUPROBE_WERROR=ON >/dev/null
 echo "test: building with $jobs jobs"
 cmake --build "$build" -j "$jobs"
-echo "test: running ctest"
+echo "test: built in ${SECONDS}s; running ctest"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
+echo "test: ctest done at ${SECONDS}s"
 if [[ "${CUPROBE_SKIP_SANITIZE:-0}" != 1 ]]; then
   CUPROBE_SANITIZE_DIR="${CUPROBE_SANITIZE_DIR:-$build/sanitize}" "$root/scripts/sanitize.sh"
 fi
