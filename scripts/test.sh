@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, configures, builds (Release, all
-# cores) and runs the whole ctest suite, then the unit tests of the parsers,
-# maps, segment and hook under ASan and UBSan (scripts/sanitize.sh). GPU
+# cores) and runs the whole ctest suite, then every CPU test binary (and the
+# CLI they start) under ASan and UBSan (scripts/sanitize.sh). GPU
 # tests skip (reported as skipped) on a machine without a GPU. CI (.ci/run)
 # calls exactly this script.
 #

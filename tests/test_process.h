@@ -41,8 +41,45 @@ inline std::string ReadWholeFile(const std::string& path) {
   return ss.str();
 }
 
+// The environment of a child: this process's, with `env` applied.
+inline std::vector<std::string> ChildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    const std::string key = entry.substr(0, entry.find('='));
+    bool overridden = false;
+    for (const auto& [k, v] : env) overridden = overridden || k == key;
+    if (!overridden) out.push_back(std::move(entry));
+  }
+  for (const auto& [k, v] : env) {
+    if (!v.empty()) out.push_back(k + "=" + v);
+  }
+  return out;
+}
+
+// `program` itself when it names a path, else its first match on PATH.
+inline std::string ResolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start);
+    candidate = (candidate.empty() ? "." : candidate) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return program;
+}
+
 // `env` entries are added to (or override) this process's environment; an
-// entry with an empty value removes the variable.
+// entry with an empty value removes the variable. Everything the child needs
+// is built before fork(): between fork and exec it only calls
+// async-signal-safe functions (a test may fork while its other threads hold
+// the allocator's lock).
 inline ProcessResult RunProcess(const std::vector<std::string>& argv,
                                 const std::vector<std::pair<std::string, std::string>>& env = {},
                                 int timeout_s = 120) {
@@ -51,22 +88,23 @@ inline ProcessResult RunProcess(const std::vector<std::string>& argv,
   char err_path[] = "/tmp/cuprobe-test-err-XXXXXX";
   int out_fd = ::mkstemp(out_path);
   int err_fd = ::mkstemp(err_path);
+  const std::string program = ResolveProgram(argv.at(0));
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const std::vector<std::string> environment = ChildEnvironment(env);
+  std::vector<char*> envp;
+  for (const auto& e : environment) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
-    for (const auto& [k, v] : env) {
-      if (v.empty()) {
-        ::unsetenv(k.c_str());
-      } else {
-        ::setenv(k.c_str(), v.c_str(), 1);
-      }
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "exec %s failed\n", args[0]);
+    ::execve(program.c_str(), args.data(), envp.data());
+    // "exec NAME failed", as tests that skip without a tool look for.
+    (void)!::write(2, "exec ", 5);
+    (void)!::write(2, argv[0].data(), argv[0].size());
+    (void)!::write(2, " failed\n", 8);
     ::_exit(127);
   }
   int status = 0;

@@ -2,7 +2,10 @@
 // registers for context fields, helper calls and the map table, eBPF's
 // division rules, atomics, and unreachable code for paths the verifier
 // excluded. Every PTX is also assembled by ptxas.
+#include <stdlib.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -583,17 +586,20 @@ char LICENSE[] SEC("license") = "GPL";
 }
 
 TEST(CompileCommand, ParsesAndWritesABundleThatReadsBack) {
+  // A folder of this run's own: two runs on one machine do not share files.
+  std::string dir = (std::filesystem::temp_directory_path() / "cuprobe-compile-cmd-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string out = dir + "/kernel_trace.cpb";
   absl::StatusOr<CliArgs> args = ParseArgs(
       {"cuprobe", "compile", std::string(CUPROBE_SOURCE_DIR) + "/samples/kernel_trace/kernel_trace.bpf.c",
-       "-o", "/tmp/cuprobe_compile_command_test.cpb", "--emit-ptx", "--max-insns", "500",
-       "-DUNUSED=1"});
+       "-o", out, "--emit-ptx", "--max-insns", "500", "-DUNUSED=1"});
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(args->command, Command::kCompile);
   EXPECT_EQ(args->compile.max_insns, 500u);
   EXPECT_TRUE(args->compile.emit_ptx);
   EXPECT_EQ(args->compile.clang_args, std::vector<std::string>{"-DUNUSED=1"});
   ASSERT_TRUE(RunCompile(args->compile).ok());
-  std::ifstream in("/tmp/cuprobe_compile_command_test.cpb", std::ios::binary);
+  std::ifstream in(out, std::ios::binary);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   absl::StatusOr<ProbeBundle> b = ReadBundle(bytes);
   ASSERT_TRUE(b.ok()) << b.status();
@@ -608,6 +614,7 @@ TEST(CompileCommand, ParsesAndWritesABundleThatReadsBack) {
   EXPECT_FALSE(ParseArgs({"cuprobe", "compile", "a.c", "b.c"}).ok());
   absl::Status missing = RunCompile(CompileArgs{.input = "/nonexistent/p.bpf.c"});
   EXPECT_THAT(std::string(missing.message()), HasSubstr("cannot open /nonexistent/p.bpf.c"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -493,13 +495,14 @@ TEST_F(SegmentTest, PermissionDeniedNamesOwnerAndMode) {
 struct ChildReport {
   uint32_t ok = 0;
   uint32_t dropped = 0;
+  uint32_t refused = 0;  // writes refused and retried (block_on_full)
   std::vector<uint8_t> succeeded;  // per seq
 };
 
 // Forks a child that opens the segment by name and writes `n` self-checking
 // records; it reports which ones the ring accepted through a pipe.
 pid_t SpawnWriter(const std::string& name, uint32_t child, uint32_t n, uint32_t fixed_len,
-                  int* read_fd, bool yield_on_drop = false) {
+                  int* read_fd, bool yield_on_drop = false, bool block_on_full = false) {
   int fds[2];
   if (::pipe(fds) != 0) return -1;
   pid_t pid = ::fork();
@@ -511,13 +514,24 @@ pid_t SpawnWriter(const std::string& name, uint32_t child, uint32_t n, uint32_t 
   ::close(fds[0]);
   absl::StatusOr<Session> s = Session::Open(name, /*writable=*/true);
   if (!s.ok()) ::_exit(2);
-  std::vector<uint8_t> report(8 + n);
-  uint32_t ok = 0, dropped = 0;
+  std::vector<uint8_t> report(12 + n);
+  uint32_t ok = 0, dropped = 0, refused = 0;
   for (uint32_t seq = 0; seq < n; ++seq) {
     std::vector<uint8_t> body = MakeBody(child, seq, fixed_len ? fixed_len : BodyLenFor(seq));
-    if (s->ring().Write(kStressType, body.data(), static_cast<uint32_t>(body.size()))) {
+    if (block_on_full) {
+      // Waits for the consumer instead of dropping (bounded: a consumer that
+      // never drains fails the test rather than hanging it).
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!s->ring().Write(kStressType, body.data(), static_cast<uint32_t>(body.size()))) {
+        if (std::chrono::steady_clock::now() > deadline) ::_exit(5);
+        ++refused;  // the ring counts each refusal as a drop
+        ::sched_yield();
+      }
       ++ok;
-      report[8 + seq] = 1;
+      report[12 + seq] = 1;
+    } else if (s->ring().Write(kStressType, body.data(), static_cast<uint32_t>(body.size()))) {
+      ++ok;
+      report[12 + seq] = 1;
     } else {
       ++dropped;
       if (yield_on_drop && dropped % 64 == 0) ::sched_yield();  // rarely: see record_ring_test
@@ -525,6 +539,7 @@ pid_t SpawnWriter(const std::string& name, uint32_t child, uint32_t n, uint32_t 
   }
   std::memcpy(report.data(), &ok, 4);
   std::memcpy(report.data() + 4, &dropped, 4);
+  std::memcpy(report.data() + 8, &refused, 4);
   size_t off = 0;
   while (off < report.size()) {
     ssize_t w = ::write(fds[1], report.data() + off, report.size() - off);
@@ -541,10 +556,11 @@ ChildReport ReadReport(int fd, uint32_t n) {
   while ((r = ::read(fd, buf, sizeof(buf))) > 0) bytes.insert(bytes.end(), buf, buf + r);
   ::close(fd);
   ChildReport rep;
-  if (bytes.size() != 8 + n) return rep;
+  if (bytes.size() != 12 + n) return rep;
   std::memcpy(&rep.ok, bytes.data(), 4);
   std::memcpy(&rep.dropped, bytes.data() + 4, 4);
-  rep.succeeded.assign(bytes.begin() + 8, bytes.end());
+  std::memcpy(&rep.refused, bytes.data() + 8, 4);
+  rep.succeeded.assign(bytes.begin() + 12, bytes.end());
   return rep;
 }
 
@@ -579,7 +595,11 @@ TEST_F(SegmentTest, ForkedWritersAndConcurrentDrain) {
   std::vector<pid_t> pids;
   std::vector<int> fds(kChildren);
   for (uint32_t c = 0; c < kChildren; ++c) {
-    pid_t pid = SpawnWriter(s.name(), c, kPerChild, 0, &fds[c], /*yield_on_drop=*/true);
+    // Child 0 waits when the ring is full, so the traffic through the ring
+    // does not depend on how much CPU the drainer gets on a loaded machine;
+    // the others drop.
+    pid_t pid = SpawnWriter(s.name(), c, kPerChild, 0, &fds[c], /*yield_on_drop=*/true,
+                            /*block_on_full=*/c == 0);
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }
@@ -602,7 +622,7 @@ TEST_F(SegmentTest, ForkedWritersAndConcurrentDrain) {
   s.ring().Drain(std::ref(tally));  // whatever was committed before the last exit
   EXPECT_TRUE(s.ring().consumer_status().ok()) << s.ring().consumer_status();
 
-  uint64_t ok = 0, dropped = 0;
+  uint64_t ok = 0, dropped = 0, refused = 0;
   for (uint32_t c = 0; c < kChildren; ++c) {
     ASSERT_TRUE(WIFEXITED(statuses[c]) && WEXITSTATUS(statuses[c]) == 0) << statuses[c];
     ChildReport rep = ReadReport(fds[c], kPerChild);
@@ -611,15 +631,18 @@ TEST_F(SegmentTest, ForkedWritersAndConcurrentDrain) {
     EXPECT_EQ(tally.received[c], rep.succeeded) << "child " << c;
     ok += rep.ok;
     dropped += rep.dropped;
+    refused += rep.refused;
   }
   EXPECT_EQ(tally.bad, 0u) << tally.error;
   EXPECT_EQ(tally.duplicates, 0u);
   EXPECT_EQ(tally.out_of_order, 0u);
   EXPECT_EQ(tally.total, ok);
   EXPECT_EQ(s.ring().written(), ok);
-  EXPECT_EQ(s.ring().dropped(), dropped);
-  EXPECT_EQ(s.ring().written() + s.ring().dropped(), uint64_t{kChildren} * kPerChild);
+  EXPECT_EQ(s.ring().dropped(), dropped + refused);
+  EXPECT_EQ(s.ring().written() + s.ring().dropped(), uint64_t{kChildren} * kPerChild + refused);
   EXPECT_EQ(s.ring().used_bytes(), 0u);
+  // The waiting child lost nothing.
+  EXPECT_EQ(std::count(tally.received[0].begin(), tally.received[0].end(), 1), kPerChild);
   EXPECT_GT(tally.bytes, 20 * kSmallRing);  // wrapped around many times
   RecordProperty("dropped", static_cast<int>(dropped));
 }

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -387,11 +388,18 @@ TEST(InstrumentAndCompileTest, MissThenHitWithTheSameResult) {
   EXPECT_EQ(cold->instrumented[0].kernel_id, 5u);
   EXPECT_GT(cold->cubin.size(), 0u);
 
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<InstrumentedModule> hit = InstrumentAndCompile(ptx, *bundle, options, cache);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_TRUE(hit.ok()) << hit.status();
+  // The best of five hits: one preemption on a loaded machine is not a slow
+  // cache.
+  double ms = 1e9;
+  absl::StatusOr<InstrumentedModule> hit = absl::UnknownError("not run");
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    hit = InstrumentAndCompile(ptx, *bundle, options, cache);
+    ms = std::min(ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                t0)
+                          .count());
+    ASSERT_TRUE(hit.ok()) << hit.status();
+  }
   EXPECT_TRUE(hit->cache_hit);
   EXPECT_EQ(hit->cubin, cold->cubin);
   EXPECT_EQ(hit->cache_key, cold->cache_key);
@@ -401,8 +409,8 @@ TEST(InstrumentAndCompileTest, MissThenHitWithTheSameResult) {
     EXPECT_EQ(hit->instrumented[i].kernel_id, cold->instrumented[i].kernel_id);
     EXPECT_EQ(hit->instrumented[i].stats.memory_sites, cold->instrumented[i].stats.memory_sites);
   }
-  // The target is 2 ms; the bound here leaves room for a loaded CI machine
-  // (bench/rewrite_bench measures the real figure).
+  // The target is 2 ms (a miss runs ptxas: hundreds of ms); the bound leaves
+  // room for a loaded CI machine (bench/rewrite_bench measures the figure).
   EXPECT_LT(ms, 50.0);
   std::printf("cache hit: %.3f ms\n", ms);
 

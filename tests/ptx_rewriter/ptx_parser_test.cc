@@ -269,7 +269,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, RealPtxTest,
                          });
 
 TEST(PtxParserTest, DebugSectionsStayWhole) {
-  absl::StatusOr<Module> m = ParsePtx(testing::ReadFixtureText("kernels_debug_sm90.ptx"));
+  // The module's statements are views into the text: it must outlive them.
+  const std::string text = testing::ReadFixtureText("kernels_debug_sm90.ptx");
+  absl::StatusOr<Module> m = ParsePtx(text);
   ASSERT_TRUE(m.ok()) << m.status();
   int sections = 0, files = 0, locs = 0;
   for (const ModuleItem& item : m->items) {

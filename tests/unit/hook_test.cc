@@ -74,7 +74,9 @@ struct Rig {
   HookConfig config;
   Hook hook;
 
-  explicit Rig(uint32_t interval_ms = 1000, std::string_view trace = "")
+  // A long default interval: no watcher tick touches the fakes while a test
+  // reads them (Stop wakes the watcher at once); tests of ticks pass their own.
+  explicit Rig(uint32_t interval_ms = 60000, std::string_view trace = "")
       : hook(seam, MakeConfig(interval_ms, trace),
              [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> { return &output; }) {
     seam.events = &events;
@@ -149,7 +151,7 @@ TEST(Hook, StartEnablesOnlyWhatTracingNeeds) {
 }
 
 TEST(Hook, TraceSelectionLaunchesOnlyEnablesNoActivity) {
-  Rig rig(1000, "launches");
+  Rig rig(60000, "launches");
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
@@ -165,7 +167,7 @@ TEST(Hook, TraceSelectionLaunchesOnlyEnablesNoActivity) {
 }
 
 TEST(Hook, TraceSelectionKernelsOnlyHasNoLaunchCallbacks) {
-  Rig rig(1000, "kernels");
+  Rig rig(60000, "kernels");
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     EXPECT_FALSE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
