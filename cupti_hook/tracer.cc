@@ -259,6 +259,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       rec.static_shared_bytes = Clamp32(k->staticSharedMemory);
       rec.registers_per_thread = k->registersPerThread;
       rec.graph_id = k->graphId;
+      rec.grid_id = static_cast<uint64_t>(k->gridId);
       Emit(RecordType::kKernel, &rec, sizeof(rec));
       break;
     }

@@ -214,7 +214,7 @@ void ChromeTraceWriter::AddKernels() {
                     ",\"static shared memory\":", k.static_shared_bytes,
                     ",\"registers per thread\":", k.registers_per_thread,
                     ",\"stream\":", k.stream_id, ",\"device\":", k.device,
-                    ",\"context\":", k.context);
+                    ",\"context\":", k.context, ",\"grid id\":", k.grid_id);
     if (k.graph_id != 0 || k.graph_node_id != 0) {
       absl::StrAppend(&e, ",\"graph id\":", k.graph_id, ",\"graph node id\":", k.graph_node_id);
     }

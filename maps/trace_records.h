@@ -23,7 +23,7 @@
 
 namespace cuprobe {
 
-inline constexpr uint32_t kTraceRecordsVersion = 1;
+inline constexpr uint32_t kTraceRecordsVersion = 2;  // 2: KernelRecord.grid_id
 
 // Several processes may write into one session (a launcher's children: the
 // ranks of torchrun, a shell pipeline). Correlation and name ids are
@@ -113,6 +113,9 @@ struct KernelRecord {
   uint32_t registers_per_thread;
   uint32_t graph_id;
   uint32_t reserved;
+  // The launch's grid id (CUPTI's gridId; %gridid on the GPU, which probes
+  // read with cuprobe_grid_id()): joins a probe's events to this kernel.
+  uint64_t grid_id;
 };
 
 struct MemcpyRecord {
@@ -147,9 +150,10 @@ static_assert(sizeof(ProbeKernelRecord) == 16);
 static_assert(sizeof(LaunchRecord) == 80);
 static_assert(offsetof(LaunchRecord, grid) == 48);
 static_assert(offsetof(LaunchRecord, api) == 76);
-static_assert(sizeof(KernelRecord) == 96);
+static_assert(sizeof(KernelRecord) == 104);
 static_assert(offsetof(KernelRecord, device) == 40);
 static_assert(offsetof(KernelRecord, reserved) == 92);
+static_assert(offsetof(KernelRecord, grid_id) == 96);
 static_assert(sizeof(MemcpyRecord) == 48);
 static_assert(sizeof(MemsetRecord) == 48);
 static_assert(std::is_standard_layout_v<LaunchRecord> && std::is_trivially_copyable_v<LaunchRecord>);

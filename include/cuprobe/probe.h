@@ -150,6 +150,11 @@ static u64 (*const cuprobe_global_thread_id)(void) = (void *)CUPROBE_HELPER_GLOB
  *   u32 same = cuprobe_warp_match(ctx->mem_addr >> 5);
  *   if (cuprobe_is_lowest_lane(ctx, same)) cuprobe_map_add(&sectors, &key, 1); */
 static u32 (*const cuprobe_warp_match)(u64 value) = (void *)CUPROBE_HELPER_WARP_MATCH;
+/* This launch's grid id (%gridid): the same for every thread of one launch,
+ * different for each launch in a context. CUPTI reports it as the kernel
+ * record's gridId, so the trace joins a probe's events to their launch
+ * (name, stream, CPU launch time): key maps by it to count per launch. */
+static u64 (*const cuprobe_grid_id)(void) = (void *)CUPROBE_HELPER_GRID_ID;
 #define cuprobe_is_lowest_lane(ctx, mask) \
   (((mask) & ((1u << (ctx)->lane_id) - 1u)) == 0)
 

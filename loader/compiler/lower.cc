@@ -1095,6 +1095,17 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
       break;
     case CUPROBE_HELPER_GET_ARG: r0 = ArgValue(Reg(2)); break;
     case CUPROBE_HELPER_GLOBAL_THREAD_ID: r0 = GlobalThreadId(); break;
+    case CUPROBE_HELPER_GRID_ID:
+      if (target_ == LowerTarget::kNvptx) {
+        // No NVVM intrinsic reads %gridid. Constant within a launch, so the
+        // read may be merged or moved (no side effects).
+        r0 = b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(I64(), false),
+                                                "mov.u64 $0, %gridid;", "=l",
+                                                /*hasSideEffects=*/false));
+      } else {
+        r0 = Sreg(llvm::Intrinsic::not_intrinsic, kHostGridIdSreg);
+      }
+      break;
     case CUPROBE_HELPER_WARP_MATCH:
       if (target_ == LowerTarget::kNvptx) {
         llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});

@@ -13,7 +13,8 @@
 //
 // LowerTarget::kHost builds the same IR for the host (tests JIT it with ORC
 // and compare it with the reference interpreter): only the special registers
-// differ, read through `i64 __cuprobe_host_sreg(i32 ctx_offset)`.
+// differ, read through `i64 __cuprobe_host_sreg(i32 ctx_offset)`; the grid
+// id (cuprobe_grid_id, no context field) reads offset kHostGridIdSreg.
 //
 //   llvm::LLVMContext ctx;
 //   CUPROBE_ASSIGN_OR_RETURN(auto module, LowerToLlvm(ctx, input, LowerTarget::kNvptx));
@@ -21,6 +22,7 @@
 #ifndef CUPROBE_LOADER_COMPILER_LOWER_H_
 #define CUPROBE_LOADER_COMPILER_LOWER_H_
 
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
@@ -39,6 +41,9 @@ class TargetMachine;
 namespace cuprobe {
 
 enum class LowerTarget { kNvptx, kHost };
+
+// The __cuprobe_host_sreg offset that stands for %gridid: past the context.
+inline constexpr int32_t kHostGridIdSreg = CUPROBE_CTX_SIZE;
 
 struct ProgramToLower {
   const BpfProgram* program = nullptr;

@@ -260,6 +260,7 @@ constexpr HelperSpec kHelpers[] = {
     {CUPROBE_HELPER_GRID_DIM, "grid_dim", {Arg::kOut64, Arg::kOut64, Arg::kOut64}, HelperSpec::Ret::kVoid},
     {CUPROBE_HELPER_GLOBAL_THREAD_ID, "global_thread_id", {}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_WARP_MATCH, "warp_match", {Arg::kScalar}, HelperSpec::Ret::kU32},
+    {CUPROBE_HELPER_GRID_ID, "grid_id", {}, HelperSpec::Ret::kScalar},
 };
 
 const HelperSpec* FindHelper(int32_t id) {
@@ -1493,7 +1494,9 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
       st.refs.push_back(ret.ref);
       break;
   }
-  if (h->id == CUPROBE_HELPER_GLOBAL_THREAD_ID) ret = Value::Unknown();
+  if (h->id == CUPROBE_HELPER_GLOBAL_THREAD_ID || h->id == CUPROBE_HELPER_GRID_ID) {
+    ret = Value::Unknown();
+  }
   st.regs[0] = ret;
   return std::nullopt;
 }

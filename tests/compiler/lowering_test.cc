@@ -73,6 +73,24 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
 }
 
+// cuprobe_grid_id() reads %gridid inline (64 bits, no helper call), and can
+// key a map: blocks counted per launch.
+TEST(Lowering, GridIdIsReadInlineAndKeysAMap) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
+         __uint(max_entries, 64); } blocks SEC(".maps");
+SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
+  if (!cuprobe_is_block_leader(ctx)) return 0;
+  u64 grid = cuprobe_grid_id();
+  cuprobe_map_add(&blocks, &grid, 1);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->bundle.ptx, ContainsRegex("mov\\.u64 %rd[0-9]+, %gridid;"));
+  EXPECT_EQ(r->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add_hash_word"});
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
+}
+
 TEST(Lowering, ArgumentsAreReadWithACountCheck) {
   auto r = CompileC(R"(
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u32); __type(value, u64);

@@ -416,7 +416,7 @@ INSTANTIATE_TEST_SUITE_P(
                   absl::StatusCode::kDataLoss, "header_size 2048"},
         HeaderLie{"RecordsVersion", [](Session& s) { s.header().records_version = 9; },
                   absl::StatusCode::kFailedPrecondition,
-                  "trace records version 9, this build understands 1"},
+                  "trace records version 9, this build understands 2"},
         HeaderLie{"SegmentSizeLarger", [](Session& s) { s.header().segment_size += 4096; },
                   absl::StatusCode::kDataLoss,
                   "header says segment_size 9728, but the shared memory object is 5632 bytes"},

@@ -148,6 +148,7 @@ KernelRecord MakeKernel(const KernelSpec& s) {
   r.static_shared_bytes = s.name_id == kReduce ? 256 : 0;
   r.registers_per_thread = s.registers;
   r.graph_id = s.graph_id;
+  r.grid_id = 1000 + IdLocal(s.correlation);  // as %gridid: one per launch
   return r;
 }
 

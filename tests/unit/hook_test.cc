@@ -301,6 +301,7 @@ TEST(Hook, ActivityRecordsAreConvertedAtFlush) {
   k.blockZ = 1;
   k.registersPerThread = 16;
   k.dynamicSharedMemory = 128;
+  k.gridId = 77;
   rig.seam.QueueActivity(&k, sizeof(k));
   CUpti_ActivityMemcpy6 m = {};
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
@@ -331,6 +332,7 @@ TEST(Hook, ActivityRecordsAreConvertedAtFlush) {
   EXPECT_EQ(kr.block[0], 256u);
   EXPECT_EQ(kr.registers_per_thread, 16u);
   EXPECT_EQ(kr.dynamic_shared_bytes, 128u);
+  EXPECT_EQ(kr.grid_id, 77u);
   EXPECT_EQ(NameOf(rig.output, kr.name_id), "_Z7vec_addPKfS0_Pfi");
   auto memcpys = rig.output.OfType(RecordType::kMemcpy);
   ASSERT_EQ(memcpys.size(), 1u);

@@ -21,7 +21,7 @@ RING_OFFSET = 1024
 CAPACITY = 256
 
 
-def header(segment_size, layout_version=5, header_size=HEADER_SIZE, records_version=1,
+def header(segment_size, layout_version=5, header_size=HEADER_SIZE, records_version=2,
            ring_offset=RING_OFFSET, ring_capacity=CAPACITY, state=1, magic=SEGMENT_MAGIC,
            hook_state=0, reason=b"", maps_offset=0, maps_size=0, bundle_offset=0, bundle_size=0,
            attach_owner=0, attach_request=0, attach_name=b""):
@@ -148,8 +148,10 @@ CASES = [
     ("bundle_size_huge.seg",
      segment(hdr_kwargs=dict(bundle_offset=VALID_SIZE - 64, bundle_size=0xFFFFFFFFFFFFFFC0)),
      "DATA_LOSS", "is not a 64-byte-aligned range"),
-    ("records_version_2.seg", segment(hdr_kwargs=dict(records_version=2)), "FAILED_PRECONDITION",
-     "trace records version 2, this build understands 1"),
+    ("records_version_1.seg", segment(hdr_kwargs=dict(records_version=1)), "FAILED_PRECONDITION",
+     "trace records version 1, this build understands 2"),
+    ("records_version_3.seg", segment(hdr_kwargs=dict(records_version=3)), "FAILED_PRECONDITION",
+     "trace records version 3, this build understands 2"),
     ("header_size_lies.seg", segment(hdr_kwargs=dict(header_size=4096)), "DATA_LOSS",
      "header_size 4096"),
     ("segment_size_larger.seg", segment(hdr_kwargs=dict(segment_size=VALID_SIZE + 4096)),
