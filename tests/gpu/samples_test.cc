@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <regex>
 #include <string>
 #include <utility>
@@ -444,6 +445,62 @@ TEST_F(Samples, LaunchlateMatchesEveryLaunchToItsKernel) {
   EXPECT_LE(static_cast<double>(min), median);
   EXPECT_LE(median, static_cast<double>(p99));
   EXPECT_LE(p99, max);
+}
+
+// launchlate's probe: block (0,0,0) of each launch sends one event with the
+// launch's grid id (cuprobe_grid_id(), %gridid) and every block leader counts
+// itself under that id. vec_add 65536 20: 21 launches (20 vec_add, 1 scale)
+// of 256 blocks. Each launch has one event and a count of exactly 256; the
+// grid ids are distinct and are exactly the `grid id`s of the timeline's
+// kernels (CUPTI's gridId), so samples/launchlate/launchlate.py joins every
+// launch to its kernel and launch call.
+struct LaunchStart {
+  uint64_t grid_id;
+  uint64_t timestamp_ns;
+  uint32_t kernel_id;
+  uint32_t blocks;
+};
+static_assert(sizeof(LaunchStart) == 24);
+
+TEST_F(Samples, LaunchlateProbeJoinsEveryLaunchByGridId) {
+  constexpr int kLaunches = 21;
+  constexpr uint32_t kBlocks = 256;
+  std::string maps = RunSample("launchlate", {SamplePath("vec_add"), "65536", "20"},
+                               {"--events", "json", "--quiet", "--format", "json,chrome"});
+  std::vector<std::string> records =
+      RingRecords(ReadWholeFile(prefix_ + ".events"), "launch_starts");
+  ASSERT_EQ(records.size(), size_t{kLaunches}) << maps;
+  std::set<uint64_t> grids;
+  for (const std::string& r : records) {
+    ASSERT_EQ(r.size(), sizeof(LaunchStart));
+    LaunchStart e;
+    std::memcpy(&e, r.data(), sizeof(e));
+    EXPECT_EQ(e.blocks, kBlocks);
+    EXPECT_GT(e.timestamp_ns, 0u);
+    grids.insert(e.grid_id);
+  }
+  EXPECT_EQ(grids.size(), size_t{kLaunches}) << "one grid id per launch";
+  std::map<uint64_t, uint64_t> blocks = ScalarMap(maps, "launch_blocks");
+  EXPECT_EQ(blocks.size(), size_t{kLaunches}) << maps;
+  for (const auto& [grid, count] : blocks) {
+    EXPECT_TRUE(grids.count(grid)) << grid;
+    EXPECT_EQ(count, kBlocks) << "grid " << grid;
+  }
+  // The timeline's kernels carry the same ids.
+  const std::string trace = ReadWholeFile(prefix_ + ".trace.json");
+  std::set<uint64_t> traced;
+  std::regex kernel(R"re("cat":"kernel".*?"grid id":(\d+))re");
+  for (auto it = std::sregex_iterator(trace.begin(), trace.end(), kernel);
+       it != std::sregex_iterator(); ++it) {
+    traced.insert(std::stoull((*it)[1].str()));
+  }
+  EXPECT_EQ(traced, grids) << "CUPTI's gridId is the probe's %gridid";
+  ProcessResult joined =
+      RunProcess({"python3", SourceDir() + "/samples/launchlate/launchlate.py", prefix_});
+  ASSERT_EQ(joined.exit_code, 0) << joined.err;
+  EXPECT_THAT(joined.out, HasSubstr("21 launch events, 21 joined to their kernel and launch call"))
+      << joined.out;
+  std::printf("%s", joined.out.c_str());  // the README's figures
 }
 
 // torch_transformer: two training steps of a small transformer through

@@ -71,6 +71,9 @@ std::vector<SampleCase> Cases() {
        {kVecAdd, "exit sites 1"}},
       {"kernel_trace", "kernel_trace/kernel_trace.bpf.c", "vec_add", {"--entry"}, 2,
        {kVecAdd, kScale, "entry 1"}},
+      // The probe side of launchlate: block 0's start per grid id.
+      {"launchlate", "launchlate/launchlate.bpf.c", "vec_add", {"--entry"}, 2,
+       {kVecAdd, kScale, "entry 1"}},
       // matmul_tiled: 2 global loads, 1 global store and shared accesses;
       // the probe's counts are site constants.
       {"mem_trace", "mem_trace/mem_trace.bpf.c", "matmul", {"--mem"}, 1,
