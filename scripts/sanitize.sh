@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Every CPU test binary of the suite (the parsers, the maps and segment, the
-# hook's logic, the probe compiler, the PTX rewriter, and the CLI run as a
-# child process), built with AddressSanitizer and UndefinedBehaviorSanitizer
-# (CUPROBE_SANITIZE) and run in a second build folder; any report fails. The
-# fuzz targets replay their committed seed corpora. scripts/test.sh runs this
-# after the main suite (CI too);
+# Every CPU test binary of the suite but hook_library_test (see below): the
+# parsers, the maps and segment, the hook's logic, the probe compiler, the
+# PTX rewriter, and the CLI run as a child process. Built with
+# AddressSanitizer and UndefinedBehaviorSanitizer (CUPROBE_SANITIZE) and run
+# in a second build folder; any report fails. The fuzz targets replay their
+# committed seed corpora. scripts/test.sh runs this after the main suite (CI
+# too);
 # CUPROBE_SKIP_SANITIZE=1 skips it there.
 #
 #   scripts/sanitize.sh                       # build/sanitize
@@ -20,7 +21,9 @@ tests=(init_state_test hook_test watcher_test module_patcher_test segment_test r
        trace_report_test support_test compiler_test late_attach_test ptx_rewriter_compile_test
        args_test helpers_ptx_test ptx_rewriter_image_test ptx_rewriter_corpus_test
        ptx_rewriter_instrument_command_test source_policy_test maps_command_test
-       samples_offline_test)
+       samples_offline_test real_seam_test)
+# Not here: hook_library_test, which checks the hook's exported symbols and
+# NEEDED entries, and a sanitized hook has the sanitizers' runtime among them.
 # What those tests run as child processes.
 children=(cuprobe cuprobe_hook)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, configures, builds (Release, all
-# cores) and runs the whole ctest suite, then every CPU test binary (and the
+# cores) and runs the whole ctest suite, then the CPU test binaries (and the
 # CLI they start) under ASan and UBSan (scripts/sanitize.sh). GPU
 # tests skip (reported as skipped) on a machine without a GPU. CI (.ci/run)
 # calls exactly this script.

@@ -1097,8 +1097,9 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
     case CUPROBE_HELPER_GLOBAL_THREAD_ID: r0 = GlobalThreadId(); break;
     case CUPROBE_HELPER_GRID_ID:
       if (target_ == LowerTarget::kNvptx) {
-        // No NVVM intrinsic reads %gridid. Constant within a launch, so the
-        // read may be merged or moved (no side effects).
+        // Not llvm.nvvm.read.ptx.sreg.gridid: LLVM 19's NVPTX backend reads
+        // it with mov.u32, dropping the 64-bit register's high half
+        // (Lowering.GridIdIsReadInlineAndKeysAMap checks the mov.u64).
         r0 = b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(I64(), false),
                                                 "mov.u64 $0, %gridid;", "=l",
                                                 /*hasSideEffects=*/false));

@@ -14,7 +14,9 @@ spread of that difference is printed, since it is what the probe sees that
 CUPTI does not. Then, per kernel, the latency from the launch call on the
 CPU to block 0's first instruction on the GPU, and a log2 histogram.
 
-One process per file pair: grid ids are unique within a CUDA context.
+One process and one CUDA context per run (grid ids are unique within a
+context, correlation ids within a process); kernels that graphs launched are
+counted and left out, as in `cuprobe trace`'s latency table.
 """
 import argparse
 import json
@@ -28,7 +30,9 @@ def die(message):
 
 
 def load_trace(path):
-    """Kernels by grid id and launch-call starts by correlation id, in ns."""
+    """Kernels by grid id, launch-call starts by correlation id (ns), and the
+    grid ids of kernels that graphs launched (one call, many kernels: no
+    latency of their own, as in cuprobe trace's table)."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -36,17 +40,31 @@ def load_trace(path):
         events = doc["traceEvents"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         die(f"{path}: not a cuprobe timeline ({e})")
-    kernels, launches = {}, {}
+    kernels, launches, graph_kernels = {}, {}, set()
+    contexts, processes = {}, set()
     for e in events:
         if e.get("ph") != "X":
             continue
         args = e.get("args", {})
         start = origin + round(float(e["ts"]) * 1000)
         if e.get("cat") == "kernel" and "grid id" in args:
-            kernels[int(args["grid id"])] = (e["name"], start, int(args["correlation id"]))
+            grid = int(args["grid id"])
+            # Grid ids are unique within a context only.
+            context = args.get("context")
+            if contexts.setdefault(grid, context) != context:
+                die(f"{path}: grid id {grid} appears in contexts {contexts[grid]} and {context}; "
+                    "launchlate.py reads runs with one CUDA context")
+            if "graph id" in args or "graph node id" in args:
+                graph_kernels.add(grid)
+                continue
+            kernels[grid] = (e["name"], start, int(args["correlation id"]))
         elif e.get("cat") == "cuda_api" and "correlation id" in args:
+            processes.add(e.get("pid"))
             launches[int(args["correlation id"])] = start
-    return kernels, launches
+    if len(processes) > 1:
+        die(f"{path}: launch calls of {len(processes)} processes; launchlate.py reads runs of one "
+            "process (correlation ids are per process)")
+    return kernels, launches, graph_kernels
 
 
 def load_events(path):
@@ -106,14 +124,17 @@ def main(argv):
                "-o late -- ./app && launchlate.py late")
     parser.add_argument("prefix", help="the -o PREFIX of the cuprobe run")
     args = parser.parse_args(argv)
-    kernels, launches = load_trace(args.prefix + ".trace.json")
+    kernels, launches, graph_kernels = load_trace(args.prefix + ".trace.json")
     starts = load_events(args.prefix + ".events")
     if not starts:
         die(f"{args.prefix}.events has no launch_starts events (was the probe attached?)")
 
     matched = []  # (name, api start, CUPTI kernel start, block 0 start on the GPU timer)
-    unmatched = 0
+    in_graphs = unmatched = 0
     for grid, gpu_start in starts:
+        if grid in graph_kernels:
+            in_graphs += 1
+            continue
         kernel = kernels.get(grid)
         if kernel is None or kernel[2] not in launches:
             unmatched += 1
@@ -121,7 +142,9 @@ def main(argv):
         name, cupti_start, correlation = kernel
         matched.append((name, launches[correlation], cupti_start, gpu_start))
     print(f"{len(starts)} launch events, {len(matched)} joined to their kernel and launch call"
-          + (f", {unmatched} not (graph launches, or kernels the trace dropped)" if unmatched else ""))
+          + (f", {in_graphs} of kernels graphs launched (left out)" if in_graphs else "")
+          + (f", {unmatched} without a kernel in the trace (dropped records, or not traced)"
+             if unmatched else ""))
     if not matched:
         die("nothing to report")
 

@@ -26,18 +26,23 @@ for e in trace["traceEvents"]:
     if e["cat"] == "cuda_api":
         launches[e["args"]["correlation id"]] = start
     elif e["cat"] == "kernel":
-        kernels.append((e["name"], start, e["args"]["correlation id"], e["args"]["grid id"]))
+        in_graph = "graph id" in e["args"] or "graph node id" in e["args"]
+        kernels.append((e["name"], start, e["args"]["correlation id"], e["args"]["grid id"],
+                        in_graph))
 assert len(kernels) >= 10, kernels
 
+graphs = sum(1 for k in kernels if k[4])
+assert graphs >= 1, kernels
 late_grid = kernels[3][3]
 expected = {}
 events = []
-for name, start, correlation, grid in kernels:
+for name, start, correlation, grid, in_graph in kernels:
     extra = 7 if grid == late_grid else 0
     gpu = start - 5000 + extra
     events.append({"map": "launch_starts", "bytes": 24,
                    "fields": {"grid_id": grid, "timestamp_ns": gpu, "kernel_id": 0, "blocks": 1}})
-    expected.setdefault(name, []).append(start + extra - launches[correlation])
+    if not in_graph:
+        expected.setdefault(name, []).append(start + extra - launches[correlation])
 events.append({"map": "launch_starts", "bytes": 24,
                "fields": {"grid_id": 999999, "timestamp_ns": origin, "kernel_id": 0, "blocks": 1}})
 events.append({"map": "other_ring", "bytes": 8, "fields": {"x": 1}})
@@ -54,7 +59,8 @@ with tempfile.TemporaryDirectory() as d:
     assert r.returncode == 0, r
     out = r.stdout
     n = len(kernels)
-    assert f"{n + 1} launch events, {n} joined to their kernel and launch call, 1 not" in out, out
+    assert (f"{n + 1} launch events, {n - graphs} joined to their kernel and launch call, "
+            f"{graphs} of kernels graphs launched (left out), 1 without a kernel") in out, out
     assert "GPU timer onto CUPTI's clock: +5000 ns" in out, out
     assert "min 0, median 0, p99 7, max 7" in out, out
     for name, values in expected.items():
@@ -73,4 +79,13 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([sys.executable, script, os.path.join(d, "missing")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "missing.trace.json" in r.stderr, r
+    # Two contexts with the same grid id: refused, not silently mixed.
+    two = json.loads(json.dumps(trace))
+    kernel_slices = [e for e in two["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    kernel_slices[1]["args"]["grid id"] = kernel_slices[0]["args"]["grid id"]
+    kernel_slices[1]["args"]["context"] = kernel_slices[0]["args"]["context"] + 1
+    with open(prefix + ".trace.json", "w", encoding="utf-8") as f:
+        json.dump(two, f)
+    r = subprocess.run([sys.executable, script, prefix], capture_output=True, text=True)
+    assert r.returncode == 1 and "one CUDA context" in r.stderr, r
 print("launchlate_script_test: ok")
