@@ -14,8 +14,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CUPROBE_SANITIZE_DIR:-$root/build/sanitize}"
 jobs="$(nproc)"
-# Every CPU test binary of the suite. maps_command_test and
-# samples_offline_test run the sanitized cuprobe CLI as a child process.
+# maps_command_test and samples_offline_test run the sanitized cuprobe CLI
+# (and hook) as a child process: `children` below.
 tests=(init_state_test hook_test watcher_test module_patcher_test segment_test record_ring_test
        maps_region_test map_algorithms_test map_set_test ptx_parser_test ptx_rewriter_passes_test
        trace_report_test support_test compiler_test late_attach_test ptx_rewriter_compile_test
@@ -24,7 +24,6 @@ tests=(init_state_test hook_test watcher_test module_patcher_test segment_test r
        samples_offline_test real_seam_test)
 # Not here: hook_library_test, which checks the hook's exported symbols and
 # NEEDED entries, and a sanitized hook has the sanitizers' runtime among them.
-# What those tests run as child processes.
 children=(cuprobe cuprobe_hook)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
       maps_region_fuzz_corpus segment_fuzz_corpus)

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,28 +59,12 @@ inline std::vector<std::string> ChildEnvironment(
   return out;
 }
 
-// `program` itself when it names a path, else its first match on PATH.
-inline std::string ResolveProgram(const std::string& program) {
-  if (program.find('/') != std::string::npos) return program;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start);
-    candidate = (candidate.empty() ? "." : candidate) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return program;
-}
-
 // `env` entries are added to (or override) this process's environment; an
-// entry with an empty value removes the variable. Everything the child needs
-// is built before fork(): between fork and exec it only calls
-// async-signal-safe functions (a test may fork while its other threads hold
-// the allocator's lock).
+// entry with an empty value removes the variable. The child starts through
+// posix_spawnp (PATH searched as execvp does), so nothing runs between fork
+// and exec that could wait on a lock another thread of the test holds. A
+// program that cannot start gives exit code 127 and "exec NAME failed", as
+// tests that skip without a tool look for.
 inline ProcessResult RunProcess(const std::vector<std::string>& argv,
                                 const std::vector<std::pair<std::string, std::string>>& env = {},
                                 int timeout_s = 120) {
@@ -88,7 +73,6 @@ inline ProcessResult RunProcess(const std::vector<std::string>& argv,
   char err_path[] = "/tmp/cuprobe-test-err-XXXXXX";
   int out_fd = ::mkstemp(out_path);
   int err_fd = ::mkstemp(err_path);
-  const std::string program = ResolveProgram(argv.at(0));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -96,16 +80,21 @@ inline ProcessResult RunProcess(const std::vector<std::string>& argv,
   std::vector<char*> envp;
   for (const auto& e : environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out_fd, 1);
-    ::dup2(err_fd, 2);
-    ::execve(program.c_str(), args.data(), envp.data());
-    // "exec NAME failed", as tests that skip without a tool look for.
-    (void)!::write(2, "exec ", 5);
-    (void)!::write(2, argv[0].data(), argv[0].size());
-    (void)!::write(2, " failed\n", 8);
-    ::_exit(127);
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  ::posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    ::close(out_fd);
+    ::close(err_fd);
+    ::unlink(out_path);
+    ::unlink(err_path);
+    result.exit_code = 127;
+    result.err = "exec " + argv[0] + " failed\n";
+    return result;
   }
   int status = 0;
   for (int waited_ms = 0;; waited_ms += 10) {

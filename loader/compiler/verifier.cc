@@ -1494,9 +1494,7 @@ Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
       st.refs.push_back(ret.ref);
       break;
   }
-  if (h->id == CUPROBE_HELPER_GLOBAL_THREAD_ID || h->id == CUPROBE_HELPER_GRID_ID) {
-    ret = Value::Unknown();
-  }
+  if (h->id == CUPROBE_HELPER_GLOBAL_THREAD_ID) ret = Value::Unknown();
   st.regs[0] = ret;
   return std::nullopt;
 }
