@@ -379,7 +379,7 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
         if (device_maps_ != nullptr && r != nullptr) device_maps_->Prepare(r->context);
         if (patcher_ != nullptr && r != nullptr) {
-          RunInContext(r->context, [this] { patcher_->OnContextCreated(); });
+          RunInContext(r->context, [this, r] { patcher_->OnContextCreated(r->context); });
         }
       } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         contexts_alive_.fetch_sub(1, std::memory_order_relaxed);
@@ -388,6 +388,7 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
         if (device_maps_ != nullptr && r != nullptr) device_maps_->OnContextDestroying(r->context);
         if (attach_ != nullptr && r != nullptr) attach_->OnContextDestroying(r->context);
+        if (patcher_ != nullptr && r != nullptr) patcher_->OnContextDestroying(r->context);
         // Publish what the context produced while it still exists.
         if (watcher_ != nullptr) watcher_->Poke();
       }

@@ -272,6 +272,7 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
   if (pending->is_library) pending->site_counters = pending->image.site_counters;
   FillInstrumentedModule(seam_, maps_, pending->is_library, handle, pending->image,
                          module_globals_, pending->source.Describe());
+  if (pending->is_library) FillLibraryInOtherContexts(handle, *pending);
   if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
   modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
   kernels_instrumented_.fetch_add(pending->image.kernels.size(), std::memory_order_relaxed);
@@ -281,13 +282,52 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
   live_[handle] = std::move(pending);
 }
 
-void ModulePatcher::OnContextCreated() {
+void ModulePatcher::FillLibraryInOtherContexts(void* handle, Pending& pending) {
+  std::vector<CUcontext> others;
+  {
+    absl::MutexLock lock(&mu_);
+    others = contexts_;
+  }
+  absl::StatusOr<CUcontext> current = seam_.CurrentContext();
+  if (!current.ok()) return;
+  for (CUcontext context : others) {
+    if (context == *current) continue;
+    absl::Status entered = seam_.InContext(context, [&] {
+      // Maps that cannot be shared with that context: its copy of the
+      // library keeps a zeroed table (its probes do nothing).
+      if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) {
+        if (!context_warned_.exchange(true)) {
+          CUPROBE_LOG(kWarning, "%s not instrumented in another context: %s; later modules of "
+                      "this kind are not reported", pending.source.Describe(), usable.message());
+        }
+        return;
+      }
+      pending.image.site_counters = pending.site_counters;
+      FillInstrumentedModule(seam_, maps_, /*is_library=*/true, handle, pending.image,
+                             module_globals_, pending.source.Describe());
+      CUPROBE_LOG(kInfo, "%s: its instrumented kernels reach the maps in another context too",
+                  pending.source.Describe());
+    });
+    if (!entered.ok()) {
+      CUPROBE_LOG(kWarning, "%s: not instrumented in another context: %s",
+                  pending.source.Describe(), entered.message());
+    }
+  }
+}
+
+void ModulePatcher::OnContextDestroying(CUcontext context) {
   absl::MutexLock lock(&mu_);
+  contexts_.erase(std::remove(contexts_.begin(), contexts_.end(), context), contexts_.end());
+}
+
+void ModulePatcher::OnContextCreated(CUcontext context) {
+  absl::MutexLock lock(&mu_);
+  if (context != nullptr) contexts_.push_back(context);
   bool any = false;
   for (const auto& [handle, pending] : live_) any = any || pending->is_library;
   if (!any) return;
-  // Maps of another context are not mapped in this one: the kernels here
-  // keep a zeroed table (their probes do nothing), as any module would.
+  // Maps that cannot be shared with this context: the kernels here keep a
+  // zeroed table (their probes do nothing), as any module would.
   if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) return;
   absl::StatusOr<int> previous_mode =
       seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));

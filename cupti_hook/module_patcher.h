@@ -172,7 +172,10 @@ class ModulePatcher {
   // (a CUlibrary spans contexts; after cudaDeviceReset the runtime's
   // libraries come back this way), with zeroed globals: fill their map
   // tables, site counters and globals there.
-  void OnContextCreated();
+  // `context` is remembered as live (FillLibraryInOtherContexts).
+  void OnContextCreated(CUcontext context);
+  // CUPTI's context-destroy-starting: the context is forgotten.
+  void OnContextDestroying(CUcontext context);
 
   [[nodiscard]] ModulePatcherStats stats() const;
 
@@ -180,6 +183,10 @@ class ModulePatcher {
   struct Pending;
   void OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  // A library just loaded and filled in the current context: its copies in
+  // the other live contexts (loaded there on first use, globals zeroed) get
+  // their tables too, where the maps can be shared with them.
+  void FillLibraryInOtherContexts(void* handle, Pending& pending);
 
   CuptiSeam& seam_;
   ImageInstrumenter& instrumenter_;
@@ -198,6 +205,9 @@ class ModulePatcher {
   std::atomic<uint64_t> modules_failed_{0};
   std::atomic<uint64_t> file_serial_{0};
   std::atomic<bool> context_warned_{false};
+  // Live contexts (OnContextCreated .. OnContextDestroying): a library loaded
+  // in one is filled in the others too (FillLibraryInOtherContexts).
+  std::vector<CUcontext> contexts_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> claim_warned_{false};
 };
 

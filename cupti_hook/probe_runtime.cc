@@ -367,6 +367,7 @@ absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns, bool give_back) {
   maps_.reset();
   memory_.reset();  // destroys the copy stream, in its context
   context_ = nullptr;
+  users_.clear();
   seeded_ = false;
   if (give_back && claimed_ && session_ != nullptr) {
     session_->ReleaseMaps(static_cast<uint32_t>(::getpid()));
@@ -411,14 +412,33 @@ absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> co
 
 absl::Status DeviceMaps::UsableInCurrentContext() {
   absl::MutexLock lock(&mu_);
-  if (maps_.has_value()) {
-    CUcontext current = nullptr;
-    if (driver_->CtxGetCurrent(&current) != CUDA_SUCCESS || current != context_) {
-      return absl::FailedPreconditionError(
-          "the probes' maps live in another CUDA context (one context per process is "
-          "instrumented)");
-    }
+  if (!maps_.has_value()) return absl::OkStatus();
+  CUcontext current = nullptr;
+  if (driver_->CtxGetCurrent(&current) != CUDA_SUCCESS || current == nullptr) {
+    return absl::FailedPreconditionError("no CUDA context is current");
   }
+  if (current == context_) return absl::OkStatus();
+  if (std::find(users_.begin(), users_.end(), current) != users_.end()) return absl::OkStatus();
+  if (!memory_->context_independent()) {
+    return absl::FailedPreconditionError(
+        "the probes' maps live in another CUDA context, in memory that is not shared with this "
+        "one (the device has no virtual memory management)");
+  }
+  if (maps_->has_rings()) {
+    return absl::FailedPreconditionError(
+        "the probes' maps live in another CUDA context, and their ring buffers (host memory "
+        "registered in that context) cannot be shared with this one; probes without ring "
+        "buffers or printk reach every context");
+  }
+  CUdevice device = 0;
+  if (driver_->CtxGetDevice(&device) != CUDA_SUCCESS || device != memory_->device()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the probes' maps are on device ", memory_->device(),
+        " and this context is on another (one device per process is instrumented)"));
+  }
+  users_.push_back(current);
+  CUPROBE_LOG(kInfo, "another CUDA context shares the probes' maps (%d context(s) now)",
+              users_.size() + 1);
   return absl::OkStatus();
 }
 
@@ -431,7 +451,36 @@ absl::Status DeviceMaps::Claim() {
 
 void DeviceMaps::OnContextDestroying(CUcontext context) {
   absl::MutexLock lock(&mu_);
-  if (!maps_.has_value() || context != context_) return;
+  if (!maps_.has_value()) return;
+  if (context != context_) {
+    users_.erase(std::remove(users_.begin(), users_.end(), context), users_.end());
+    return;
+  }
+  if (!users_.empty()) {
+    // The maps outlive their context (UsableInCurrentContext admits users
+    // only then); only the copy stream dies with it.
+    const CUcontext next = users_.back();
+    users_.pop_back();
+    absl::Status s;
+    if (claimed_ && seeded_) {
+      ScopedContext scope(driver_, context_);
+      s = maps_->Publish(absl::GetCurrentTimeNanos());
+    }
+    {
+      ScopedContext scope(driver_, next);
+      s.Update(memory_->MoveStream(context_, next));
+    }
+    context_ = next;
+    if (!s.ok()) {
+      CUPROBE_LOG(kWarning, "moving the probes' maps to another context: %s", s.message());
+      return;
+    }
+    if (on_stream_) on_stream_(next, memory_->stream());
+    CUPROBE_LOG(kInfo,
+                "the probes' context is being destroyed: the maps go on in another context "
+                "that shares them");
+    return;
+  }
   const bool was_claimed = claimed_;
   // The context's kernels are over: the next context (or process) may go on.
   absl::Status s = PublishAndFreeLocked(absl::GetCurrentTimeNanos(), /*give_back=*/true);

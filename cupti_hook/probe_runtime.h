@@ -93,17 +93,25 @@ class DeviceMaps final : public MapTableProvider {
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
   absl::StatusOr<TableAndDescriptors> MapTableAndDescriptors() override;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
-  // OK when the maps exist in the current context or do not exist yet;
-  // FAILED_PRECONDITION when they live in another context (device memory of
-  // one context is not mapped in another).
+  // OK when the maps do not exist yet, live in the current context, or can
+  // be shared with it: their memory belongs to no context
+  // (CudaDeviceMemory::context_independent), no map is a ring buffer (rings
+  // are host memory registered in the maps' context, which dies with it),
+  // and the context is on the maps' device. A context given the maps this
+  // way is remembered as one of their users. FAILED_PRECONDITION, saying
+  // which of these fails, otherwise.
   absl::Status UsableInCurrentContext() override;
   // Claims the maps in the session (ClaimLocked); MapTable seeds them.
   absl::Status Claim() override;
-  // CUPTI's context-destroy-starting (cudaDeviceReset, cuCtxDestroy): when it
-  // is the maps' context, publishes the last snapshot while the context still
-  // exists, frees the maps and gives the claim back. The next module load (in
-  // the context that replaces it) makes them again, seeded from that
-  // snapshot: counting goes on across a cudaDeviceReset.
+  // CUPTI's context-destroy-starting (cudaDeviceReset, cuCtxDestroy).
+  // A user context: forgotten. The maps' own context, while another user
+  // lives: the maps (which outlive it) move there; a snapshot is published
+  // first and the copy stream is made again in the new context, so counting
+  // goes on with no gap. The maps' context with no other user: publishes the
+  // last snapshot while the context still exists, frees the maps and gives
+  // the claim back; the next module load (in the context that replaces it)
+  // makes them again, seeded from that snapshot: counting goes on across a
+  // cudaDeviceReset.
   void OnContextDestroying(CUcontext context);
   // Creates the maps in `context` ahead of the first module load (at context
   // creation). Failures are kept and reported by MapTable().
@@ -135,7 +143,9 @@ class DeviceMaps final : public MapTableProvider {
   const std::function<void(CUcontext, CUstream)> on_stream_;
   absl::Mutex mu_;
   const CudaDriver* driver_ ABSL_GUARDED_BY(mu_) = nullptr;
-  CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the maps' context
+  // Other contexts whose modules were given the maps (UsableInCurrentContext).
+  std::vector<CUcontext> users_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<CudaDeviceMemory> memory_ ABSL_GUARDED_BY(mu_);
   std::optional<MapSet> maps_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // a failed creation is not retried

@@ -25,6 +25,8 @@ struct DriverApi {
   CUresult (*module_get_global)(CUdeviceptr*, size_t*, CUmodule, const char*) = nullptr;
   CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
   // Launch-time redirection: resolved apart, so that a driver without one of
   // them only loses late attach.
   absl::Status redirect_status;
@@ -75,6 +77,8 @@ const DriverApi& Driver() {
     d->status.Update(Resolve(lib, "cuMemcpyHtoD_v2", &d->memcpy_htod));
     d->status.Update(Resolve(lib, "cuThreadExchangeStreamCaptureMode",
                              &d->exchange_capture_mode));
+    d->status.Update(Resolve(lib, "cuCtxGetCurrent", &d->ctx_get_current));
+    d->status.Update(Resolve(lib, "cuCtxSetCurrent", &d->ctx_set_current));
     d->redirect_status.Update(Resolve(lib, "cuFuncGetModule", &d->func_get_module));
     d->redirect_status.Update(Resolve(lib, "cuKernelGetLibrary", &d->kernel_get_library));
     d->redirect_status.Update(Resolve(lib, "cuModuleLoadData", &d->module_load_data));
@@ -237,6 +241,25 @@ absl::StatusOr<int> RealSeam::ExchangeCaptureMode(int mode) {
   auto m = static_cast<CUstreamCaptureMode>(mode);
   CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.exchange_capture_mode(&m)));
   return static_cast<int>(m);
+}
+
+absl::StatusOr<CUcontext> RealSeam::CurrentContext() {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUcontext context = nullptr;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_get_current(&context)));
+  return context;
+}
+
+absl::Status RealSeam::InContext(CUcontext context, absl::FunctionRef<void()> fn) {
+  const DriverApi& d = Driver();
+  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUcontext previous = nullptr;
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_get_current(&previous)));
+  if (previous != context) CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_set_current(context)));
+  fn();
+  if (previous != context) (void)d.ctx_set_current(previous);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<FunctionOwner> RealSeam::LaunchOwner(CUfunction function) {

@@ -41,6 +41,8 @@ class RealSeam final : public CuptiSeam {
   absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
   absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) override;
   absl::StatusOr<int> ExchangeCaptureMode(int mode) override;
+  absl::StatusOr<CUcontext> CurrentContext() override;
+  absl::Status InContext(CUcontext context, absl::FunctionRef<void()> fn) override;
   absl::StatusOr<FunctionOwner> LaunchOwner(CUfunction function) override;
   absl::StatusOr<CUmodule> LoadModuleData(const void* image) override;
   absl::StatusOr<CUfunction> ModuleFunction(CUmodule module, const char* name) override;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -89,6 +90,13 @@ class CuptiSeam {
   // while the application captures a CUDA graph does not invalidate the
   // capture.
   [[nodiscard]] virtual absl::StatusOr<int> ExchangeCaptureMode(int mode) = 0;
+  // The context current on the calling thread (null when none).
+  [[nodiscard]] virtual absl::StatusOr<CUcontext> CurrentContext() = 0;
+  // Runs `fn` with `context` current on the calling thread, then makes the
+  // previous one current again. An error (the context cannot be made
+  // current) runs nothing.
+  [[nodiscard]] virtual absl::Status InContext(CUcontext context,
+                                               absl::FunctionRef<void()> fn) = 0;
   // CUPTI's id of a stream (the streamId of its activity records).
   [[nodiscard]] virtual absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) = 0;
 

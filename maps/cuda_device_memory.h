@@ -20,11 +20,23 @@
 //    see docs/MAPS.md for what a snapshot means then.
 //  - Destroy the CudaDeviceMemory (which destroys its stream) while its
 //    context is alive.
+//  - Allocations are made with the virtual memory management API
+//    (cuMemCreate + cuMemMap) where the device supports it: such memory
+//    belongs to no context (cuCtxDestroy leaves it), is mapped for the whole
+//    device, and so is usable by kernels of every context of the process on
+//    that device (measured on the H200: docs/MAPS.md, "Several contexts"). Each
+//    allocation is rounded up to the allocation granularity (2 MiB there).
+//    Where it is not supported, cuMemAlloc: the memory dies with its
+//    context. context_independent() says which.
+//  - Host memory made visible with MapHost (cuMemHostRegister) stays tied to
+//    the context current at the call: its registration ends when that
+//    context is destroyed, even with CU_MEMHOSTREGISTER_PORTABLE.
 #ifndef CUPROBE_MAPS_CUDA_DEVICE_MEMORY_H_
 #define CUPROBE_MAPS_CUDA_DEVICE_MEMORY_H_
 
 #include <cuda.h>
 
+#include <map>
 #include <memory>
 #include <string_view>
 
@@ -52,6 +64,7 @@ struct CudaDriver {
   decltype(&::cuCtxSetCurrent) CtxSetCurrent;
   decltype(&::cuCtxGetCurrent) CtxGetCurrent;
   decltype(&::cuCtxSynchronize) CtxSynchronize;
+  decltype(&::cuCtxGetDevice) CtxGetDevice;
   decltype(&::cuMemAlloc) MemAlloc;
   decltype(&::cuMemFree) MemFree;
   decltype(&::cuMemcpyHtoD) MemcpyHtoD;
@@ -62,6 +75,14 @@ struct CudaDriver {
   decltype(&::cuMemHostRegister) MemHostRegister;
   decltype(&::cuMemHostUnregister) MemHostUnregister;
   decltype(&::cuMemHostGetDevicePointer) MemHostGetDevicePointer;
+  decltype(&::cuMemGetAllocationGranularity) MemGetAllocationGranularity;
+  decltype(&::cuMemCreate) MemCreate;
+  decltype(&::cuMemRelease) MemRelease;
+  decltype(&::cuMemAddressReserve) MemAddressReserve;
+  decltype(&::cuMemAddressFree) MemAddressFree;
+  decltype(&::cuMemMap) MemMap;
+  decltype(&::cuMemUnmap) MemUnmap;
+  decltype(&::cuMemSetAccess) MemSetAccess;
   decltype(&::cuStreamCreate) StreamCreate;
   decltype(&::cuStreamDestroy) StreamDestroy;
   decltype(&::cuStreamSynchronize) StreamSynchronize;
@@ -79,9 +100,12 @@ struct CudaDriver {
 
 class CudaDeviceMemory final : public DeviceMemory {
  public:
-  // Needs a current context (FAILED_PRECONDITION otherwise).
+  // Needs a current context (FAILED_PRECONDITION otherwise): allocations go
+  // to its device, copies through a stream made in it.
+  // `allow_context_independent` false: cuMemAlloc even where virtual memory
+  // management is supported.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> Create(
-      const CudaDriver* driver);
+      const CudaDriver* driver, bool allow_context_independent = true);
   ~CudaDeviceMemory() override;
 
   absl::StatusOr<uint64_t> Allocate(uint64_t bytes) override;
@@ -95,11 +119,35 @@ class CudaDeviceMemory final : public DeviceMemory {
   // The private stream every copy goes through (the hook keeps its copies
   // out of the program's trace by this stream's CUPTI id).
   [[nodiscard]] CUstream stream() const { return stream_; }
+  // The device every allocation is on.
+  [[nodiscard]] CUdevice device() const { return device_; }
+  // Whether allocations outlive the context they were made in, and are
+  // usable from every context on device() (see the file comment).
+  [[nodiscard]] bool context_independent() const { return granularity_ != 0; }
+
+  // Moves the copy stream into `context` (on the same device): the old
+  // stream is destroyed in its own context, which must still exist, and a
+  // new one is made in `context`. For memory that outlives the context it
+  // was made in. On failure no stream is left: copies fail until a later
+  // move succeeds.
+  [[nodiscard]] absl::Status MoveStream(CUcontext from, CUcontext to);
 
  private:
-  CudaDeviceMemory(const CudaDriver* driver, CUstream stream) : driver_(driver), stream_(stream) {}
+  struct Mapping {
+    CUmemGenericAllocationHandle handle;
+    uint64_t bytes;
+  };
+  CudaDeviceMemory(const CudaDriver* driver, CUstream stream, CUdevice device,
+                   uint64_t granularity)
+      : driver_(driver), stream_(stream), device_(device), granularity_(granularity) {}
+  [[nodiscard]] absl::Status NeedStream() const;
+  absl::StatusOr<uint64_t> AllocateMapped(uint64_t bytes);
+
   const CudaDriver* driver_;
   CUstream stream_;
+  const CUdevice device_;
+  const uint64_t granularity_;  // 0: cuMemAlloc
+  std::map<uint64_t, Mapping> mappings_;  // address -> its physical allocation
 };
 
 }  // namespace cuprobe

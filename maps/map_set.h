@@ -67,6 +67,8 @@ class MapSet {
   // for a module's constant copy (__cuprobe_map_descs, abi.h 3.).
   [[nodiscard]] const std::vector<uint8_t>& descriptors() const { return descriptors_; }
   [[nodiscard]] size_t size() const { return maps_.size(); }
+  // Whether any map is a ring buffer (host memory mapped for the GPU).
+  [[nodiscard]] bool has_rings() const { return rings_host_ != nullptr; }
   [[nodiscard]] const MapGeometry& geometry(size_t i) const { return maps_[i].geometry; }
   [[nodiscard]] const MapSpec& spec(size_t i) const { return maps_[i].spec; }
 

@@ -221,6 +221,18 @@ absl::StatusOr<int> FakeSeam::ExchangeCaptureMode(int mode) {
   return previous;
 }
 
+absl::StatusOr<CUcontext> FakeSeam::CurrentContext() { return current_context; }
+
+absl::Status FakeSeam::InContext(CUcontext context, absl::FunctionRef<void()> fn) {
+  Record("InContext");
+  contexts_entered.push_back(context);
+  CUcontext previous = current_context;
+  current_context = context;
+  fn();
+  current_context = previous;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FunctionOwner> FakeSeam::LaunchOwner(CUfunction function) {
   Record("LaunchOwner");
   auto it = owners.find(function);

@@ -46,6 +46,9 @@ class FakeSeam : public CuptiSeam {
   absl::Status memcpy_status;
   uint32_t stream_id = 77;
   int capture_mode = 0;  // CU_STREAM_CAPTURE_MODE_GLOBAL
+  // The thread's current context, and every context InContext made current.
+  CUcontext current_context = nullptr;
+  std::vector<CUcontext> contexts_entered;
   // Launch-time redirection: launch handle -> owner; each LoadModuleData
   // returns the next handle from kFirstLoadedModule on and keeps the image
   // pointer; ModuleFunction returns module + 1 + the index of the name in
@@ -114,6 +117,8 @@ class FakeSeam : public CuptiSeam {
   absl::Status MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) override;
   absl::StatusOr<uint32_t> StreamId(CUcontext context, CUstream stream) override;
   absl::StatusOr<int> ExchangeCaptureMode(int mode) override;
+  absl::StatusOr<CUcontext> CurrentContext() override;
+  absl::Status InContext(CUcontext context, absl::FunctionRef<void()> fn) override;
   absl::StatusOr<FunctionOwner> LaunchOwner(CUfunction function) override;
   absl::StatusOr<CUmodule> LoadModuleData(const void* image) override;
   absl::StatusOr<CUfunction> ModuleFunction(CUmodule module, const char* name) override;

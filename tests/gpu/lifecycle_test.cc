@@ -113,9 +113,20 @@ TEST_P(Lifecycle, ProbesNeverBreakTheProgram) {
     EXPECT_FALSE(counted) << maps;
     EXPECT_THAT(r.err, HasSubstr("lifecycle-owner")) << r.err;
   } else if (mode == "contexts") {
-    // One context per process is instrumented: the first (used twice).
+    // The maps (virtual-memory allocations, no rings) are shared by both
+    // contexts: every launch counts, A's, B's and A's again. A is destroyed
+    // first while B still holds instrumented modules: the maps move to B.
     ASSERT_TRUE(counted) << maps;
-    EXPECT_EQ(std::stoull(m[1]), 2 * kN * kThreads) << maps;
+    EXPECT_EQ(std::stoull(m[1]), 3 * kN * kThreads) << maps << r.err;
+    EXPECT_THAT(r.err, HasSubstr("another CUDA context shares the probes' maps")) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("the maps go on in another context")) << r.err;
+    // A probe with a ring buffer cannot be shared (its ring is host memory
+    // registered in the first context): the second context runs
+    // uninstrumented, with one message, and the program is unchanged.
+    ProcessResult ring =
+        Under({"run", "-p", BuildDir() + "/probes/kernel_trace.cpb", "-o", dir_ + "/k"});
+    EXPECT_THAT(ring.err, HasSubstr("ring buffers (host memory registered in that context)"))
+        << ring.err;
   } else if (mode == "reset") {
     // The maps' context is destroyed after N launches: their last snapshot
     // is published; the maps are made again in the new context from it, so

@@ -263,7 +263,7 @@ TEST(ModulePatcher, LibrariesAreFilledAgainInANewContext) {
   std::memset(rig.seam.device_memory.data() + 64, 0, 24 + 64);
   rig.maps.site_counters.clear();
   rig.maps.table = std::vector<uint64_t>{0x3000, 0x4000};
-  rig.patcher->OnContextCreated();
+  rig.patcher->OnContextCreated(nullptr);
   EXPECT_EQ(rig.maps.calls, 2);
   uint64_t table[2];
   std::memcpy(table, rig.seam.device_memory.data() + 64, sizeof(table));
@@ -276,8 +276,58 @@ TEST(ModulePatcher, LibrariesAreFilledAgainInANewContext) {
   EXPECT_EQ(rig.seam.capture_mode, 0);
   // Maps in another context: nothing is written.
   rig.maps.usable = absl::FailedPreconditionError("the probes' maps live in another CUDA context");
-  rig.patcher->OnContextCreated();
+  rig.patcher->OnContextCreated(nullptr);
   EXPECT_EQ(rig.maps.calls, 2);
+}
+
+// A library loaded while several contexts live (two made with cuCtxCreate
+// before the runtime's first launch): its copy in each other context is
+// filled there too, once, with that context current, where the maps can be
+// shared; a destroyed context is forgotten; the current one is not filled
+// twice.
+TEST(ModulePatcher, LibrariesAreFilledInEveryLiveContext) {
+  Rig rig;
+  InstrumentedImage instrumented = SomeImage();
+  instrumented.site_counters = {SiteCounter{{SiteAdd{1, false, {7, 0, 0, 0}, 4}}}};
+  rig.instrumenter.result = std::optional<InstrumentedImage>(instrumented);
+  const auto a = reinterpret_cast<CUcontext>(0xA0);
+  const auto b = reinterpret_cast<CUcontext>(0xB0);
+  const auto c = reinterpret_cast<CUcontext>(0xC0);
+  rig.patcher->OnContextCreated(a);
+  rig.patcher->OnContextCreated(b);
+  rig.patcher->OnContextCreated(c);
+  rig.patcher->OnContextDestroying(c);
+  rig.seam.current_context = a;
+  CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  rig.seam.globals[{lib, CUPROBE_SITE_COUNTS_SYMBOL}] = DeviceGlobal{128, 8};
+  int image = 0;
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+  EXPECT_THAT(rig.seam.contexts_entered, ElementsAre(b));
+  EXPECT_EQ(rig.seam.current_context, a) << "the previous context is current again";
+  EXPECT_EQ(rig.maps.calls, 2) << "one table for a, one for b";
+  ASSERT_EQ(rig.maps.site_counters.size(), 1u) << "b's site counters registered too";
+  // Maps that cannot be shared: the other context's copy stays zeroed.
+  Rig unshared;
+  unshared.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  unshared.patcher->OnContextCreated(a);
+  unshared.patcher->OnContextCreated(b);
+  unshared.seam.current_context = a;
+  unshared.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  out = nullptr;
+  LogCapture log;
+  unshared.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
+    out = lib;
+    // Usable in a (checked at ENTER), not in b.
+    unshared.maps.usable = absl::FailedPreconditionError("ring buffers");
+  });
+  EXPECT_THAT(unshared.seam.contexts_entered, ElementsAre(b));
+  EXPECT_EQ(unshared.maps.calls, 1) << "a only";
+  EXPECT_THAT(log.Read(), HasSubstr("not instrumented in another context: ring buffers"));
 }
 
 TEST(ModulePatcher, ModuleGlobalsAreWrittenWhenTheModuleHasThem) {
