@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -140,6 +141,19 @@ struct Rig {
     p.module = &out;
     p.image = &image;
     Call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx, &p, CUDA_SUCCESS, [&] { out = mod; });
+  }
+  // cuLibraryLoadData of a stand-in image that the driver loads as `lib`;
+  // `during` runs between ENTER and EXIT.
+  void LoadLibrary(CUlibrary lib, const std::function<void()>& during = [] {}) {
+    int image = 0;
+    CUlibrary out = nullptr;
+    cuLibraryLoadData_params p = {};
+    p.library = &out;
+    p.code = &image;
+    Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
+      out = lib;
+      during();
+    });
   }
 };
 
@@ -301,12 +315,7 @@ TEST(ModulePatcher, LibrariesAreFilledInEveryLiveContext) {
   CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
   rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
   rig.seam.globals[{lib, CUPROBE_SITE_COUNTS_SYMBOL}] = DeviceGlobal{128, 8};
-  int image = 0;
-  CUlibrary out = nullptr;
-  cuLibraryLoadData_params p = {};
-  p.library = &out;
-  p.code = &image;
-  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+  rig.LoadLibrary(lib);
   EXPECT_THAT(rig.seam.contexts_entered, ElementsAre(b));
   EXPECT_EQ(rig.seam.current_context, a) << "the previous context is current again";
   EXPECT_EQ(rig.maps.calls, 2) << "one table for a, one for b";
@@ -318,10 +327,8 @@ TEST(ModulePatcher, LibrariesAreFilledInEveryLiveContext) {
   unshared.patcher->OnContextCreated(b);
   unshared.seam.current_context = a;
   unshared.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
-  out = nullptr;
   LogCapture log;
-  unshared.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
-    out = lib;
+  unshared.LoadLibrary(lib, [&] {
     // Usable in a (checked at ENTER), not in b.
     unshared.maps.usable = absl::FailedPreconditionError("ring buffers");
   });
