@@ -383,12 +383,14 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         }
       } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         contexts_alive_.fetch_sub(1, std::memory_order_relaxed);
-        // The probes' maps live in one context: their last snapshot is taken
-        // and their memory freed while it still exists.
+        // The context is forgotten first (no library is filled in it any
+        // more); then the probes' maps move to another context that uses
+        // them, or, when it was the last, their last snapshot is taken and
+        // their memory freed while the context still exists.
         auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
+        if (patcher_ != nullptr && r != nullptr) patcher_->OnContextDestroying(r->context);
         if (device_maps_ != nullptr && r != nullptr) device_maps_->OnContextDestroying(r->context);
         if (attach_ != nullptr && r != nullptr) attach_->OnContextDestroying(r->context);
-        if (patcher_ != nullptr && r != nullptr) patcher_->OnContextDestroying(r->context);
         // Publish what the context produced while it still exists.
         if (watcher_ != nullptr) watcher_->Poke();
       }

@@ -272,25 +272,25 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
   if (pending->is_library) pending->site_counters = pending->image.site_counters;
   FillInstrumentedModule(seam_, maps_, pending->is_library, handle, pending->image,
                          module_globals_, pending->source.Describe());
-  if (pending->is_library) FillLibraryInOtherContexts(handle, *pending);
-  if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
   modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
   kernels_instrumented_.fetch_add(pending->image.kernels.size(), std::memory_order_relaxed);
   CUPROBE_LOG(kInfo, "instrumented %d kernel(s) of %s: %s", pending->image.kernels.size(),
               pending->source.Describe(), KernelList(pending->image.kernels));
-  absl::MutexLock lock(&mu_);
-  live_[handle] = std::move(pending);
-}
-
-void ModulePatcher::FillLibraryInOtherContexts(void* handle, Pending& pending) {
-  std::vector<CUcontext> others;
   {
     absl::MutexLock lock(&mu_);
-    others = contexts_;
+    Pending& kept = *pending;
+    live_[handle] = std::move(pending);
+    // Under the same hold as the insert: a context created before it is
+    // filled here, one created after it by OnContextCreated.
+    if (kept.is_library) FillLibraryInOtherContextsLocked(handle, kept);
   }
+  if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
+}
+
+void ModulePatcher::FillLibraryInOtherContextsLocked(void* handle, Pending& pending) {
   absl::StatusOr<CUcontext> current = seam_.CurrentContext();
   if (!current.ok()) return;
-  for (CUcontext context : others) {
+  for (CUcontext context : contexts_) {
     if (context == *current) continue;
     absl::Status entered = seam_.InContext(context, [&] {
       // Maps that cannot be shared with that context: its copy of the

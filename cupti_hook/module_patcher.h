@@ -104,7 +104,8 @@ class MapTableProvider {
     return absl::UnimplementedError("site counters are not supported here");
   }
   // Whether modules loaded in the current context may be given these maps
-  // (maps/DeviceMaps live in one context); checked before instrumenting.
+  // (DeviceMaps: shared by the contexts of one device, unless a map is a
+  // ring buffer); checked before instrumenting.
   [[nodiscard]] virtual absl::Status UsableInCurrentContext() { return absl::OkStatus(); }
   // Takes the maps for this process (the processes of one session take
   // turns: DeviceMaps); checked once a module has kernels to instrument,
@@ -184,9 +185,11 @@ class ModulePatcher {
   void OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   // A library just loaded and filled in the current context: its copies in
-  // the other live contexts (loaded there on first use, globals zeroed) get
-  // their tables too, where the maps can be shared with them.
-  void FillLibraryInOtherContexts(void* handle, Pending& pending);
+  // the other live contexts get their tables too, where the maps can be
+  // shared with them. Reading its globals there loads the library in each
+  // of those contexts now rather than at its first launch there.
+  void FillLibraryInOtherContextsLocked(void* handle, Pending& pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CuptiSeam& seam_;
   ImageInstrumenter& instrumenter_;
@@ -206,7 +209,7 @@ class ModulePatcher {
   std::atomic<uint64_t> file_serial_{0};
   std::atomic<bool> context_warned_{false};
   // Live contexts (OnContextCreated .. OnContextDestroying): a library loaded
-  // in one is filled in the others too (FillLibraryInOtherContexts).
+  // in one is filled in the others too (FillLibraryInOtherContextsLocked).
   std::vector<CUcontext> contexts_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> claim_warned_{false};
 };

@@ -406,6 +406,7 @@ absl::StatusOr<MapTableProvider::TableAndDescriptors> DeviceMaps::MapTableAndDes
 absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> counters) {
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value()) return absl::FailedPreconditionError("the maps do not exist");
+  CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
   ScopedContext scope(driver_, context_);
   return maps_->AddSiteCounters(std::move(counters));
 }
@@ -430,6 +431,12 @@ absl::Status DeviceMaps::UsableInCurrentContext() {
         "registered in that context) cannot be shared with this one; probes without ring "
         "buffers or printk reach every context");
   }
+  if (!live_contexts_.contains(current)) {
+    // Not seen created (the maps were made after it), or being destroyed.
+    return absl::FailedPreconditionError(
+        "the probes' maps live in another CUDA context, and this one was not seen created or "
+        "is being destroyed");
+  }
   CUdevice device = 0;
   if (driver_->CtxGetDevice(&device) != CUDA_SUCCESS || device != memory_->device()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -451,6 +458,7 @@ absl::Status DeviceMaps::Claim() {
 
 void DeviceMaps::OnContextDestroying(CUcontext context) {
   absl::MutexLock lock(&mu_);
+  live_contexts_.erase(context);
   if (!maps_.has_value()) return;
   if (context != context_) {
     users_.erase(std::remove(users_.begin(), users_.end(), context), users_.end());
@@ -461,18 +469,22 @@ void DeviceMaps::OnContextDestroying(CUcontext context) {
     // only then); only the copy stream dies with it.
     const CUcontext next = users_.back();
     users_.pop_back();
-    absl::Status s;
     if (claimed_ && seeded_) {
       ScopedContext scope(driver_, context_);
-      s = maps_->Publish(absl::GetCurrentTimeNanos());
+      absl::Status published = maps_->Publish(absl::GetCurrentTimeNanos());
+      if (!published.ok()) {
+        CUPROBE_LOG(kWarning, "the probes' maps at context teardown: %s", published.message());
+      }
     }
+    const CUcontext previous = std::exchange(context_, next);
+    absl::Status moved;
     {
       ScopedContext scope(driver_, next);
-      s.Update(memory_->MoveStream(context_, next));
+      moved = memory_->MoveStream(previous, next);
     }
-    context_ = next;
-    if (!s.ok()) {
-      CUPROBE_LOG(kWarning, "moving the probes' maps to another context: %s", s.message());
+    if (!moved.ok()) {
+      // Publish makes the stream again (EnsureStreamLocked).
+      CUPROBE_LOG(kWarning, "moving the probes' maps to another context: %s", moved.message());
       return;
     }
     if (on_stream_) on_stream_(next, memory_->stream());
@@ -495,6 +507,7 @@ void DeviceMaps::OnContextDestroying(CUcontext context) {
 void DeviceMaps::Prepare(CUcontext context) {
   if (specs_.empty() || context == nullptr) return;
   absl::MutexLock lock(&mu_);
+  live_contexts_.insert(context);
   if (maps_.has_value() || released_ || !failed_.ok()) return;
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
   if (!driver.ok()) return;
@@ -508,8 +521,19 @@ void DeviceMaps::Prepare(CUcontext context) {
 absl::Status DeviceMaps::Publish(uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value() || !claimed_ || !seeded_) return absl::OkStatus();
+  CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
   ScopedContext scope(driver_, context_);
   return maps_->Publish(now_ns);
+}
+
+absl::Status DeviceMaps::EnsureStreamLocked() {
+  if (memory_->stream() != nullptr) return absl::OkStatus();
+  {
+    ScopedContext scope(driver_, context_);
+    CUPROBE_RETURN_IF_ERROR(memory_->MoveStream(nullptr, context_));
+  }
+  if (on_stream_) on_stream_(context_, memory_->stream());
+  return absl::OkStatus();
 }
 
 absl::Status DeviceMaps::Release(uint64_t now_ns) {

@@ -7,9 +7,11 @@
 //    probes and the GPU helper library, and compiles a cubin with nvJitLink
 //    (through the on-disk cache). Kernels keep their id across reloads.
 //  - DeviceMaps: the MapTableProvider over maps/map_set.h. The maps are
-//    allocated in device memory on the first instrumented module load (a
-//    context exists by then), the watcher publishes snapshots into the
-//    session's maps region, and teardown frees them while the context lives.
+//    allocated in device memory when the first context is created (or at
+//    the first instrumented module load), shared with the other contexts of
+//    that device where they can be (UsableInCurrentContext), published into
+//    the session's maps region by the watcher, and freed at teardown or when
+//    the last context using them is destroyed.
 //
 //   BundleInstrumenter instrumenter(bundle, HelpersPtx(), CompileCache::FromEnvironment(),
 //                                   [&](std::string_view name, uint32_t id) {...});
@@ -31,8 +33,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/functional/function_ref.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cupti_hook/module_patcher.h"
@@ -113,8 +115,10 @@ class DeviceMaps final : public MapTableProvider {
   // makes them again, seeded from that snapshot: counting goes on across a
   // cudaDeviceReset.
   void OnContextDestroying(CUcontext context);
-  // Creates the maps in `context` ahead of the first module load (at context
-  // creation). Failures are kept and reported by MapTable().
+  // At context creation: remembers `context` as live (a context can share
+  // the maps only then), and creates the maps in it ahead of the first
+  // module load if they do not exist. Failures are kept and reported by
+  // MapTable().
   void Prepare(CUcontext context);
   // Snapshots into the region (watcher thread). No-op before the first load.
   absl::Status Publish(uint64_t now_ns);
@@ -130,6 +134,8 @@ class DeviceMaps final : public MapTableProvider {
   // process of the session holds them.
   absl::Status ClaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<uint64_t>> MapTableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the copy stream again in context_ if moving it there failed.
+  absl::Status EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Seeds freshly made, claimed maps from the region's last snapshot, once.
   absl::Status SeedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Final snapshot (if claimed and seeded), free, and give the claim back
@@ -146,6 +152,9 @@ class DeviceMaps final : public MapTableProvider {
   CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the maps' context
   // Other contexts whose modules were given the maps (UsableInCurrentContext).
   std::vector<CUcontext> users_ ABSL_GUARDED_BY(mu_);
+  // Contexts created (Prepare) and not yet being destroyed: only these can
+  // become users, so a context destroyed on another thread is never taken.
+  absl::flat_hash_set<CUcontext> live_contexts_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<CudaDeviceMemory> memory_ ABSL_GUARDED_BY(mu_);
   std::optional<MapSet> maps_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // a failed creation is not retried

@@ -3,7 +3,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <mutex>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -155,10 +157,11 @@ CudaDeviceMemory::~CudaDeviceMemory() {
 }
 
 absl::Status CudaDeviceMemory::MoveStream(CUcontext from, CUcontext to) {
-  if (stream_ != nullptr) {
-    CUPROBE_RETURN_IF_ERROR(CUPROBE_DRIVER_CALL(CtxSetCurrent(from)));
-    (void)driver_->StreamDestroy(stream_);
-    stream_ = nullptr;
+  // The old handle is never used again, whatever fails below (a stream that
+  // could not be destroyed goes with its context).
+  CUstream old = std::exchange(stream_, nullptr);
+  if (old != nullptr && from != nullptr && driver_->CtxSetCurrent(from) == CUDA_SUCCESS) {
+    (void)driver_->StreamDestroy(old);
   }
   CUPROBE_RETURN_IF_ERROR(CUPROBE_DRIVER_CALL(CtxSetCurrent(to)));
   CUstream stream = nullptr;
@@ -202,17 +205,42 @@ absl::StatusOr<uint64_t> CudaDeviceMemory::AllocateMapped(uint64_t bytes) {
 }
 
 absl::StatusOr<uint64_t> CudaDeviceMemory::Allocate(uint64_t bytes) {
-  if (granularity_ != 0) return AllocateMapped(bytes);
-  CUdeviceptr p = 0;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_DRIVER_CALL(MemAlloc(&p, bytes)));
-  return static_cast<uint64_t>(p);
+  if (granularity_ == 0) {
+    CUdeviceptr p = 0;
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_DRIVER_CALL(MemAlloc(&p, bytes)));
+    return static_cast<uint64_t>(p);
+  }
+  constexpr uint64_t kAlignment = 256;
+  const uint64_t piece = (std::max<uint64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  if (piece > granularity_ / 2) return AllocateMapped(bytes);
+  if (open_chunk_ == 0 || chunks_[open_chunk_].used + piece > granularity_) {
+    CUPROBE_ASSIGN_OR_RETURN(uint64_t base, AllocateMapped(granularity_));
+    chunks_[base] = Chunk{};
+    open_chunk_ = base;
+  }
+  Chunk& chunk = chunks_[open_chunk_];
+  const uint64_t address = open_chunk_ + chunk.used;
+  chunk.used += piece;
+  ++chunk.live;
+  pieces_[address] = open_chunk_;
+  return address;
 }
 
 absl::Status CudaDeviceMemory::Free(uint64_t address) {
-  auto it = mappings_.find(address);
-  if (it == mappings_.end()) {
-    return CUPROBE_DRIVER_CALL(MemFree(static_cast<CUdeviceptr>(address)));
+  if (auto piece = pieces_.find(address); piece != pieces_.end()) {
+    const uint64_t base = piece->second;
+    pieces_.erase(piece);
+    if (--chunks_[base].live > 0) return absl::OkStatus();
+    chunks_.erase(base);
+    if (open_chunk_ == base) open_chunk_ = 0;
+    return ReleaseMapping(base);
   }
+  if (mappings_.contains(address)) return ReleaseMapping(address);
+  return CUPROBE_DRIVER_CALL(MemFree(static_cast<CUdeviceptr>(address)));
+}
+
+absl::Status CudaDeviceMemory::ReleaseMapping(uint64_t address) {
+  auto it = mappings_.find(address);
   const auto [handle, size] = it->second;
   mappings_.erase(it);
   const auto ptr = static_cast<CUdeviceptr>(address);

@@ -18,14 +18,17 @@
 //    kernels on blocking streams (and make the watcher stall the program).
 //    The copy still sees device memory that running kernels are updating:
 //    see docs/MAPS.md for what a snapshot means then.
-//  - Destroy the CudaDeviceMemory (which destroys its stream) while its
-//    context is alive.
+//  - Destroy the CudaDeviceMemory (which destroys its stream) while the
+//    stream's context is alive (MoveStream moves it to another).
 //  - Allocations are made with the virtual memory management API
 //    (cuMemCreate + cuMemMap) where the device supports it: such memory
 //    belongs to no context (cuCtxDestroy leaves it), is mapped for the whole
 //    device, and so is usable by kernels of every context of the process on
-//    that device (measured on the H200: docs/MAPS.md, "Several contexts"). Each
-//    allocation is rounded up to the allocation granularity (2 MiB there).
+//    that device (measured on the H200: docs/MAPS.md, "Several contexts").
+//    Mappings come in the allocation granularity (2 MiB there): requests
+//    under half of it are carved, 256-byte aligned, out of shared chunks (a
+//    chunk is given back when its last piece is freed); larger ones get
+//    mappings of their own, rounded up.
 //    Where it is not supported, cuMemAlloc: the memory dies with its
 //    context. context_independent() says which.
 //  - Host memory made visible with MapHost (cuMemHostRegister) stays tied to
@@ -125,11 +128,11 @@ class CudaDeviceMemory final : public DeviceMemory {
   // usable from every context on device() (see the file comment).
   [[nodiscard]] bool context_independent() const { return granularity_ != 0; }
 
-  // Moves the copy stream into `context` (on the same device): the old
-  // stream is destroyed in its own context, which must still exist, and a
-  // new one is made in `context`. For memory that outlives the context it
-  // was made in. On failure no stream is left: copies fail until a later
-  // move succeeds.
+  // Moves the copy stream into `to` (on the same device): the old stream is
+  // destroyed in `from`, its context, which must still exist (null: just
+  // make a new one), and a new one is made in `to`. For memory that
+  // outlives the context it was made in. On failure no stream is left:
+  // copies fail until a later move succeeds. Changes the current context.
   [[nodiscard]] absl::Status MoveStream(CUcontext from, CUcontext to);
 
  private:
@@ -137,17 +140,26 @@ class CudaDeviceMemory final : public DeviceMemory {
     CUmemGenericAllocationHandle handle;
     uint64_t bytes;
   };
+  struct Chunk {
+    uint64_t used = 0;  // bytes handed out from its start (bump allocation)
+    uint64_t live = 0;  // pieces not yet freed
+  };
   CudaDeviceMemory(const CudaDriver* driver, CUstream stream, CUdevice device,
                    uint64_t granularity)
       : driver_(driver), stream_(stream), device_(device), granularity_(granularity) {}
   [[nodiscard]] absl::Status NeedStream() const;
+  // A mapping of its own, `bytes` rounded up to the granularity.
   absl::StatusOr<uint64_t> AllocateMapped(uint64_t bytes);
+  absl::Status ReleaseMapping(uint64_t address);
 
   const CudaDriver* driver_;
   CUstream stream_;
   const CUdevice device_;
   const uint64_t granularity_;  // 0: cuMemAlloc
   std::map<uint64_t, Mapping> mappings_;  // address -> its physical allocation
+  std::map<uint64_t, Chunk> chunks_;      // mappings carved into pieces, by address
+  uint64_t open_chunk_ = 0;               // the chunk new pieces come from (0: none)
+  std::map<uint64_t, uint64_t> pieces_;   // piece address -> its chunk's address
 };
 
 }  // namespace cuprobe

@@ -110,7 +110,8 @@ class MapSet {
   [[nodiscard]] absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters);
 
   // Frees the device memory and unmaps the rings area. Idempotent; the
-  // MapSet is empty afterwards. Call while the context is still valid.
+  // MapSet is empty afterwards. Call while the context that registered the
+  // rings area (MapHost) is still valid; device memory may outlive it.
   [[nodiscard]] absl::Status Release();
 
  private:

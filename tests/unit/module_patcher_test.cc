@@ -44,13 +44,21 @@ class FixedMaps : public MapTableProvider {
  public:
   absl::StatusOr<std::vector<uint64_t>> table = std::vector<uint64_t>{0x1000, 0x2000};
   int calls = 0;
+  // The seam's current context (Rig sets it), recorded at each table and
+  // site-counter registration.
+  const CUcontext* current = nullptr;
+  std::vector<CUcontext> table_contexts;
+  std::vector<CUcontext> site_contexts;
+  void Seen(std::vector<CUcontext>& where) { where.push_back(current ? *current : nullptr); }
   absl::StatusOr<std::vector<uint64_t>> MapTable() override {
     ++calls;
+    Seen(table_contexts);
     return table;
   }
   absl::StatusOr<std::vector<uint8_t>> descriptors = absl::UnimplementedError("none");
   absl::StatusOr<TableAndDescriptors> MapTableAndDescriptors() override {
     ++calls;
+    Seen(table_contexts);
     if (!table.ok()) return table.status();
     if (!descriptors.ok()) return descriptors.status();
     return TableAndDescriptors{*table, *descriptors};
@@ -66,6 +74,7 @@ class FixedMaps : public MapTableProvider {
   absl::StatusOr<uint64_t> site_base = uint64_t{0xC0FFEE00};
   std::vector<SiteCounter> site_counters;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override {
+    Seen(site_contexts);
     site_counters = std::move(counters);
     return site_base;
   }
@@ -116,6 +125,7 @@ struct Rig {
     char tmpl[] = "/tmp/cuprobe-patcher-XXXXXX";
     dir = ::mkdtemp(tmpl);
     patcher = std::make_unique<ModulePatcher>(seam, instrumenter, maps, dir);
+    maps.current = &seam.current_context;
   }
   // ENTER with `params`, then EXIT with `result` after `driver` ran (the
   // test's stand-in for the driver: it sees the parameters as swapped).
@@ -318,8 +328,15 @@ TEST(ModulePatcher, LibrariesAreFilledInEveryLiveContext) {
   rig.LoadLibrary(lib);
   EXPECT_THAT(rig.seam.contexts_entered, ElementsAre(b));
   EXPECT_EQ(rig.seam.current_context, a) << "the previous context is current again";
-  EXPECT_EQ(rig.maps.calls, 2) << "one table for a, one for b";
-  ASSERT_EQ(rig.maps.site_counters.size(), 1u) << "b's site counters registered too";
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a, b)) << "one table for a, one for b";
+  EXPECT_THAT(rig.maps.site_contexts, ElementsAre(a, b)) << "site counters once per context";
+  ASSERT_EQ(rig.maps.site_counters.size(), 1u);
+  // A context created after the load is filled by OnContextCreated, once.
+  const auto d = reinterpret_cast<CUcontext>(0xD0);
+  rig.seam.current_context = d;
+  rig.patcher->OnContextCreated(d);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a, b, d));
+  EXPECT_THAT(rig.maps.site_contexts, ElementsAre(a, b, d));
   // Maps that cannot be shared: the other context's copy stays zeroed.
   Rig unshared;
   unshared.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
@@ -333,7 +350,7 @@ TEST(ModulePatcher, LibrariesAreFilledInEveryLiveContext) {
     unshared.maps.usable = absl::FailedPreconditionError("ring buffers");
   });
   EXPECT_THAT(unshared.seam.contexts_entered, ElementsAre(b));
-  EXPECT_EQ(unshared.maps.calls, 1) << "a only";
+  EXPECT_THAT(unshared.maps.table_contexts, ElementsAre(a)) << "a only";
   EXPECT_THAT(log.Read(), HasSubstr("not instrumented in another context: ring buffers"));
 }
 

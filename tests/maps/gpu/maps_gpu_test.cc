@@ -153,6 +153,50 @@ GpuHarness* MapsGpu::gpu_ = nullptr;
 GpuModule MapsGpu::module_;
 std::string* MapsGpu::setup_error_ = nullptr;
 
+// The maps' memory on a device with virtual memory management: small
+// requests are 256-byte aligned pieces of one shared 2 MiB-granular chunk,
+// large ones get mappings of their own; every piece holds its bytes; the
+// chunk goes back when its last piece is freed (a new one comes after).
+TEST_F(MapsGpu, VirtualMemoryPiecesAndMappingsHoldTheirBytes) {
+  CudaDeviceMemory& memory = gpu_->memory();
+  ASSERT_TRUE(memory.context_independent()) << "the H200 supports virtual memory management";
+  std::vector<uint64_t> small;
+  for (uint64_t bytes : {1u, 200u, 256u, 4096u, 1000u}) {
+    absl::StatusOr<uint64_t> a = memory.Allocate(bytes);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(*a % 256, 0u);
+    small.push_back(*a);
+  }
+  for (size_t i = 1; i < small.size(); ++i) {
+    EXPECT_GT(small[i], small[i - 1]);
+    EXPECT_LT(small[i] - small[0], uint64_t{2} << 20) << "one chunk";
+  }
+  EXPECT_EQ(small[2] - small[1], 256u) << "200 bytes take one 256-byte piece";
+  absl::StatusOr<uint64_t> large = memory.Allocate(3u << 20);
+  ASSERT_TRUE(large.ok()) << large.status();
+  // Distinct bytes in each; read back exactly.
+  std::vector<uint64_t> all = small;
+  all.push_back(*large);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const uint64_t value = 0x1111111111111111ull * (i + 1);
+    ASSERT_TRUE(memory.CopyToDevice(all[i], &value, 8).ok());
+  }
+  ASSERT_TRUE(memory.Zero(*large + 8, (3u << 20) - 8).ok());
+  for (size_t i = 0; i < all.size(); ++i) {
+    uint64_t got = 0;
+    ASSERT_TRUE(memory.CopyFromDevice(&got, all[i], 8).ok());
+    EXPECT_EQ(got, 0x1111111111111111ull * (i + 1)) << "allocation " << i;
+  }
+  for (uint64_t a : all) EXPECT_TRUE(memory.Free(a).ok());
+  absl::StatusOr<uint64_t> again = memory.Allocate(64);
+  ASSERT_TRUE(again.ok()) << again.status();
+  uint64_t value = 42, got = 0;
+  ASSERT_TRUE(memory.CopyToDevice(*again, &value, 8).ok());
+  ASSERT_TRUE(memory.CopyFromDevice(&got, *again, 8).ok());
+  EXPECT_EQ(got, 42u);
+  EXPECT_TRUE(memory.Free(*again).ok());
+}
+
 TEST_F(MapsGpu, ArrayCountsAreExactAndOutOfRangeKeysAreRefused) {
   MakeMaps({Spec("counts", CUPROBE_MAP_ARRAY, 4, 8, 1024)});
   uint32_t map = 0, modulo = 1024;
