@@ -505,10 +505,10 @@ void DeviceMaps::OnContextDestroying(CUcontext context) {
 }
 
 void DeviceMaps::Prepare(CUcontext context) {
-  if (specs_.empty() || context == nullptr) return;
+  if (context == nullptr) return;
   absl::MutexLock lock(&mu_);
   live_contexts_.insert(context);
-  if (maps_.has_value() || released_ || !failed_.ok()) return;
+  if (specs_.empty() || maps_.has_value() || released_ || !failed_.ok()) return;
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
   if (!driver.ok()) return;
   ScopedContext scope(*driver, context);
