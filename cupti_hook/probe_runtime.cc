@@ -289,16 +289,23 @@ void RunInContext(CUcontext context, absl::FunctionRef<void()> fn) {
 }
 
 DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, Session* session,
-                       std::function<void(CUcontext, CUstream)> on_stream)
+                       std::function<void(CUcontext, CUstream)> on_stream,
+                       const CudaDriver* driver)
     : specs_(std::move(specs)),
       session_(session),
       region_(session != nullptr ? &session->maps() : nullptr),
-      on_stream_(std::move(on_stream)) {}
+      on_stream_(std::move(on_stream)),
+      given_driver_(driver) {}
+
+absl::StatusOr<const CudaDriver*> DeviceMaps::Driver() const {
+  if (given_driver_ != nullptr) return given_driver_;
+  return CudaDriver::Load();
+}
 
 DeviceMaps::~DeviceMaps() = default;
 
 absl::Status DeviceMaps::CreateLocked() {
-  CUPROBE_ASSIGN_OR_RETURN(driver_, CudaDriver::Load());
+  CUPROBE_ASSIGN_OR_RETURN(driver_, Driver());
   CUcontext context = nullptr;
   CUPROBE_RETURN_IF_ERROR(driver_->Check(driver_->CtxGetCurrent(&context), "cuCtxGetCurrent"));
   if (context == nullptr) {
@@ -509,7 +516,7 @@ void DeviceMaps::Prepare(CUcontext context) {
   absl::MutexLock lock(&mu_);
   live_contexts_.insert(context);
   if (specs_.empty() || maps_.has_value() || released_ || !failed_.ok()) return;
-  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  absl::StatusOr<const CudaDriver*> driver = Driver();
   if (!driver.ok()) return;
   ScopedContext scope(*driver, context);
   absl::Status s = CreateLocked();

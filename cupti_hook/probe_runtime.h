@@ -88,8 +88,11 @@ class DeviceMaps final : public MapTableProvider {
   // (MapSet::SeedFromRegion).
   // `on_stream`: told the private copy stream, once, so the tracer can keep
   // those copies out of the program's trace.
+  // `driver`: the driver table to use (a test's fake); null: the real
+  // driver (CudaDriver::Load).
   DeviceMaps(std::vector<MapSpec> specs, Session* session,
-             std::function<void(CUcontext, CUstream)> on_stream);
+             std::function<void(CUcontext, CUstream)> on_stream,
+             const CudaDriver* driver = nullptr);
   ~DeviceMaps() override;
 
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
@@ -147,6 +150,9 @@ class DeviceMaps final : public MapTableProvider {
   Session* const session_;
   MapsRegion* const region_;
   const std::function<void(CUcontext, CUstream)> on_stream_;
+  const CudaDriver* const given_driver_;
+  // The given driver, else the real one.
+  [[nodiscard]] absl::StatusOr<const CudaDriver*> Driver() const;
   absl::Mutex mu_;
   const CudaDriver* driver_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the maps' context

@@ -7,12 +7,11 @@
 #include "maps/cuda_device_memory.h"
 
 #include <cstdint>
-#include <map>
-#include <set>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fake_cuda_driver.h"
 
 namespace cuprobe {
 namespace {
@@ -20,123 +19,19 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kGranularity = 2u << 20;
+using ::cuprobe::testing::FakeCudaDriver;
 
-// What the fake driver holds; one per test (Fake's constructor resets it).
-struct FakeState {
-  int vmm = 1;
-  CUcontext current = reinterpret_cast<CUcontext>(0xC1);
-  std::set<CUcontext> destroyed;  // CtxSetCurrent fails for these
-  uint64_t next_address = 0x7000000000;
-  uint64_t next_handle = 1;
-  std::map<uint64_t, uint64_t> reserved;  // address -> bytes
-  std::map<uint64_t, uint64_t> handles;   // handle -> bytes
-  std::map<uint64_t, uint64_t> mapped;    // address -> handle
-  std::vector<uint64_t> created_sizes;
-  int map_failures = 0;  // the next N cuMemMap calls fail
-  int allocs = 0, frees = 0;
-  std::vector<CUstream> streams_destroyed;
-  uint64_t next_stream = 0x51;
-};
-FakeState* state = nullptr;
-
-CudaDriver FakeDriver() {
-  CudaDriver d{};
-  d.CtxGetCurrent = [](CUcontext* c) -> CUresult {
-    *c = state->current;
-    return CUDA_SUCCESS;
-  };
-  d.CtxSetCurrent = [](CUcontext c) -> CUresult {
-    if (state->destroyed.contains(c)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    state->current = c;
-    return CUDA_SUCCESS;
-  };
-  d.CtxGetDevice = [](CUdevice* device) -> CUresult {
-    *device = 0;
-    return CUDA_SUCCESS;
-  };
-  d.DeviceGetAttribute = [](int* value, CUdevice_attribute attribute, CUdevice) -> CUresult {
-    *value = attribute == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? state->vmm : 0;
-    return CUDA_SUCCESS;
-  };
-  d.MemGetAllocationGranularity = [](size_t* g, const CUmemAllocationProp*,
-                                     CUmemAllocationGranularity_flags) -> CUresult {
-    *g = kGranularity;
-    return CUDA_SUCCESS;
-  };
-  d.StreamCreate = [](CUstream* s, unsigned int) -> CUresult {
-    if (state->destroyed.contains(state->current)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    *s = reinterpret_cast<CUstream>(state->next_stream++);
-    return CUDA_SUCCESS;
-  };
-  d.StreamDestroy = [](CUstream s) -> CUresult {
-    state->streams_destroyed.push_back(s);
-    return CUDA_SUCCESS;
-  };
-  d.MemCreate = [](CUmemGenericAllocationHandle* h, size_t bytes, const CUmemAllocationProp*,
-                   unsigned long long) -> CUresult {
-    *h = state->next_handle++;
-    state->handles[*h] = bytes;
-    state->created_sizes.push_back(bytes);
-    return CUDA_SUCCESS;
-  };
-  d.MemRelease = [](CUmemGenericAllocationHandle h) -> CUresult {
-    return state->handles.erase(h) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  };
-  d.MemAddressReserve = [](CUdeviceptr* p, size_t bytes, size_t alignment, CUdeviceptr,
-                           unsigned long long) -> CUresult {
-    EXPECT_EQ(alignment, kGranularity);
-    *p = state->next_address;
-    state->reserved[*p] = bytes;
-    state->next_address += bytes + kGranularity;
-    return CUDA_SUCCESS;
-  };
-  d.MemAddressFree = [](CUdeviceptr p, size_t bytes) -> CUresult {
-    auto it = state->reserved.find(p);
-    if (it == state->reserved.end() || it->second != bytes) return CUDA_ERROR_INVALID_VALUE;
-    state->reserved.erase(it);
-    return CUDA_SUCCESS;
-  };
-  d.MemMap = [](CUdeviceptr p, size_t, size_t, CUmemGenericAllocationHandle h,
-                unsigned long long) -> CUresult {
-    if (state->map_failures > 0) {
-      --state->map_failures;
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    state->mapped[p] = h;
-    return CUDA_SUCCESS;
-  };
-  d.MemUnmap = [](CUdeviceptr p, size_t) -> CUresult {
-    return state->mapped.erase(p) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  };
-  d.MemSetAccess = [](CUdeviceptr, size_t, const CUmemAccessDesc* desc, size_t count) -> CUresult {
-    EXPECT_EQ(count, 1u);
-    EXPECT_EQ(desc->flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-    return CUDA_SUCCESS;
-  };
-  d.MemAlloc = [](CUdeviceptr* p, size_t) -> CUresult {
-    ++state->allocs;
-    *p = 0x100000 * static_cast<CUdeviceptr>(state->allocs);
-    return CUDA_SUCCESS;
-  };
-  d.MemFree = [](CUdeviceptr) -> CUresult {
-    ++state->frees;
-    return CUDA_SUCCESS;
-  };
-  return d;
-}
+constexpr uint64_t kGranularity = ::cuprobe::testing::kFakeGranularity;
 
 class CudaDeviceMemoryTest : public ::testing::Test {
  protected:
-  CudaDeviceMemoryTest() { state = &fake_; }
-  ~CudaDeviceMemoryTest() override { state = nullptr; }
   std::unique_ptr<CudaDeviceMemory> Make() {
-    absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> m = CudaDeviceMemory::Create(&driver_);
+    absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> m = CudaDeviceMemory::Create(driver_.driver());
     EXPECT_TRUE(m.ok()) << m.status();
     return m.ok() ? *std::move(m) : nullptr;
   }
-  FakeState fake_;
-  CudaDriver driver_ = FakeDriver();
+  FakeCudaDriver driver_;
+  ::cuprobe::testing::FakeCudaState& fake_ = driver_.state;
 };
 
 TEST_F(CudaDeviceMemoryTest, SmallRequestsArePiecesOfOneChunkGivenBackWithTheLastPiece) {

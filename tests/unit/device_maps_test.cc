@@ -1,0 +1,148 @@
+// DeviceMaps' sharing of the probes' maps between CUDA contexts, on a fake
+// driver table (CPU): which contexts may use them, and what happens to them
+// when contexts are destroyed. Lifecycle/…/contexts (tests/gpu) runs the
+// same paths on the H200 with a real program and exact counts.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "cupti_hook/probe_runtime.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/fake_cuda_driver.h"
+
+namespace cuprobe {
+namespace {
+
+using ::cuprobe::testing::FakeCudaDriver;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+const auto kA = reinterpret_cast<CUcontext>(0xA0);
+const auto kB = reinterpret_cast<CUcontext>(0xB0);
+const auto kC = reinterpret_cast<CUcontext>(0xC0);
+
+std::vector<MapSpec> OneArray() {
+  MapSpec counts;
+  counts.name = "counts";
+  counts.type = CUPROBE_MAP_ARRAY;
+  counts.key_size = 4;
+  counts.value_size = 8;
+  counts.max_entries = 16;
+  return {counts};
+}
+
+class DeviceMapsTest : public ::testing::Test {
+ protected:
+  DeviceMapsTest()
+      : maps_(OneArray(), /*session=*/nullptr,
+              [this](CUcontext c, CUstream s) { streams_told_.emplace_back(c, s); },
+              fake_.driver()) {}
+  // A context is created (and is current), as CUPTI reports it.
+  void Create(CUcontext c) {
+    fake_.state.current = c;
+    maps_.Prepare(c);
+  }
+  FakeCudaDriver fake_;
+  std::vector<std::pair<CUcontext, CUstream>> streams_told_;
+  DeviceMaps maps_;
+};
+
+TEST_F(DeviceMapsTest, ContextsOfTheDeviceShareTheMapsWhichMoveWhenTheirContextGoes) {
+  Create(kA);
+  ASSERT_EQ(fake_.state.streams_created.size(), 1u);
+  const CUstream first = fake_.state.streams_created[0].second;
+  EXPECT_THAT(streams_told_, ElementsAre(Pair(kA, first)));
+  absl::StatusOr<std::vector<uint64_t>> table_a = maps_.MapTable();
+  ASSERT_TRUE(table_a.ok()) << table_a.status();
+  Create(kB);
+  EXPECT_EQ(fake_.state.streams_created.size(), 1u) << "made once, in A";
+  fake_.state.current = kB;
+  ASSERT_TRUE(maps_.UsableInCurrentContext().ok());
+  absl::StatusOr<std::vector<uint64_t>> table_b = maps_.MapTable();
+  ASSERT_TRUE(table_b.ok()) << table_b.status();
+  EXPECT_EQ(*table_b, *table_a) << "one set of maps";
+  const size_t mapped = fake_.state.mapped.size();
+  ASSERT_GT(mapped, 0u);
+
+  // A goes while B uses the maps: nothing is freed, the copy stream is
+  // destroyed and made again in B, and the tracer is told.
+  maps_.OnContextDestroying(kA);
+  EXPECT_EQ(fake_.state.mapped.size(), mapped);
+  EXPECT_THAT(fake_.state.streams_destroyed, ElementsAre(first));
+  ASSERT_EQ(fake_.state.streams_created.size(), 2u);
+  EXPECT_EQ(fake_.state.streams_created[1].first, kB);
+  EXPECT_THAT(streams_told_,
+              ElementsAre(Pair(kA, first), Pair(kB, fake_.state.streams_created[1].second)));
+  EXPECT_TRUE(maps_.Publish(1).ok());
+  // B, the last user, goes: the maps are freed, every mapping given back.
+  maps_.OnContextDestroying(kB);
+  EXPECT_TRUE(fake_.state.mapped.empty());
+  EXPECT_TRUE(fake_.state.handles.empty());
+  EXPECT_TRUE(fake_.state.reserved.empty());
+}
+
+TEST_F(DeviceMapsTest, ContextsNotSeenCreatedOrOnAnotherDeviceAreRefused) {
+  Create(kA);
+  ASSERT_TRUE(maps_.MapTable().ok());
+  fake_.state.current = kC;  // never reported created
+  absl::Status unseen = maps_.UsableInCurrentContext();
+  EXPECT_EQ(unseen.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(unseen.message(), HasSubstr("not seen created"));
+  fake_.state.devices[kB] = 1;
+  Create(kB);
+  fake_.state.current = kB;
+  absl::Status other = maps_.UsableInCurrentContext();
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.message(), HasSubstr("on device 0"));
+  // A goes with no user: published and freed.
+  maps_.OnContextDestroying(kA);
+  EXPECT_TRUE(fake_.state.mapped.empty());
+}
+
+TEST_F(DeviceMapsTest, WithoutVirtualMemoryManagementOtherContextsAreRefused) {
+  fake_.state.vmm = 0;
+  Create(kA);
+  ASSERT_TRUE(maps_.MapTable().ok());
+  Create(kB);
+  fake_.state.current = kB;
+  absl::Status refused = maps_.UsableInCurrentContext();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("virtual memory management"));
+}
+
+TEST_F(DeviceMapsTest, AUserBeingDestroyedIsForgottenAndNeverTakesTheMaps) {
+  Create(kA);
+  ASSERT_TRUE(maps_.MapTable().ok());
+  Create(kB);
+  fake_.state.current = kB;
+  ASSERT_TRUE(maps_.UsableInCurrentContext().ok());
+  maps_.OnContextDestroying(kB);
+  // B is gone: asking again from it is refused, and A's destruction frees
+  // the maps instead of moving them into B.
+  EXPECT_FALSE(maps_.UsableInCurrentContext().ok());
+  maps_.OnContextDestroying(kA);
+  EXPECT_TRUE(fake_.state.mapped.empty());
+  EXPECT_EQ(fake_.state.streams_created.size(), 1u);
+}
+
+TEST_F(DeviceMapsTest, AFailedMoveIsRetriedAtTheNextPublish) {
+  Create(kA);
+  ASSERT_TRUE(maps_.MapTable().ok());
+  Create(kB);
+  fake_.state.current = kB;
+  ASSERT_TRUE(maps_.UsableInCurrentContext().ok());
+  // B cannot make a stream while A goes.
+  fake_.state.destroyed.insert(kB);
+  maps_.OnContextDestroying(kA);
+  EXPECT_EQ(streams_told_.size(), 1u) << "no new stream to tell of";
+  EXPECT_FALSE(maps_.Publish(1).ok());
+  fake_.state.destroyed.erase(kB);
+  EXPECT_TRUE(maps_.Publish(2).ok());
+  ASSERT_EQ(streams_told_.size(), 2u);
+  EXPECT_EQ(streams_told_[1].first, kB);
+}
+
+}  // namespace
+}  // namespace cuprobe
