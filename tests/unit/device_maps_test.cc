@@ -24,13 +24,8 @@ const auto kB = reinterpret_cast<CUcontext>(0xB0);
 const auto kC = reinterpret_cast<CUcontext>(0xC0);
 
 std::vector<MapSpec> OneArray() {
-  MapSpec counts;
-  counts.name = "counts";
-  counts.type = CUPROBE_MAP_ARRAY;
-  counts.key_size = 4;
-  counts.value_size = 8;
-  counts.max_entries = 16;
-  return {counts};
+  return {MapSpec{.name = "counts", .type = CUPROBE_MAP_ARRAY, .key_size = 4, .value_size = 8,
+                  .max_entries = 16}};
 }
 
 class DeviceMapsTest : public ::testing::Test {
@@ -43,6 +38,14 @@ class DeviceMapsTest : public ::testing::Test {
   void Create(CUcontext c) {
     fake_.state.current = c;
     maps_.Prepare(c);
+  }
+  // The maps made in A; B created and admitted as their user.
+  void ShareAWithB() {
+    Create(kA);
+    ASSERT_TRUE(maps_.MapTable().ok());
+    Create(kB);
+    fake_.state.current = kB;
+    ASSERT_TRUE(maps_.UsableInCurrentContext().ok());
   }
   FakeCudaDriver fake_;
   std::vector<std::pair<CUcontext, CUstream>> streams_told_;
@@ -113,11 +116,7 @@ TEST_F(DeviceMapsTest, WithoutVirtualMemoryManagementOtherContextsAreRefused) {
 }
 
 TEST_F(DeviceMapsTest, AUserBeingDestroyedIsForgottenAndNeverTakesTheMaps) {
-  Create(kA);
-  ASSERT_TRUE(maps_.MapTable().ok());
-  Create(kB);
-  fake_.state.current = kB;
-  ASSERT_TRUE(maps_.UsableInCurrentContext().ok());
+  ShareAWithB();
   maps_.OnContextDestroying(kB);
   // B is gone: asking again from it is refused, and A's destruction frees
   // the maps instead of moving them into B.
@@ -128,11 +127,7 @@ TEST_F(DeviceMapsTest, AUserBeingDestroyedIsForgottenAndNeverTakesTheMaps) {
 }
 
 TEST_F(DeviceMapsTest, AFailedMoveIsRetriedAtTheNextPublish) {
-  Create(kA);
-  ASSERT_TRUE(maps_.MapTable().ok());
-  Create(kB);
-  fake_.state.current = kB;
-  ASSERT_TRUE(maps_.UsableInCurrentContext().ok());
+  ShareAWithB();
   // B cannot make a stream while A goes.
   fake_.state.destroyed.insert(kB);
   maps_.OnContextDestroying(kA);
