@@ -21,9 +21,12 @@ tests=(init_state_test hook_test watcher_test module_patcher_test segment_test r
        trace_report_test support_test compiler_test late_attach_test ptx_rewriter_compile_test
        args_test helpers_ptx_test ptx_rewriter_image_test ptx_rewriter_corpus_test
        ptx_rewriter_instrument_command_test source_policy_test maps_command_test
-       samples_offline_test real_seam_test cuda_device_memory_test device_maps_test)
-# Not here: hook_library_test, which checks the hook's exported symbols and
-# NEEDED entries, and a sanitized hook has the sanitizers' runtime among them.
+       samples_offline_test real_seam_test cuda_device_memory_test device_maps_test
+       hook_library_test)
+# hook_library_test checks the sanitized hook: it still exports
+# InitializeInjection alone and needs no libstdc++, abseil or libcuda (the
+# sanitizers' runtimes are among its NEEDED entries, which the test allows),
+# and a child loads it and calls InitializeInjection without a GPU.
 children=(cuprobe cuprobe_hook)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
       maps_region_fuzz_corpus segment_fuzz_corpus)
