@@ -76,6 +76,16 @@ static void CleanUpFromAnother(CUdevice dev, Allocs* a) {
   cuCtxDestroy(c);
 }
 
+// Every kind, each from a fresh context, then cleanup from yet another.
+static void PokeEachFromANewContext(CUdevice dev, Allocs* m) {
+  Poke(dev, "vmm (cuMemCreate+Map)", m->vmm, true);
+  Poke(dev, "host registered PORTABLE", m->hostdev, true);
+  printf("  host value %llu\n", *static_cast<unsigned long long*>(m->host));
+  Poke(dev, "managed", m->managed, true);
+  Poke(dev, "cuMemAlloc", m->plain, true);
+  CleanUpFromAnother(dev, m);
+}
+
 int main() {
   CK(cuInit(0));
   CUdevice dev; CK(cuDeviceGet(&dev, 0));
@@ -90,24 +100,14 @@ int main() {
     CK(cuCtxCreate(&a, &params, 0, dev));
     Allocs m; if (Make(dev, &m)) return 1;
     CK(cuCtxDestroy(a));
-    Poke(dev, "vmm (cuMemCreate+Map)", m.vmm, true);
-    Poke(dev, "host registered PORTABLE", m.hostdev, true);
-    printf("  host value %llu\n", *static_cast<unsigned long long*>(m.host));
-    Poke(dev, "managed", m.managed, true);
-    Poke(dev, "cuMemAlloc", m.plain, true);
-    CleanUpFromAnother(dev, &m);
+    PokeEachFromANewContext(dev, &m);
   }
   printf("== 2. allocations made in the primary context, then cuDevicePrimaryCtxReset\n");
   {
     CUcontext p; CK(cuDevicePrimaryCtxRetain(&p, dev)); CK(cuCtxSetCurrent(p));
     Allocs m; if (Make(dev, &m)) return 1;
     CK(cuDevicePrimaryCtxReset(dev));
-    Poke(dev, "vmm (cuMemCreate+Map)", m.vmm, true);
-    Poke(dev, "host registered PORTABLE", m.hostdev, true);
-    printf("  host value %llu\n", *static_cast<unsigned long long*>(m.host));
-    Poke(dev, "managed", m.managed, true);
-    Poke(dev, "cuMemAlloc", m.plain, true);
-    CleanUpFromAnother(dev, &m);
+    PokeEachFromANewContext(dev, &m);
   }
   printf("== 3. allocations in A; B loads and runs while A lives; A destroyed; B runs again\n");
   {
