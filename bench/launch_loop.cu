@@ -16,8 +16,26 @@ int main(int argc, char** argv) {
   if (cudaFree(nullptr) != cudaSuccess) return 2;
   empty_kernel<<<1, 1>>>();  // load the module before timing
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
+  // LAUNCH_LOOP_EVENTS=1|2: a timing event recorded after (and, with 2,
+  // before) every launch, from a pool of 4096: what timing each kernel with
+  // CUDA events would cost the launching thread.
+  const char* ev = std::getenv("LAUNCH_LOOP_EVENTS");
+  const int events = ev != nullptr ? std::atoi(ev) : 0;
+  cudaEvent_t pool[4096];
+  if (events > 0) {
+    for (cudaEvent_t& e : pool) {
+      if (cudaEventCreate(&e) != cudaSuccess) return 2;
+    }
+  }
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < launches; ++i) empty_kernel<<<1, 32>>>();
+  if (events > 0) {
+    for (int i = 0; i < launches; ++i) {
+      if (events > 1) cudaEventRecord(pool[(2 * i) % 4096]);
+      empty_kernel<<<1, 32>>>();
+      cudaEventRecord(pool[(2 * i + 1) % 4096]);
+    }
+  }
+  for (int i = 0; i < launches && events == 0; ++i) empty_kernel<<<1, 32>>>();
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "launch_loop: launches=%d seconds=%.6f per_launch_us=%.3f\n", launches, s,

@@ -87,13 +87,31 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
+  // PROBE_WORKLOAD_LAUNCH_TIMES=1: an event after every launch too, and
+  // each launch's time printed (where a probe's cost falls over the run).
+  const char* per_launch_env = std::getenv("PROBE_WORKLOAD_LAUNCH_TIMES");
+  const bool per_launch = per_launch_env != nullptr && *per_launch_env == '1';
+  std::vector<cudaEvent_t> marks(per_launch ? iterations : 0);
+  for (cudaEvent_t& m : marks) CHECK(cudaEventCreate(&m));
   CHECK(cudaEventRecord(start));
-  for (int i = 0; i < iterations; ++i) launch();
+  for (int i = 0; i < iterations; ++i) {
+    launch();
+    if (per_launch) CHECK(cudaEventRecord(marks[i]));
+  }
   CHECK(cudaEventRecord(stop));
   CHECK(cudaEventSynchronize(stop));
   CHECK(cudaGetLastError());
   float ms = 0;
   CHECK(cudaEventElapsedTime(&ms, start, stop));
+  if (per_launch) {
+    std::fprintf(stderr, "probe_workload: launch_us");
+    for (int i = 0; i < iterations; ++i) {
+      float l = 0;
+      CHECK(cudaEventElapsedTime(&l, i == 0 ? start : marks[i - 1], marks[i]));
+      std::fprintf(stderr, " %.1f", l * 1e3);
+    }
+    std::fprintf(stderr, "\n");
+  }
   CHECK(cudaMemcpy(host.data(), c, count * sizeof(float), cudaMemcpyDeviceToHost));
   double checksum = 0;
   for (float v : host) checksum += v;

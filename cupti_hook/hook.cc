@@ -194,6 +194,12 @@ HookState Hook::Start() {
   watcher_ = KeptForever(
       new Watcher(std::chrono::milliseconds(config_.interval_ms), [this] { Tick(); }));
   watcher_->Start();
+  if (device_maps_ != nullptr && device_maps_->mirrors_rings()) {
+    // Ring records wait in device memory until pumped into the segment:
+    // every millisecond, the pace at which `cuprobe run` consumes them.
+    ring_pump_ = KeptForever(new Watcher(std::chrono::milliseconds(1), [this] { PumpTick(); }));
+    ring_pump_->Start();
+  }
 
   if (!lifecycle_.FinishInit()) return lifecycle_.state();
   output_->PublishStatus(HookState::kReady, "");
@@ -219,11 +225,20 @@ void Hook::StartProbes() {
       *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(),
       [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
   CuptiSeam* seam = &seam_;
+  // Ring records go to device memory and are pumped into the segment
+  // (maps/map_set.h); CUPROBE_RING_DATA=host has the GPU write them into
+  // the segment itself, over the bus (for comparisons).
+  const char* ring_env = std::getenv("CUPROBE_RING_DATA");
+  const RingData ring_data = ring_env != nullptr && std::string_view(ring_env) == "host"
+                                 ? RingData::kHost
+                                 : RingData::kDeviceMirrored;
   device_maps_ = KeptForever(new DeviceMaps(
-      std::move(specs), output_->AttachSession(), [seam, tracer](CUcontext context, CUstream stream) {
+      std::move(specs), output_->AttachSession(),
+      [seam, tracer](CUcontext context, CUstream stream) {
         absl::StatusOr<uint32_t> id = seam->StreamId(context, stream);
         if (id.ok()) tracer->IgnoreStream(*id);
-      }));
+      },
+      /*driver=*/nullptr, ring_data));
   const char* tmp = std::getenv("TMPDIR");
   patcher_ = KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_,
                                            tmp != nullptr && *tmp != '\0' ? tmp : "/tmp"));
@@ -253,6 +268,15 @@ void Hook::Tick() {
   }
 }
 
+void Hook::PumpTick() {
+  if (!lifecycle_.IsReady()) return;
+  absl::Status s = device_maps_->PumpRings();
+  if (!s.ok() && !ring_pump_warned_) {
+    ring_pump_warned_ = true;
+    CUPROBE_LOG(kWarning, "cannot move ring buffer records to the session: %s", s.message());
+  }
+}
+
 void Hook::Stop() {
   // In a child of fork() the hook belongs to the parent (Start).
   if (forked_child_.load(std::memory_order_acquire)) return;
@@ -260,6 +284,8 @@ void Hook::Stop() {
   // From here on every callback falls through (state STOPPING).
   ReentrancyGuard guard;
   if (watcher_ != nullptr) watcher_->Stop();  // joined: no tick runs any more
+  // Joined too; the maps' last publish (Release, below) pumps what is left.
+  if (ring_pump_ != nullptr) ring_pump_->Stop();
   if (activity_enabled_) {
     absl::Status s = seam_.ActivityFlushAll(true);
     if (!s.ok()) CUPROBE_LOG(kDebug, "teardown: %s", s.ToString());

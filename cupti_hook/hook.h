@@ -120,6 +120,9 @@ class Hook {
   void DisableWith(const std::string& reason);
   absl::Status EnableCallbacks();
   void Tick();
+  // The ring pump's tick (every millisecond while probes have device-memory
+  // rings): DeviceMaps::PumpRings.
+  void PumpTick();
   // Sets up module replacement from the session's bundle; a bad bundle only
   // turns probes off (with one message), tracing goes on.
   void StartProbes();
@@ -136,6 +139,7 @@ class Hook {
   TraceOutput* output_ = nullptr;
   Tracer* tracer_ = nullptr;
   Watcher* watcher_ = nullptr;
+  Watcher* ring_pump_ = nullptr;
   BundleInstrumenter* instrumenter_ = nullptr;
   DeviceMaps* device_maps_ = nullptr;
   ModulePatcher* patcher_ = nullptr;
@@ -149,6 +153,7 @@ class Hook {
   std::atomic<bool> forked_child_{false};
   static void OnForkChild();
   bool maps_publish_warned_ = false;  // watcher thread only
+  bool ring_pump_warned_ = false;     // ring pump thread only
 };
 
 }  // namespace cuprobe

@@ -290,12 +290,13 @@ void RunInContext(CUcontext context, absl::FunctionRef<void()> fn) {
 
 DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, Session* session,
                        std::function<void(CUcontext, CUstream)> on_stream,
-                       const CudaDriver* driver)
+                       const CudaDriver* driver, RingData ring_data)
     : specs_(std::move(specs)),
       session_(session),
       region_(session != nullptr ? &session->maps() : nullptr),
       on_stream_(std::move(on_stream)),
-      given_driver_(driver) {}
+      given_driver_(driver),
+      ring_data_(ring_data) {}
 
 absl::StatusOr<const CudaDriver*> DeviceMaps::Driver() const {
   if (given_driver_ != nullptr) return given_driver_;
@@ -313,7 +314,7 @@ absl::Status DeviceMaps::CreateLocked() {
   }
   CUPROBE_ASSIGN_OR_RETURN(memory_, CudaDeviceMemory::Create(driver_));
   MapsRegion* region = region_ != nullptr && region_->size() > 0 ? region_ : nullptr;
-  absl::StatusOr<MapSet> maps = MapSet::Create(specs_, memory_.get(), region);
+  absl::StatusOr<MapSet> maps = MapSet::Create(specs_, memory_.get(), region, ring_data_);
   if (!maps.ok()) {
     memory_.reset();
     return maps.status();
@@ -531,6 +532,23 @@ absl::Status DeviceMaps::Publish(uint64_t now_ns) {
   CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
   ScopedContext scope(driver_, context_);
   return maps_->Publish(now_ns);
+}
+
+absl::Status DeviceMaps::PumpRings() {
+  absl::MutexLock lock(&mu_);
+  if (ring_data_ != RingData::kDeviceMirrored || !maps_.has_value() || !maps_->has_rings() ||
+      !claimed_ || !seeded_) {
+    return absl::OkStatus();
+  }
+  CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
+  ScopedContext scope(driver_, context_);
+  return maps_->PumpRings().status();
+}
+
+bool DeviceMaps::mirrors_rings() const {
+  if (ring_data_ != RingData::kDeviceMirrored) return false;
+  return std::any_of(specs_.begin(), specs_.end(),
+                     [](const MapSpec& m) { return m.type == CUPROBE_MAP_RINGBUF; });
 }
 
 absl::Status DeviceMaps::EnsureStreamLocked() {

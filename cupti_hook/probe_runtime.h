@@ -90,9 +90,12 @@ class DeviceMaps final : public MapTableProvider {
   // those copies out of the program's trace.
   // `driver`: the driver table to use (a test's fake); null: the real
   // driver (CudaDriver::Load).
+  // `ring_data`: where producers write ring records (maps/map_set.h); with
+  // kDeviceMirrored someone must call PumpRings() often (the hook's ring
+  // pump, every millisecond), and Publish pumps too.
   DeviceMaps(std::vector<MapSpec> specs, Session* session,
              std::function<void(CUcontext, CUstream)> on_stream,
-             const CudaDriver* driver = nullptr);
+             const CudaDriver* driver = nullptr, RingData ring_data = RingData::kHost);
   ~DeviceMaps() override;
 
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
@@ -125,6 +128,13 @@ class DeviceMaps final : public MapTableProvider {
   void Prepare(CUcontext context);
   // Snapshots into the region (watcher thread). No-op before the first load.
   absl::Status Publish(uint64_t now_ns);
+  // Mirrored rings: records committed on the device into the segment, and
+  // the space the consumer freed back to the producers (MapSet::PumpRings).
+  // No-op before the first load and for kHost.
+  absl::Status PumpRings();
+  // Whether the bundle has ring buffers kept in device memory (then
+  // PumpRings has work to do).
+  [[nodiscard]] bool mirrors_rings() const;
   // Final snapshot, then frees the device memory. Idempotent.
   absl::Status Release(uint64_t now_ns);
 
@@ -151,6 +161,7 @@ class DeviceMaps final : public MapTableProvider {
   MapsRegion* const region_;
   const std::function<void(CUcontext, CUstream)> on_stream_;
   const CudaDriver* const given_driver_;
+  const RingData ring_data_;
   // The given driver, else the real one.
   [[nodiscard]] absl::StatusOr<const CudaDriver*> Driver() const;
   absl::Mutex mu_;

@@ -2,6 +2,8 @@
 #include "maps/map_set.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -47,6 +49,8 @@ MapSet::MapSet(MapSet&& other) noexcept
       descriptors_(std::move(other.descriptors_)),
       rings_(std::move(other.rings_)),
       rings_host_(std::exchange(other.rings_host_, nullptr)),
+      has_rings_(std::exchange(other.has_rings_, false)),
+      mirrors_(std::move(other.mirrors_)),
       staging_(std::move(other.staging_)),
       site_blocks_(std::move(other.site_blocks_)),
       range_areas_(std::move(other.range_areas_)) {
@@ -66,6 +70,8 @@ MapSet& MapSet::operator=(MapSet&& other) noexcept {
     descriptors_ = std::move(other.descriptors_);
     rings_ = std::move(other.rings_);
     rings_host_ = std::exchange(other.rings_host_, nullptr);
+    has_rings_ = std::exchange(other.has_rings_, false);
+    mirrors_ = std::move(other.mirrors_);
     staging_ = std::move(other.staging_);
     site_blocks_ = std::move(other.site_blocks_);
     range_areas_ = std::move(other.range_areas_);
@@ -81,7 +87,7 @@ MapSet& MapSet::operator=(MapSet&& other) noexcept {
 MapSet::~MapSet() = default;
 
 absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMemory* memory,
-                                      MapsRegion* region) {
+                                      MapsRegion* region, RingData ring_placement) {
   if (memory == nullptr) return absl::InvalidArgumentError("MapSet needs device memory");
   if (region != nullptr) CUPROBE_RETURN_IF_ERROR(SameMaps(specs, *region));
   MapSet set;
@@ -100,11 +106,15 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
   };
   uint64_t rings_device = 0;
   absl::Span<uint8_t> rings_area;
+  set.has_rings_ = has_ring;
+  const bool mirrored = ring_placement == RingData::kDeviceMirrored;
   if (has_ring) {
     if (region == nullptr) {
       return absl::FailedPreconditionError(
           "ring buffer maps live in the session segment: MapSet needs its maps region");
     }
+  }
+  if (has_ring && !mirrored) {
     rings_area = region->RingsArea();
     absl::StatusOr<uint64_t> mapped = memory->MapHost(rings_area.data(), rings_area.size());
     if (!mapped.ok()) return mapped.status();
@@ -123,12 +133,41 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
     }
     m.base = *base;
     uint64_t ring_data = 0, ring_host = 0;
+    set.mirrors_.emplace_back(std::nullopt);
     if (m.geometry.type == CUPROBE_MAP_RINGBUF) {
       absl::StatusOr<MapRing> ring = region->Ring(i);
       if (!ring.ok()) return fail(ring.status());
-      // The device sees the rings area at rings_device: same offsets.
-      ring_host = rings_device + (reinterpret_cast<uintptr_t>(ring->host()) -
-                                  reinterpret_cast<uintptr_t>(rings_area.data()));
+      if (mirrored) {
+        // The device copy: the ring's host block as it is now (its tail
+        // included), then zeroed data.
+        const uint64_t capacity = ring->capacity();
+        absl::StatusOr<uint64_t> shadow = memory->Allocate(MapRing::BlockBytes(capacity));
+        if (!shadow.ok()) {
+          return fail(absl::Status(
+              shadow.status().code(),
+              absl::StrFormat("allocating %d bytes of device memory for ring '%s': %s",
+                              MapRing::BlockBytes(capacity), m.spec.name,
+                              shadow.status().message())));
+        }
+        RingMirror& mirror = set.mirrors_.back().emplace();
+        mirror.shadow = *shadow;
+        mirror.position = mirror.device_tail = ring->Stats().tail;
+        mirror.staging.assign(capacity, 0);
+        if (absl::Status s = memory->Zero(*shadow, MapRing::BlockBytes(capacity)); !s.ok()) {
+          return fail(s);
+        }
+        cuprobe_ring_host header;
+        std::memcpy(&header, ring->host(), sizeof(header));
+        header.tail = mirror.device_tail;
+        if (absl::Status s = memory->CopyToDevice(*shadow, &header, sizeof(header)); !s.ok()) {
+          return fail(s);
+        }
+        ring_host = *shadow;
+      } else {
+        // The device sees the rings area at rings_device: same offsets.
+        ring_host = rings_device + (reinterpret_cast<uintptr_t>(ring->host()) -
+                                    reinterpret_cast<uintptr_t>(rings_area.data()));
+      }
       ring_data = ring_host + CUPROBE_RING_HOST_SIZE;
       set.rings_.emplace_back(*std::move(ring));
     } else {
@@ -187,6 +226,15 @@ absl::StatusOr<size_t> MapSet::SeedFromRegion() {
       control.ring_head = rings_[i]->ResumePosition();
       control.ring_tail_cache = rings_[i]->Stats().tail;
       control.ring_refresh_ns = 0;
+      if (mirrors_[i].has_value()) {
+        // The device copy's data is all zero: the mirror starts where the
+        // new producer does; the consumer reaches it (or skips to it).
+        mirrors_[i]->position = control.ring_head;
+        mirrors_[i]->device_tail = control.ring_tail_cache;
+        CUPROBE_RETURN_IF_ERROR(memory_->CopyToDevice(
+            mirrors_[i]->shadow + offsetof(cuprobe_ring_host, tail), &control.ring_tail_cache,
+            sizeof(uint64_t)));
+      }
       std::memcpy(snap.bytes.data(), &control, sizeof(control));
     }
     CUPROBE_RETURN_IF_ERROR(
@@ -499,6 +547,7 @@ absl::StatusOr<MapSnapshot> MapSet::ReadSnapshot(size_t i) {
 
 absl::Status MapSet::Publish(uint64_t now_ns) {
   if (region_ == nullptr) return absl::OkStatus();
+  CUPROBE_RETURN_IF_ERROR(PumpRings().status());
   // Host writes are applied now and acknowledged once the snapshot that
   // holds them is published (or the publish failed: never applied twice).
   struct Applied {
@@ -547,6 +596,133 @@ absl::Status MapSet::PublishSnapshots(uint64_t now_ns) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> MapSet::PumpRings() {
+  uint64_t published = 0;
+  for (size_t i = 0; i < mirrors_.size(); ++i) {
+    if (!mirrors_[i].has_value() || !rings_[i].has_value() || mirrors_[i]->shadow == 0) continue;
+    CUPROBE_ASSIGN_OR_RETURN(uint64_t n, PumpRing(i, *mirrors_[i]));
+    published += n;
+  }
+  return published;
+}
+
+absl::Status MapSet::CopyRingRange(const RingMirror& mirror, uint64_t capacity, uint64_t from,
+                                   uint64_t to, std::vector<uint8_t>& staging) {
+  for (uint64_t at = from; at < to;) {
+    const uint64_t index = at & (capacity - 1);
+    const uint64_t n = std::min(capacity - index, to - at);
+    CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(
+        staging.data() + index, mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n));
+    at += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
+  MapRing& ring = *rings_[i];
+  const uint64_t capacity = ring.capacity();
+  uint64_t published = 0;
+  uint64_t head = 0;
+  CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(
+      &head, maps_[i].base + CUPROBE_MAP_DESC_SIZE + offsetof(cuprobe_map_control, ring_head),
+      sizeof(head)));
+  // Reserved bytes not yet in the rings area; never more than the ring
+  // (producers stay within capacity of the device tail, which trails ours).
+  head = std::min(head, mirror.position + capacity);
+  if (!mirror.broken && head > mirror.position) {
+    // First copy: which records are committed. Their bodies were written
+    // before their commit (release), so a second copy, made after the first
+    // saw the commit, holds them whole: only that one is handed on.
+    CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, capacity, mirror.position, head, mirror.staging));
+    struct Record {
+      uint64_t index, bytes;  // bytes to copy from index, header included
+      uint32_t word0, word1;
+    };
+    std::vector<Record> records;
+    uint64_t end = mirror.position;
+    while (end < head) {
+      const uint64_t index = end & (capacity - 1);
+      uint32_t w0, w1;
+      std::memcpy(&w0, mirror.staging.data() + index, 4);
+      std::memcpy(&w1, mirror.staging.data() + index + 4, 4);
+      uint32_t word = w0;
+      if ((w0 & CUPROBE_RING_COMMIT) == 0) {
+        if ((w1 & CUPROBE_RING_COMMIT) == 0) break;  // not committed yet
+        word = w1 | (w0 & CUPROBE_RING_LEN_MASK);
+      }
+      const uint64_t length = word & CUPROBE_RING_LEN_MASK;
+      const uint64_t room = capacity - index;
+      uint64_t total, bytes;
+      if ((word & CUPROBE_RING_PAD) != 0) {
+        total = CUPROBE_RING_HEADER_SIZE + length;
+        bytes = CUPROBE_RING_HEADER_SIZE;
+      } else {
+        total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+        bytes = total;
+      }
+      if (bytes > room || total > capacity || total == 0) {
+        // Malformed: the header alone goes on, for the consumer to report
+        // where; nothing after it can be placed.
+        records.push_back({index, CUPROBE_RING_HEADER_SIZE, w0, w1});
+        mirror.broken = true;
+        break;
+      }
+      records.push_back({index, bytes, w0, w1});
+      end += total;
+    }
+    if (!records.empty()) {
+      // A malformed header stops the walk at `end`: it is copied too.
+      const uint64_t copy_to = mirror.broken ? end + CUPROBE_RING_HEADER_SIZE : end;
+      CUPROBE_RETURN_IF_ERROR(
+          CopyRingRange(mirror, capacity, mirror.position, copy_to, mirror.staging));
+      uint8_t* data = ring.data();
+      for (const Record& r : records) {
+        // The body, then the header: the commit word last, with release
+        // order (the consumer's acquire load pairs with it).
+        const uint8_t* src = mirror.staging.data() + r.index;
+        uint32_t w0, w1;
+        std::memcpy(&w0, src, 4);
+        std::memcpy(&w1, src + 4, 4);
+        if (r.bytes > CUPROBE_RING_HEADER_SIZE) {
+          std::memcpy(data + r.index + CUPROBE_RING_HEADER_SIZE, src + CUPROBE_RING_HEADER_SIZE,
+                      r.bytes - CUPROBE_RING_HEADER_SIZE);
+        }
+        auto* header = reinterpret_cast<uint32_t*>(data + r.index);
+        if ((w0 & CUPROBE_RING_COMMIT) != 0) {
+          std::atomic_ref<uint32_t>(header[1]).store(w1, std::memory_order_relaxed);
+          std::atomic_ref<uint32_t>(header[0]).store(w0, std::memory_order_release);
+        } else {
+          std::atomic_ref<uint32_t>(header[0]).store(w0, std::memory_order_relaxed);
+          std::atomic_ref<uint32_t>(header[1]).store(w1, std::memory_order_release);
+        }
+        ++published;
+      }
+      mirror.position = end;
+    }
+  }
+  // What the consumer has passed is zeroed on the device, then producers
+  // may reuse it.
+  const uint64_t tail =
+      std::atomic_ref<uint64_t>(ring.host()->tail).load(std::memory_order_acquire);
+  // (A consumer never passes what was mirrored; if it did, nothing before
+  // its tail is left to mirror.)
+  if (tail > mirror.position) mirror.position = tail;
+  if (tail > mirror.device_tail) {
+    const uint64_t from = tail - mirror.device_tail >= capacity ? tail - capacity
+                                                                 : mirror.device_tail;
+    for (uint64_t at = from; at < tail;) {
+      const uint64_t index = at & (capacity - 1);
+      const uint64_t n = std::min(capacity - index, tail - at);
+      CUPROBE_RETURN_IF_ERROR(memory_->Zero(mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n));
+      at += n;
+    }
+    CUPROBE_RETURN_IF_ERROR(memory_->CopyToDevice(
+        mirror.shadow + offsetof(cuprobe_ring_host, tail), &tail, sizeof(tail)));
+    mirror.device_tail = tail;
+  }
+  return published;
+}
+
 absl::Status MapSet::Release() {
   absl::Status first;
   if (memory_ != nullptr) {
@@ -564,6 +740,12 @@ absl::Status MapSet::Release() {
       absl::Status s = memory_->Free(area.base);
       if (first.ok() && !s.ok()) first = s;
     }
+    for (std::optional<RingMirror>& mirror : mirrors_) {
+      if (!mirror.has_value() || mirror->shadow == 0) continue;
+      absl::Status s = memory_->Free(mirror->shadow);
+      if (first.ok() && !s.ok()) first = s;
+      mirror->shadow = 0;
+    }
     if (rings_host_ != nullptr) {
       absl::Status s = memory_->UnmapHost(rings_host_);
       if (first.ok() && !s.ok()) first = s;
@@ -576,6 +758,7 @@ absl::Status MapSet::Release() {
   site_blocks_.clear();
   range_areas_.clear();
   rings_.clear();
+  mirrors_.clear();
   return first;
 }
 

@@ -17,10 +17,19 @@
 //   CUPROBE_RETURN_IF_ERROR(maps.Publish(NowNs()));  // watcher
 //   CUPROBE_RETURN_IF_ERROR(maps.Release());         // teardown, context still valid
 //
-// Ring buffers need the region: their data lives in its rings area, which
-// Create maps for the device once (DeviceMemory::MapHost over the whole
-// area; in the hook this is cuMemHostRegister, so Create must run once a
-// context exists).
+// Ring buffers need the region: the consumer reads their records from its
+// rings area. Where the GPU writes them depends on RingData:
+//  - kHost: into the rings area itself, which Create maps for the device
+//    once (DeviceMemory::MapHost over the whole area; in the hook this is
+//    cuMemHostRegister, so Create must run once a context exists).
+//  - kDeviceMirrored: into a device-memory copy of each ring (its
+//    struct cuprobe_ring_host, then the data), which PumpRings() mirrors
+//    into the rings area: committed records are copied out in order, each
+//    published with its commit word last, and the bytes the consumer has
+//    passed are zeroed on the device before the device copy's tail lets
+//    producers reuse them. A record in host memory costs the GPU about
+//    8.6 ns (a PCIe write per store), in device memory under 2 ns
+//    (docs/PERFORMANCE.md, bench/experiments/ring_latency.cu).
 //
 // Hazards:
 //  - Not thread-safe: one thread (the watcher) publishes; Create and Release
@@ -46,6 +55,8 @@
 
 namespace cuprobe {
 
+enum class RingData { kHost, kDeviceMirrored };
+
 class MapSet {
  public:
   // `region` may be null when no map is a RINGBUF (then Publish only
@@ -53,7 +64,8 @@ class MapSet {
   // exactly `specs` (name, type, sizes, extra: FAILED_PRECONDITION naming
   // the first difference otherwise: the segment was made for another bundle).
   [[nodiscard]] static absl::StatusOr<MapSet> Create(absl::Span<const MapSpec> specs,
-                                                     DeviceMemory* memory, MapsRegion* region);
+                                                     DeviceMemory* memory, MapsRegion* region,
+                                                     RingData ring_data = RingData::kHost);
 
   MapSet(MapSet&&) noexcept;
   MapSet& operator=(MapSet&&) noexcept;
@@ -67,15 +79,24 @@ class MapSet {
   // for a module's constant copy (__cuprobe_map_descs, abi.h 3.).
   [[nodiscard]] const std::vector<uint8_t>& descriptors() const { return descriptors_; }
   [[nodiscard]] size_t size() const { return maps_.size(); }
-  // Whether any map is a ring buffer (host memory mapped for the GPU).
-  [[nodiscard]] bool has_rings() const { return rings_host_ != nullptr; }
+  // Whether any map is a ring buffer.
+  [[nodiscard]] bool has_rings() const { return has_rings_; }
   [[nodiscard]] const MapGeometry& geometry(size_t i) const { return maps_[i].geometry; }
   [[nodiscard]] const MapSpec& spec(size_t i) const { return maps_[i].spec; }
 
   // Snapshots every map into the region (if any) and honours clear requests
   // and host writes (ARRAY entries; MapsRegion::RequestWrite), before the
   // snapshot, so a reader that saw a write acknowledged sees it published.
+  // Mirrored rings are pumped first (PumpRings).
   [[nodiscard]] absl::Status Publish(uint64_t now_ns);
+
+  // kDeviceMirrored: for each ring, copies the records committed on the
+  // device since the last call into the rings area (in order, up to the
+  // first record not committed yet), then zeroes the device bytes the
+  // consumer has passed and moves the device copy's tail there. Returns how
+  // many records it published. A no-op for kHost. One thread at a time (the
+  // hook's ring pump, or Publish).
+  [[nodiscard]] absl::StatusOr<uint64_t> PumpRings();
 
   // Continues from what the region last published: every map that has a
   // snapshot (generation > 0) gets that snapshot's control and image as its
@@ -163,6 +184,20 @@ class MapSet {
   // `counts`: SiteCounts(), read once per Publish (null: read here).
   [[nodiscard]] absl::Status CopyFolded(size_t i, std::vector<uint8_t>* out,
                                         const SiteCountValues* counts = nullptr);
+  // A mirrored ring (kDeviceMirrored): its device copy and how far the
+  // mirror and the zeroing have got.
+  struct RingMirror {
+    uint64_t shadow = 0;       // device address: struct cuprobe_ring_host, then the data
+    uint64_t position = 0;     // records before it are in the rings area
+    uint64_t device_tail = 0;  // the device copy's tail: data before it is zero
+    bool broken = false;       // a malformed header was handed on; nothing after it
+    std::vector<uint8_t> staging;  // the device data, at the same offsets
+  };
+  [[nodiscard]] absl::StatusOr<uint64_t> PumpRing(size_t i, RingMirror& mirror);
+  // Device data [from, to) of a ring (positions; wraps) into mirror.staging.
+  [[nodiscard]] absl::Status CopyRingRange(const RingMirror& mirror, uint64_t capacity,
+                                           uint64_t from, uint64_t to,
+                                           std::vector<uint8_t>& staging);
 
   DeviceMemory* memory_ = nullptr;
   MapsRegion* region_ = nullptr;
@@ -170,7 +205,9 @@ class MapSet {
   std::vector<uint64_t> table_;
   std::vector<uint8_t> descriptors_;
   std::vector<std::optional<MapRing>> rings_;  // per map; nullopt for non-rings
-  void* rings_host_ = nullptr;        // mapped rings area, or null
+  void* rings_host_ = nullptr;        // mapped rings area (kHost), or null
+  bool has_rings_ = false;
+  std::vector<std::optional<RingMirror>> mirrors_;  // per map; kDeviceMirrored rings only
   std::vector<uint8_t> staging_;      // device -> host (folded), before the seqlocked copy
   std::vector<SiteBlock> site_blocks_;
   std::vector<RangeArea> range_areas_;

@@ -74,6 +74,16 @@ const char* RingCommitStore() {
   return "st.release.sys.b32 [$0], $1;";
 }
 
+// CUPROBE_DIAG_RING_DROP (read when a probe is compiled; for measuring
+// only): "nocount" drops a full ring's records without counting them,
+// "always" drops every record without reading the SM's hint (nothing is
+// ever delivered), "always-nocount" both. Each breaks delivered + dropped =
+// produced: it measures what the drop path's parts cost.
+std::string_view RingDropDiag() {
+  const char* env = std::getenv("CUPROBE_DIAG_RING_DROP");
+  return env == nullptr ? "" : env;
+}
+
 std::string Sanitize(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -769,7 +779,11 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::Value* record_bytes = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
                                            C64(~uint64_t{7}));
   llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx_, "ring.fast", fn_);
-  b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, fast);
+  if (RingDropDiag().starts_with("always")) {
+    b_.CreateBr(drop);
+  } else {
+    b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, fast);
+  }
 
   // A lone lane (a block leader) whose record fits by the cached tail, with
   // no refresh of that tail due: the reservation inline (abi.h 9.), its
@@ -861,15 +875,35 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
   llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
   llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
-  llvm::Value* bytes = b_.CreateZExt(
-      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_redux_sync_add, {},
-                         {b_.CreateTrunc(record_bytes, I32()), active}),
-      I64());
-  b_.CreateCondBr(b_.CreateICmpEQ(lane, first), lead, done);
-
-  b_.SetInsertPoint(lead);
   llvm::Value* lanes =
       b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
+  // A record size the program fixes (the usual case: sizeof an event) is
+  // the same in every lane: the bytes are lanes x size, and the redux.sync
+  // that the dropping lanes would wait on folds away (llvm.is.constant is
+  // decided after the optimizer has propagated the size).
+  llvm::BasicBlock* uniform = llvm::BasicBlock::Create(ctx_, "ring.drop.uniform", fn_);
+  llvm::BasicBlock* summed = llvm::BasicBlock::Create(ctx_, "ring.drop.redux", fn_);
+  llvm::BasicBlock* counted = llvm::BasicBlock::Create(ctx_, "ring.drop.bytes", fn_);
+  b_.CreateCondBr(b_.CreateIntrinsic(llvm::Intrinsic::is_constant, {I64()}, {record_bytes}),
+                  uniform, summed);
+  b_.SetInsertPoint(uniform);
+  llvm::Value* uniform_bytes = b_.CreateMul(lanes, record_bytes);
+  b_.CreateBr(counted);
+  b_.SetInsertPoint(summed);
+  llvm::Value* summed_bytes =
+      b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_redux_sync_add, {},
+                                       {b_.CreateTrunc(record_bytes, I32()), active}),
+                    I64());
+  b_.CreateBr(counted);
+  b_.SetInsertPoint(counted);
+  llvm::PHINode* bytes = b_.CreatePHI(I64(), 2);
+  bytes->addIncoming(uniform_bytes, uniform);
+  bytes->addIncoming(summed_bytes, summed);
+  b_.CreateCondBr(RingDropDiag().ends_with("nocount") ? b_.getFalse()
+                                                       : b_.CreateICmpEQ(lane, first),
+                  lead, done);
+
+  b_.SetInsertPoint(lead);
   AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED)), lanes);
   AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED_BYTES)), bytes);
   b_.CreateBr(done);
@@ -881,7 +915,7 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
 
   b_.SetInsertPoint(done);
   llvm::PHINode* r0 = b_.CreatePHI(I64(), 5);
-  r0->addIncoming(C64(0), drop);
+  r0->addIncoming(C64(0), counted);
   r0->addIncoming(C64(0), lead);
   r0->addIncoming(reserved, call_end);
   r0->addIncoming(body, granted);

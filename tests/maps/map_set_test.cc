@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -26,6 +27,7 @@
 #include "maps/map_snapshot.h"
 #include "maps/segment.h"
 #include "tests/maps/map_test_util.h"
+#include "tests/maps/ring_test_util.h"
 
 namespace cuprobe {
 namespace {
@@ -189,7 +191,9 @@ TEST_F(MapSetTest, DescriptorsDriveTheAlgorithmsAndReadersSeePublishedSnapshots)
 // maps made again after cudaDeviceReset) goes on from the last snapshot:
 // counts add up, HASH keys stay, the ring's head continues past what the
 // consumer already read, with no record repeated or lost.
-TEST_F(MapSetTest, MapsMadeAgainContinueFromTheLastSnapshot) {
+class MapSetPlacementTest : public MapSetTest, public ::testing::WithParamInterface<RingData> {};
+
+TEST_P(MapSetPlacementTest, MapsMadeAgainContinueFromTheLastSnapshot) {
   Session& session = Create(Specs());
   absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
   ASSERT_TRUE(consumer.ok());
@@ -205,7 +209,7 @@ TEST_F(MapSetTest, MapsMadeAgainContinueFromTheLastSnapshot) {
   };
   auto run = [&](uint64_t round) {
     HostDeviceMemory memory;
-    absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps());
+    absl::StatusOr<MapSet> maps = MapSet::Create(Specs(), &memory, &session.maps(), GetParam());
     ASSERT_TRUE(maps.ok()) << maps.status();
     absl::StatusOr<size_t> seeded = maps->SeedFromRegion();
     ASSERT_TRUE(seeded.ok()) << seeded.status();
@@ -245,6 +249,126 @@ TEST_F(MapSetTest, MapsMadeAgainContinueFromTheLastSnapshot) {
   EXPECT_THAT(events, ::testing::ElementsAre(0u, 1u, 2u));
   EXPECT_EQ(ring->Stats().reserved, 3u);
   EXPECT_EQ(ring->Stats().head, 72u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rings, MapSetPlacementTest,
+                         ::testing::Values(RingData::kHost, RingData::kDeviceMirrored),
+                         [](const ::testing::TestParamInfo<RingData>& info) {
+                           return info.param == RingData::kHost ? "InHostMemory"
+                                                                : "InDeviceMemoryMirrored";
+                         });
+
+// kDeviceMirrored: producers write into a device copy of the ring, and the
+// segment sees records only through PumpRings: nothing before a pump, then
+// every record in order and byte-exact (discarded ones skipped), across
+// many wraps of a small ring. Space the consumer frees reaches producers
+// at the next pump, which zeroes it on the device first.
+TEST_F(MapSetTest, MirroredRingDeliversEveryRecordInOrderThroughThePump) {
+  Session& session = Create(Specs());
+  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
+  ASSERT_TRUE(consumer.ok());
+  absl::StatusOr<MapRing> ring = consumer->maps().Ring(4);
+  ASSERT_TRUE(ring.ok());
+  HostDeviceMemory memory;
+  absl::StatusOr<MapSet> maps =
+      MapSet::Create(Specs(), &memory, &session.maps(), RingData::kDeviceMirrored);
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  EXPECT_TRUE(maps->has_rings());
+  EXPECT_EQ(memory.live_host_mappings(), 0u) << "no host memory registered for the GPU";
+  const cuprobe_map_desc* d = Desc(*maps, 4);
+  const uint64_t capacity = d->slot_mask + 1;
+  auto* shadow = algo::Ptr<cuprobe_ring_host>(d->ring_host);
+  EXPECT_EQ(shadow->magic, CUPROBE_RING_HOST_MAGIC);
+  EXPECT_NE(reinterpret_cast<uint8_t*>(d->ring_data), ring->data()) << "the device's own copy";
+
+  uint32_t next = 0;                // sequence numbers produced
+  std::vector<uint32_t> expected;   // ... that are not discarded
+  std::vector<uint32_t> got;
+  auto produce_until_full = [&] {
+    for (;;) {
+      std::vector<uint8_t> body = testing::MakeBody(0, next, testing::BodyLenFor(next));
+      if (next % 3 == 0) {
+        const uint64_t at = algo::RingReserve(d, body.size(), 0);
+        if (at == 0) return;
+        std::memcpy(algo::Ptr<uint8_t>(at), body.data(), body.size());
+        const bool discard = next % 7 == 0;
+        algo::RingFinishRecord(at, discard);
+        if (!discard) expected.push_back(next);
+      } else {
+        if (algo::RingOutput(d, body.data(), body.size(), 0) != 0) return;
+        expected.push_back(next);
+      }
+      ++next;
+    }
+  };
+  auto consume = [&] {
+    return ring->Consume([&](absl::Span<const uint8_t> b) {
+      // ParseBody checks a body with its record's zero padding.
+      std::vector<uint8_t> padded(b.begin(), b.end());
+      padded.resize(((8 + b.size() + 7) & ~size_t{7}) - 8, 0);
+      testing::CheckedBody body;
+      ASSERT_TRUE(testing::ParseBody(padded, &body)) << body.error;
+      got.push_back(body.seq);
+    });
+  };
+  for (int round = 0; round < 40; ++round) {
+    produce_until_full();
+    EXPECT_EQ(consume(), 0u) << "round " << round << ": nothing in the segment before a pump";
+    absl::StatusOr<uint64_t> pumped = maps->PumpRings();
+    ASSERT_TRUE(pumped.ok()) << pumped.status();
+    EXPECT_GT(*pumped, 0u);
+    consume();
+    ASSERT_TRUE(ring->status().ok()) << ring->status();
+    EXPECT_LT(shadow->tail, ring->Stats().tail) << "the device learns at the next pump";
+    pumped = maps->PumpRings();
+    ASSERT_TRUE(pumped.ok());
+    EXPECT_EQ(*pumped, 0u);
+    EXPECT_EQ(shadow->tail, ring->Stats().tail);
+    const uint8_t* data = algo::Ptr<const uint8_t>(d->ring_data);
+    EXPECT_EQ(std::count(data, data + capacity, 0), static_cast<long>(capacity))
+        << "round " << round << ": consumed bytes are zero on the device";
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_GT(ring->Stats().tail, 20 * capacity) << "many wraps";
+  ASSERT_TRUE(maps->Release().ok());
+  EXPECT_EQ(memory.live_allocations(), 0u) << "the device copy is freed too";
+}
+
+// The mirror stops at the first record not committed yet, and hands on
+// what follows it once it is committed, in reservation order.
+TEST_F(MapSetTest, MirroredRingWaitsForARecordStillBeingWritten) {
+  Session& session = Create(Specs());
+  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
+  ASSERT_TRUE(consumer.ok());
+  absl::StatusOr<MapRing> ring = consumer->maps().Ring(4);
+  ASSERT_TRUE(ring.ok());
+  HostDeviceMemory memory;
+  absl::StatusOr<MapSet> maps =
+      MapSet::Create(Specs(), &memory, &session.maps(), RingData::kDeviceMirrored);
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  const cuprobe_map_desc* d = Desc(*maps, 4);
+  std::vector<uint64_t> events;
+  auto consume = [&] {
+    return ring->Consume([&](absl::Span<const uint8_t> b) {
+      uint64_t v;
+      std::memcpy(&v, b.data(), 8);
+      events.push_back(v);
+    });
+  };
+  const uint64_t first = algo::RingReserve(d, 16, 0);
+  ASSERT_NE(first, 0u);
+  const uint64_t a[2] = {1, 1}, b[2] = {2, 2};
+  std::memcpy(algo::Ptr<uint8_t>(first), a, sizeof(a));
+  ASSERT_EQ(algo::RingOutput(d, b, sizeof(b), 0), 0);
+  absl::StatusOr<uint64_t> pumped = maps->PumpRings();
+  ASSERT_TRUE(pumped.ok());
+  EXPECT_EQ(*pumped, 0u) << "the first record is not committed";
+  EXPECT_EQ(consume(), 0u);
+  algo::RingFinishRecord(first, /*discard=*/false);
+  ASSERT_TRUE(maps->Publish(1).ok()) << "Publish pumps too";
+  EXPECT_EQ(consume(), 2u);
+  EXPECT_THAT(events, ::testing::ElementsAre(1u, 2u));
+  ASSERT_TRUE(maps->Release().ok());
 }
 
 // Host writes (`cuprobe maps --set`): a reader in another process asks, the
