@@ -151,14 +151,17 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
         }
         RingMirror& mirror = set.mirrors_.back().emplace();
         mirror.shadow = *shadow;
-        mirror.position = mirror.device_tail = ring->Stats().tail;
+        // The device copy starts empty at 0; in the rings area the pump is
+        // a new producer (records a gone one left are read first).
+        mirror.host_head = ring->ResumePosition();
         mirror.staging.assign(capacity, 0);
         if (absl::Status s = memory->Zero(*shadow, MapRing::BlockBytes(capacity)); !s.ok()) {
           return fail(s);
         }
         cuprobe_ring_host header;
         std::memcpy(&header, ring->host(), sizeof(header));
-        header.tail = mirror.device_tail;
+        header.tail = 0;
+        header.resume_at = 0;
         if (absl::Status s = memory->CopyToDevice(*shadow, &header, sizeof(header)); !s.ok()) {
           return fail(s);
         }
@@ -227,13 +230,10 @@ absl::StatusOr<size_t> MapSet::SeedFromRegion() {
       control.ring_tail_cache = rings_[i]->Stats().tail;
       control.ring_refresh_ns = 0;
       if (mirrors_[i].has_value()) {
-        // The device copy's data is all zero: the mirror starts where the
-        // new producer does; the consumer reaches it (or skips to it).
-        mirrors_[i]->position = control.ring_head;
-        mirrors_[i]->device_tail = control.ring_tail_cache;
-        CUPROBE_RETURN_IF_ERROR(memory_->CopyToDevice(
-            mirrors_[i]->shadow + offsetof(cuprobe_ring_host, tail), &control.ring_tail_cache,
-            sizeof(uint64_t)));
+        // The device copy starts empty at 0 (Create); the pump goes on in
+        // the rings area where a new producer would.
+        mirrors_[i]->host_head = control.ring_head;
+        control.ring_head = control.ring_tail_cache = 0;
       }
       std::memcpy(snap.bytes.data(), &control, sizeof(control));
     }
@@ -589,6 +589,11 @@ absl::Status MapSet::PublishSnapshots(uint64_t now_ns) {
     if (m.geometry.type == CUPROBE_MAP_RINGBUF) {
       cuprobe_map_control control;
       std::memcpy(&control, staging_.data(), sizeof(control));
+      if (mirrors_[i].has_value()) {
+        // In the rings area's positions: what the pump placed there, plus
+        // what waits on the device.
+        control.ring_head = mirrors_[i]->host_head + (control.ring_head - mirrors_[i]->position);
+      }
       if (rings_[i].has_value()) rings_[i]->Publish(control);
     }
   }
@@ -621,104 +626,107 @@ absl::Status MapSet::CopyRingRange(const RingMirror& mirror, uint64_t capacity, 
 absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
   MapRing& ring = *rings_[i];
   const uint64_t capacity = ring.capacity();
-  uint64_t published = 0;
   uint64_t head = 0;
   CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(
       &head, maps_[i].base + CUPROBE_MAP_DESC_SIZE + offsetof(cuprobe_map_control, ring_head),
       sizeof(head)));
-  // Reserved bytes not yet in the rings area; never more than the ring
-  // (producers stay within capacity of the device tail, which trails ours).
+  // Producers stay within a capacity of the device tail, which is ours.
   head = std::min(head, mirror.position + capacity);
-  if (!mirror.broken && head > mirror.position) {
-    // First copy: which records are committed. Their bodies were written
-    // before their commit (release), so a second copy, made after the first
-    // saw the commit, holds them whole: only that one is handed on.
-    CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, capacity, mirror.position, head, mirror.staging));
-    struct Record {
-      uint64_t index, bytes;  // bytes to copy from index, header included
-      uint32_t word0, word1;
-    };
-    std::vector<Record> records;
-    uint64_t end = mirror.position;
-    while (end < head) {
-      const uint64_t index = end & (capacity - 1);
-      uint32_t w0, w1;
-      std::memcpy(&w0, mirror.staging.data() + index, 4);
-      std::memcpy(&w1, mirror.staging.data() + index + 4, 4);
-      uint32_t word = w0;
-      if ((w0 & CUPROBE_RING_COMMIT) == 0) {
-        if ((w1 & CUPROBE_RING_COMMIT) == 0) break;  // not committed yet
-        word = w1 | (w0 & CUPROBE_RING_LEN_MASK);
-      }
-      const uint64_t length = word & CUPROBE_RING_LEN_MASK;
-      const uint64_t room = capacity - index;
-      uint64_t total, bytes;
-      if ((word & CUPROBE_RING_PAD) != 0) {
-        total = CUPROBE_RING_HEADER_SIZE + length;
-        bytes = CUPROBE_RING_HEADER_SIZE;
-      } else {
-        total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
-        bytes = total;
-      }
-      if (bytes > room || total > capacity || total == 0) {
-        // Malformed: the header alone goes on, for the consumer to report
-        // where; nothing after it can be placed.
-        records.push_back({index, CUPROBE_RING_HEADER_SIZE, w0, w1});
-        mirror.broken = true;
-        break;
-      }
-      records.push_back({index, bytes, w0, w1});
-      end += total;
+  if (mirror.broken || head <= mirror.position) return uint64_t{0};
+  // First copy: which records are committed. Their bodies were written
+  // before their commit (release), so a second copy, made after the first
+  // saw the commits, holds them whole: only that one is handed on.
+  CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, capacity, mirror.position, head, mirror.staging));
+  uint64_t end = mirror.position;
+  while (end < head) {
+    const uint64_t index = end & (capacity - 1);
+    uint32_t w0, w1;
+    std::memcpy(&w0, mirror.staging.data() + index, 4);
+    std::memcpy(&w1, mirror.staging.data() + index + 4, 4);
+    uint32_t word = w0;
+    if ((w0 & CUPROBE_RING_COMMIT) == 0) {
+      if ((w1 & CUPROBE_RING_COMMIT) == 0) break;  // not committed yet
+      word = w1 | (w0 & CUPROBE_RING_LEN_MASK);
     }
-    if (!records.empty()) {
-      // A malformed header stops the walk at `end`: it is copied too.
-      const uint64_t copy_to = mirror.broken ? end + CUPROBE_RING_HEADER_SIZE : end;
-      CUPROBE_RETURN_IF_ERROR(
-          CopyRingRange(mirror, capacity, mirror.position, copy_to, mirror.staging));
-      uint8_t* data = ring.data();
-      for (const Record& r : records) {
-        // The body, then the header: the commit word last, with release
-        // order (the consumer's acquire load pairs with it).
-        const uint8_t* src = mirror.staging.data() + r.index;
-        uint32_t w0, w1;
-        std::memcpy(&w0, src, 4);
-        std::memcpy(&w1, src + 4, 4);
-        if (r.bytes > CUPROBE_RING_HEADER_SIZE) {
-          std::memcpy(data + r.index + CUPROBE_RING_HEADER_SIZE, src + CUPROBE_RING_HEADER_SIZE,
-                      r.bytes - CUPROBE_RING_HEADER_SIZE);
-        }
-        auto* header = reinterpret_cast<uint32_t*>(data + r.index);
-        if ((w0 & CUPROBE_RING_COMMIT) != 0) {
-          std::atomic_ref<uint32_t>(header[1]).store(w1, std::memory_order_relaxed);
-          std::atomic_ref<uint32_t>(header[0]).store(w0, std::memory_order_release);
-        } else {
-          std::atomic_ref<uint32_t>(header[0]).store(w0, std::memory_order_relaxed);
-          std::atomic_ref<uint32_t>(header[1]).store(w1, std::memory_order_release);
-        }
-        ++published;
-      }
-      mirror.position = end;
+    const uint64_t length = word & CUPROBE_RING_LEN_MASK;
+    const uint64_t total = (word & CUPROBE_RING_PAD) != 0
+                               ? CUPROBE_RING_HEADER_SIZE + length
+                               : (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+    if (((word & CUPROBE_RING_PAD) == 0 && total > capacity - index) || total > capacity) {
+      if (end > mirror.position) break;  // hand on what precedes it first
+      mirror.broken = true;
+      return absl::DataLossError(absl::StrFormat(
+          "ring '%s': the record at device position %d has a bad header (0x%08x 0x%08x); "
+          "its records stop there",
+          maps_[i].spec.name, end, w0, w1));
     }
+    end += total;
   }
-  // What the consumer has passed is zeroed on the device, then producers
-  // may reuse it.
-  const uint64_t tail =
+  end = std::min(end, head);
+  if (end == mirror.position) return uint64_t{0};
+  CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, capacity, mirror.position, end, mirror.staging));
+
+  // Each record goes to the rings area at the pump's own position there (a
+  // producer of its own: the consumer frees that space, not the device's),
+  // body first, commit word last with release order. A record that does
+  // not fit before the end of the area is preceded by a pad; one that does
+  // not fit before the consumer's tail waits on the device.
+  uint8_t* data = ring.data();
+  const uint64_t host_tail =
       std::atomic_ref<uint64_t>(ring.host()->tail).load(std::memory_order_acquire);
-  // (A consumer never passes what was mirrored; if it did, nothing before
-  // its tail is left to mirror.)
-  if (tail > mirror.position) mirror.position = tail;
-  if (tail > mirror.device_tail) {
-    const uint64_t from = tail - mirror.device_tail >= capacity ? tail - capacity
-                                                                 : mirror.device_tail;
-    for (uint64_t at = from; at < tail;) {
-      const uint64_t index = at & (capacity - 1);
-      const uint64_t n = std::min(capacity - index, tail - at);
+  auto publish = [&](uint64_t at, uint32_t w0, uint32_t w1, const uint8_t* body, uint64_t n) {
+    if (n > 0) std::memcpy(data + at + CUPROBE_RING_HEADER_SIZE, body, n);
+    auto* header = reinterpret_cast<uint32_t*>(data + at);
+    if ((w0 & CUPROBE_RING_COMMIT) != 0) {
+      std::atomic_ref<uint32_t>(header[1]).store(w1, std::memory_order_relaxed);
+      std::atomic_ref<uint32_t>(header[0]).store(w0, std::memory_order_release);
+    } else {
+      std::atomic_ref<uint32_t>(header[0]).store(w0, std::memory_order_relaxed);
+      std::atomic_ref<uint32_t>(header[1]).store(w1, std::memory_order_release);
+    }
+  };
+  uint64_t published = 0;
+  uint64_t at = mirror.position;
+  while (at < end) {
+    const uint64_t index = at & (capacity - 1);
+    const uint8_t* src = mirror.staging.data() + index;
+    uint32_t w0, w1;
+    std::memcpy(&w0, src, 4);
+    std::memcpy(&w1, src + 4, 4);
+    const uint32_t word = (w0 & CUPROBE_RING_COMMIT) != 0 ? w0 : (w1 | (w0 & CUPROBE_RING_LEN_MASK));
+    const uint64_t length = word & CUPROBE_RING_LEN_MASK;
+    if ((word & CUPROBE_RING_PAD) != 0) {  // the device's own filler: nothing to hand on
+      at += CUPROBE_RING_HEADER_SIZE + length;
+      continue;
+    }
+    const uint64_t total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+    const uint64_t host_index = mirror.host_head & (capacity - 1);
+    const uint64_t room = capacity - host_index;
+    const uint64_t needed = total > room ? room + total : total;
+    if (mirror.host_head + needed - host_tail > capacity) break;  // the consumer is behind
+    if (total > room) {
+      publish(host_index, CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
+                              static_cast<uint32_t>(room - CUPROBE_RING_HEADER_SIZE),
+              0, nullptr, 0);
+      mirror.host_head += room;
+    }
+    publish(mirror.host_head & (capacity - 1), w0, w1, src + CUPROBE_RING_HEADER_SIZE,
+            total - CUPROBE_RING_HEADER_SIZE);
+    mirror.host_head += total;
+    at += total;
+    ++published;
+  }
+  // What was handed on is zeroed on the device, then producers may reuse it.
+  if (at > mirror.position) {
+    for (uint64_t z = mirror.position; z < at;) {
+      const uint64_t index = z & (capacity - 1);
+      const uint64_t n = std::min(capacity - index, at - z);
       CUPROBE_RETURN_IF_ERROR(memory_->Zero(mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n));
-      at += n;
+      z += n;
     }
     CUPROBE_RETURN_IF_ERROR(memory_->CopyToDevice(
-        mirror.shadow + offsetof(cuprobe_ring_host, tail), &tail, sizeof(tail)));
-    mirror.device_tail = tail;
+        mirror.shadow + offsetof(cuprobe_ring_host, tail), &at, sizeof(at)));
+    mirror.position = at;
   }
   return published;
 }

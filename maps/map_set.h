@@ -22,14 +22,16 @@
 //  - kHost: into the rings area itself, which Create maps for the device
 //    once (DeviceMemory::MapHost over the whole area; in the hook this is
 //    cuMemHostRegister, so Create must run once a context exists).
-//  - kDeviceMirrored: into a device-memory copy of each ring (its
-//    struct cuprobe_ring_host, then the data), which PumpRings() mirrors
-//    into the rings area: committed records are copied out in order, each
-//    published with its commit word last, and the bytes the consumer has
-//    passed are zeroed on the device before the device copy's tail lets
-//    producers reuse them. A record in host memory costs the GPU about
-//    8.6 ns (a PCIe write per store), in device memory under 2 ns
-//    (docs/PERFORMANCE.md, bench/experiments/ring_latency.cu).
+//  - kDeviceMirrored: into a ring of the same capacity in device memory
+//    (its struct cuprobe_ring_host, then the data), from which PumpRings()
+//    moves committed records into the rings area: in order, each written
+//    body first and commit word last, at the pump's own position there
+//    (padding at the end as a producer would; a record the consumer has no
+//    room for yet waits on the device). The device bytes handed on are
+//    zeroed before the device ring's tail frees them. A record written by
+//    the GPU into host memory costs it about 8.6 ns (a PCIe write per
+//    store), into device memory under 2 ns (docs/PERFORMANCE.md,
+//    bench/experiments/ring_latency.cu).
 //
 // Hazards:
 //  - Not thread-safe: one thread (the watcher) publishes; Create and Release
@@ -90,12 +92,13 @@ class MapSet {
   // Mirrored rings are pumped first (PumpRings).
   [[nodiscard]] absl::Status Publish(uint64_t now_ns);
 
-  // kDeviceMirrored: for each ring, copies the records committed on the
+  // kDeviceMirrored: for each ring, moves the records committed on the
   // device since the last call into the rings area (in order, up to the
-  // first record not committed yet), then zeroes the device bytes the
-  // consumer has passed and moves the device copy's tail there. Returns how
-  // many records it published. A no-op for kHost. One thread at a time (the
-  // hook's ring pump, or Publish).
+  // first record not committed yet or with no room there yet), then zeroes
+  // what it moved on the device and moves the device ring's tail past it.
+  // Returns how many records it published. DATA_LOSS (once; the ring's
+  // records stop there) for a malformed header on the device. A no-op for
+  // kHost. One thread at a time (the hook's ring pump, or Publish).
   [[nodiscard]] absl::StatusOr<uint64_t> PumpRings();
 
   // Continues from what the region last published: every map that has a
@@ -187,10 +190,11 @@ class MapSet {
   // A mirrored ring (kDeviceMirrored): its device copy and how far the
   // mirror and the zeroing have got.
   struct RingMirror {
-    uint64_t shadow = 0;       // device address: struct cuprobe_ring_host, then the data
-    uint64_t position = 0;     // records before it are in the rings area
-    uint64_t device_tail = 0;  // the device copy's tail: data before it is zero
-    bool broken = false;       // a malformed header was handed on; nothing after it
+    uint64_t shadow = 0;     // device address: struct cuprobe_ring_host, then the data
+    uint64_t position = 0;   // device position: records before it were handed on (and
+                             // zeroed; the device copy's tail)
+    uint64_t host_head = 0;  // where the next record goes in the rings area
+    bool broken = false;     // a malformed header on the device: nothing after it
     std::vector<uint8_t> staging;  // the device data, at the same offsets
   };
   [[nodiscard]] absl::StatusOr<uint64_t> PumpRing(size_t i, RingMirror& mirror);
