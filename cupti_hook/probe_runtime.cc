@@ -433,11 +433,11 @@ absl::Status DeviceMaps::UsableInCurrentContext() {
         "the probes' maps live in another CUDA context, in memory that is not shared with this "
         "one (the device has no virtual memory management)");
   }
-  if (maps_->has_rings()) {
+  if (maps_->has_rings() && ring_data_ != RingData::kDeviceMirrored) {
     return absl::FailedPreconditionError(
         "the probes' maps live in another CUDA context, and their ring buffers (host memory "
-        "registered in that context) cannot be shared with this one; probes without ring "
-        "buffers or printk reach every context");
+        "registered in that context, CUPROBE_RING_DATA=host) cannot be shared with this one; "
+        "probes without ring buffers or printk reach every context");
   }
   if (!live_contexts_.contains(current)) {
     // Not seen created (the maps were made after it), or being destroyed.

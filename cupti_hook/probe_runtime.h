@@ -103,9 +103,10 @@ class DeviceMaps final : public MapTableProvider {
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
   // OK when the maps do not exist yet, live in the current context, or can
   // be shared with it: their memory belongs to no context
-  // (CudaDeviceMemory::context_independent), no map is a ring buffer (rings
-  // are host memory registered in the maps' context, which dies with it),
-  // and the context is on the maps' device. A context given the maps this
+  // (CudaDeviceMemory::context_independent), no map is a ring buffer in
+  // host memory (RingData::kHost: registered in the maps' context, which
+  // dies with it; mirrored rings live in device memory like the rest), and
+  // the context is on the maps' device. A context given the maps this
   // way is remembered as one of their users. FAILED_PRECONDITION, saying
   // which of these fails, otherwise.
   absl::Status UsableInCurrentContext() override;
