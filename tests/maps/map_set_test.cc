@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,29 +259,54 @@ INSTANTIATE_TEST_SUITE_P(Rings, MapSetPlacementTest,
                                                                 : "InDeviceMemoryMirrored";
                          });
 
+// A session whose ring (map 4) the test consumes, and maps over it whose
+// rings are written in device memory and pumped into the segment.
+class MirroredRingTest : public MapSetTest {
+ protected:
+  void SetUp() override {
+    Session& session = Create(Specs());
+    absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
+    ASSERT_TRUE(consumer.ok()) << consumer.status();
+    consumer_.emplace(*std::move(consumer));
+    absl::StatusOr<MapRing> ring = consumer_->maps().Ring(4);
+    ASSERT_TRUE(ring.ok()) << ring.status();
+    ring_.emplace(*std::move(ring));
+    absl::StatusOr<MapSet> maps =
+        MapSet::Create(Specs(), &memory_, &session.maps(), RingData::kDeviceMirrored);
+    ASSERT_TRUE(maps.ok()) << maps.status();
+    maps_.emplace(*std::move(maps));
+    d_ = Desc(*maps_, 4);
+  }
+  // Consumes what the segment's ring holds; each record's first 8 bytes go
+  // to firsts_.
+  size_t ConsumeFirsts() {
+    return ring_->Consume([&](absl::Span<const uint8_t> b) {
+      uint64_t v;
+      std::memcpy(&v, b.data(), 8);
+      firsts_.push_back(v);
+    });
+  }
+  HostDeviceMemory memory_;
+  std::optional<Session> consumer_;
+  std::optional<MapRing> ring_;
+  std::optional<MapSet> maps_;
+  const cuprobe_map_desc* d_ = nullptr;
+  std::vector<uint64_t> firsts_;
+};
+
 // kDeviceMirrored: producers write into a device copy of the ring, and the
 // segment sees records only through PumpRings: nothing before a pump, then
 // every record in order and byte-exact (discarded ones skipped), across
 // many wraps of a small ring. The pump frees the device ring as it moves
 // records (zeroing them there first); the rings area, at positions of its
 // own, is freed by the consumer.
-TEST_F(MapSetTest, MirroredRingDeliversEveryRecordInOrderThroughThePump) {
-  Session& session = Create(Specs());
-  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
-  ASSERT_TRUE(consumer.ok());
-  absl::StatusOr<MapRing> ring = consumer->maps().Ring(4);
-  ASSERT_TRUE(ring.ok());
-  HostDeviceMemory memory;
-  absl::StatusOr<MapSet> maps =
-      MapSet::Create(Specs(), &memory, &session.maps(), RingData::kDeviceMirrored);
-  ASSERT_TRUE(maps.ok()) << maps.status();
-  EXPECT_TRUE(maps->has_rings());
-  EXPECT_EQ(memory.live_host_mappings(), 0u) << "no host memory registered for the GPU";
-  const cuprobe_map_desc* d = Desc(*maps, 4);
-  const uint64_t capacity = d->slot_mask + 1;
-  auto* shadow = algo::Ptr<cuprobe_ring_host>(d->ring_host);
+TEST_F(MirroredRingTest, DeliversEveryRecordInOrderThroughThePump) {
+  EXPECT_TRUE(maps_->has_rings());
+  EXPECT_EQ(memory_.live_host_mappings(), 0u) << "no host memory registered for the GPU";
+  const uint64_t capacity = d_->slot_mask + 1;
+  auto* shadow = algo::Ptr<cuprobe_ring_host>(d_->ring_host);
   EXPECT_EQ(shadow->magic, CUPROBE_RING_HOST_MAGIC);
-  EXPECT_NE(reinterpret_cast<uint8_t*>(d->ring_data), ring->data()) << "the device's own copy";
+  EXPECT_NE(reinterpret_cast<uint8_t*>(d_->ring_data), ring_->data()) << "the device's own copy";
 
   uint32_t next = 0;                // sequence numbers produced
   std::vector<uint32_t> expected;   // ... that are not discarded
@@ -289,21 +315,21 @@ TEST_F(MapSetTest, MirroredRingDeliversEveryRecordInOrderThroughThePump) {
     for (;;) {
       std::vector<uint8_t> body = testing::MakeBody(0, next, testing::BodyLenFor(next));
       if (next % 3 == 0) {
-        const uint64_t at = algo::RingReserve(d, body.size(), 0);
+        const uint64_t at = algo::RingReserve(d_, body.size(), 0);
         if (at == 0) return;
         std::memcpy(algo::Ptr<uint8_t>(at), body.data(), body.size());
         const bool discard = next % 7 == 0;
         algo::RingFinishRecord(at, discard);
         if (!discard) expected.push_back(next);
       } else {
-        if (algo::RingOutput(d, body.data(), body.size(), 0) != 0) return;
+        if (algo::RingOutput(d_, body.data(), body.size(), 0) != 0) return;
         expected.push_back(next);
       }
       ++next;
     }
   };
   auto consume = [&] {
-    return ring->Consume([&](absl::Span<const uint8_t> b) {
+    return ring_->Consume([&](absl::Span<const uint8_t> b) {
       // ParseBody checks a body with its record's zero padding.
       std::vector<uint8_t> padded(b.begin(), b.end());
       padded.resize(((8 + b.size() + 7) & ~size_t{7}) - 8, 0);
@@ -315,118 +341,82 @@ TEST_F(MapSetTest, MirroredRingDeliversEveryRecordInOrderThroughThePump) {
   for (int round = 0; round < 40; ++round) {
     produce_until_full();
     EXPECT_EQ(consume(), 0u) << "round " << round << ": nothing in the segment before a pump";
-    absl::StatusOr<uint64_t> pumped = maps->PumpRings();
+    absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
     ASSERT_TRUE(pumped.ok()) << pumped.status();
     EXPECT_GT(*pumped, 0u);
     // Until both sides are empty (a record the rings area had no room for
     // waits on the device for the next pump).
     for (int i = 0; i < 4 && (*pumped > 0 || consume() > 0); ++i) {
       consume();
-      pumped = maps->PumpRings();
+      pumped = maps_->PumpRings();
       ASSERT_TRUE(pumped.ok());
     }
-    ASSERT_TRUE(ring->status().ok()) << ring->status();
-    EXPECT_EQ(shadow->tail, algo::Control(d)->ring_head) << "round " << round << ": all moved";
-    const uint8_t* data = algo::Ptr<const uint8_t>(d->ring_data);
+    ASSERT_TRUE(ring_->status().ok()) << ring_->status();
+    EXPECT_EQ(shadow->tail, algo::Control(d_)->ring_head) << "round " << round << ": all moved";
+    const uint8_t* data = algo::Ptr<const uint8_t>(d_->ring_data);
     EXPECT_EQ(std::count(data, data + capacity, 0), static_cast<long>(capacity))
         << "round " << round << ": what was moved is zero on the device";
   }
   EXPECT_EQ(got, expected);
-  EXPECT_GT(ring->Stats().tail, 20 * capacity) << "many wraps";
-  ASSERT_TRUE(maps->Release().ok());
-  EXPECT_EQ(memory.live_allocations(), 0u) << "the device copy is freed too";
+  EXPECT_GT(ring_->Stats().tail, 20 * capacity) << "many wraps";
+  ASSERT_TRUE(maps_->Release().ok());
+  EXPECT_EQ(memory_.live_allocations(), 0u) << "the device copy is freed too";
 }
 
 // A consumer that falls behind: the rings area fills, the pump stops
 // there and records wait on the device (which, once full, drops new ones,
 // counted), and none is lost, repeated or reordered once the consumer
 // catches up.
-TEST_F(MapSetTest, MirroredRingRecordsWaitOnTheDeviceWhileTheConsumerIsBehind) {
-  Session& session = Create(Specs());
-  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
-  ASSERT_TRUE(consumer.ok());
-  absl::StatusOr<MapRing> ring = consumer->maps().Ring(4);
-  ASSERT_TRUE(ring.ok());
-  HostDeviceMemory memory;
-  absl::StatusOr<MapSet> maps =
-      MapSet::Create(Specs(), &memory, &session.maps(), RingData::kDeviceMirrored);
-  ASSERT_TRUE(maps.ok()) << maps.status();
-  const cuprobe_map_desc* d = Desc(*maps, 4);
+TEST_F(MirroredRingTest, RecordsWaitOnTheDeviceWhileTheConsumerIsBehind) {
   uint64_t produced = 0, refused = 0;
   auto produce = [&](int n) {
     for (int k = 0; k < n; ++k) {
       const uint64_t event[8] = {produced, 1, 2, 3, 4, 5, 6, 7};  // 72-byte records
-      if (algo::RingOutput(d, event, sizeof(event), 0) == 0) {
+      if (algo::RingOutput(d_, event, sizeof(event), 0) == 0) {
         ++produced;
       } else {
         ++refused;
       }
     }
   };
-  std::vector<uint64_t> got;
-  auto consume = [&] {
-    return ring->Consume([&](absl::Span<const uint8_t> b) {
-      uint64_t v;
-      std::memcpy(&v, b.data(), 8);
-      got.push_back(v);
-    });
-  };
   // 8 KiB rings of 72-byte records: three fills' worth before consuming.
   for (int i = 0; i < 3; ++i) {
     produce(120);
-    ASSERT_TRUE(maps->PumpRings().ok());
+    ASSERT_TRUE(maps_->PumpRings().ok());
   }
   EXPECT_GT(refused, 0u) << "the device ring filled behind the full rings area";
-  EXPECT_GT(algo::Control(d)->ring_head, *algo::Ptr<uint64_t>(d->ring_host + 64))
+  EXPECT_GT(algo::Control(d_)->ring_head, *algo::Ptr<uint64_t>(d_->ring_host + 64))
       << "records wait on the device";
   for (int i = 0; i < 6; ++i) {
-    consume();
-    ASSERT_TRUE(maps->PumpRings().ok());
+    ConsumeFirsts();
+    ASSERT_TRUE(maps_->PumpRings().ok());
   }
-  EXPECT_EQ(consume(), 0u);
-  ASSERT_EQ(got.size(), produced);
-  for (uint64_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], k);
-  ASSERT_TRUE(maps->Publish(1).ok());
-  EXPECT_EQ(ring->Stats().dropped, refused) << "every refusal counted";
-  EXPECT_EQ(ring->Stats().head, ring->Stats().tail) << "nothing pending";
-  ASSERT_TRUE(maps->Release().ok());
+  EXPECT_EQ(ConsumeFirsts(), 0u);
+  ASSERT_EQ(firsts_.size(), produced);
+  for (uint64_t k = 0; k < firsts_.size(); ++k) ASSERT_EQ(firsts_[k], k);
+  ASSERT_TRUE(maps_->Publish(1).ok());
+  EXPECT_EQ(ring_->Stats().dropped, refused) << "every refusal counted";
+  EXPECT_EQ(ring_->Stats().head, ring_->Stats().tail) << "nothing pending";
+  ASSERT_TRUE(maps_->Release().ok());
 }
 
 // The mirror stops at the first record not committed yet, and hands on
 // what follows it once it is committed, in reservation order.
-TEST_F(MapSetTest, MirroredRingWaitsForARecordStillBeingWritten) {
-  Session& session = Create(Specs());
-  absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
-  ASSERT_TRUE(consumer.ok());
-  absl::StatusOr<MapRing> ring = consumer->maps().Ring(4);
-  ASSERT_TRUE(ring.ok());
-  HostDeviceMemory memory;
-  absl::StatusOr<MapSet> maps =
-      MapSet::Create(Specs(), &memory, &session.maps(), RingData::kDeviceMirrored);
-  ASSERT_TRUE(maps.ok()) << maps.status();
-  const cuprobe_map_desc* d = Desc(*maps, 4);
-  std::vector<uint64_t> events;
-  auto consume = [&] {
-    return ring->Consume([&](absl::Span<const uint8_t> b) {
-      uint64_t v;
-      std::memcpy(&v, b.data(), 8);
-      events.push_back(v);
-    });
-  };
-  const uint64_t first = algo::RingReserve(d, 16, 0);
+TEST_F(MirroredRingTest, WaitsForARecordStillBeingWritten) {
+  const uint64_t first = algo::RingReserve(d_, 16, 0);
   ASSERT_NE(first, 0u);
   const uint64_t a[2] = {1, 1}, b[2] = {2, 2};
   std::memcpy(algo::Ptr<uint8_t>(first), a, sizeof(a));
-  ASSERT_EQ(algo::RingOutput(d, b, sizeof(b), 0), 0);
-  absl::StatusOr<uint64_t> pumped = maps->PumpRings();
+  ASSERT_EQ(algo::RingOutput(d_, b, sizeof(b), 0), 0);
+  absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
   ASSERT_TRUE(pumped.ok());
   EXPECT_EQ(*pumped, 0u) << "the first record is not committed";
-  EXPECT_EQ(consume(), 0u);
+  EXPECT_EQ(ConsumeFirsts(), 0u);
   algo::RingFinishRecord(first, /*discard=*/false);
-  ASSERT_TRUE(maps->Publish(1).ok()) << "Publish pumps too";
-  EXPECT_EQ(consume(), 2u);
-  EXPECT_THAT(events, ::testing::ElementsAre(1u, 2u));
-  ASSERT_TRUE(maps->Release().ok());
+  ASSERT_TRUE(maps_->Publish(1).ok()) << "Publish pumps too";
+  EXPECT_EQ(ConsumeFirsts(), 2u);
+  EXPECT_THAT(firsts_, ::testing::ElementsAre(1u, 2u));
+  ASSERT_TRUE(maps_->Release().ok());
 }
 
 // Host writes (`cuprobe maps --set`): a reader in another process asks, the
