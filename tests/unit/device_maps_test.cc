@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cupti_hook/probe_runtime.h"
+#include "maps/segment.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/fake_cuda_driver.h"
@@ -137,6 +138,40 @@ TEST_F(DeviceMapsTest, AFailedMoveIsRetriedAtTheNextPublish) {
   EXPECT_TRUE(maps_.Publish(2).ok());
   ASSERT_EQ(streams_told_.size(), 2u);
   EXPECT_EQ(streams_told_[1].first, kB);
+}
+
+// A ring buffer's records go to device memory (RingData::kDeviceMirrored):
+// its maps are shared with another context like any others. With the ring
+// in host memory registered in the first context (kHost) they cannot be.
+TEST(DeviceMapsRings, RingsInDeviceMemoryAreSharedAndRingsInHostMemoryAreNot) {
+  const std::vector<MapSpec> specs = {
+      MapSpec{.name = "events", .type = CUPROBE_MAP_RINGBUF, .max_entries = 8192}};
+  SessionOptions options;
+  options.maps = specs;
+  absl::StatusOr<Session> session = Session::Create(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (RingData placement : {RingData::kDeviceMirrored, RingData::kHost}) {
+    FakeCudaDriver fake;
+    DeviceMaps maps(specs, &*session, nullptr, fake.driver(), placement);
+    EXPECT_EQ(maps.mirrors_rings(), placement == RingData::kDeviceMirrored);
+    fake.state.current = kA;
+    maps.Prepare(kA);
+    ASSERT_TRUE(maps.MapTable().ok());
+    EXPECT_EQ(fake.state.host_registered.size(), placement == RingData::kHost ? 1u : 0u);
+    fake.state.current = kB;
+    maps.Prepare(kB);
+    absl::Status shared = maps.UsableInCurrentContext();
+    if (placement == RingData::kDeviceMirrored) {
+      EXPECT_TRUE(shared.ok()) << shared;
+      EXPECT_TRUE(maps.PumpRings().ok()) << "nothing to move before the maps are claimed";
+    } else {
+      EXPECT_EQ(shared.code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_THAT(shared.message(), HasSubstr("CUPROBE_RING_DATA=host"));
+    }
+    ASSERT_TRUE(maps.Release(1).ok());
+    EXPECT_TRUE(fake.state.host_registered.empty()) << "unregistered at release";
+  }
+  ASSERT_TRUE(session->Remove().ok());
 }
 
 }  // namespace

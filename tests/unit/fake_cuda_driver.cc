@@ -105,6 +105,18 @@ CudaDriver Table() {
     ++active->frees;
     return CUDA_SUCCESS;
   };
+  d.MemHostRegister = [](void* p, size_t, unsigned int) -> CUresult {
+    return active->host_registered.insert(p).second ? CUDA_SUCCESS
+                                                     : CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  };
+  d.MemHostGetDevicePointer = [](CUdeviceptr* device, void* p, unsigned int) -> CUresult {
+    *device = reinterpret_cast<CUdeviceptr>(p);
+    return CUDA_SUCCESS;
+  };
+  d.MemHostUnregister = [](void* p) -> CUresult {
+    return active->host_registered.erase(p) == 1 ? CUDA_SUCCESS
+                                                 : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  };
   return d;
 }
 

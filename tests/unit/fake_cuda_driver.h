@@ -39,6 +39,7 @@ struct FakeCudaState {
   std::vector<std::pair<CUcontext, CUstream>> streams_created;
   std::vector<CUstream> streams_destroyed;
   uint64_t next_stream = 0x51;
+  std::set<void*> host_registered;  // cuMemHostRegister'd (the device sees them at the same address)
 };
 
 class FakeCudaDriver {
