@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
 #include "maps/map_algorithms.h"
 #include "support/status_macros.h"
@@ -108,11 +109,9 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
   absl::Span<uint8_t> rings_area;
   set.has_rings_ = has_ring;
   const bool mirrored = ring_placement == RingData::kDeviceMirrored;
-  if (has_ring) {
-    if (region == nullptr) {
-      return absl::FailedPreconditionError(
-          "ring buffer maps live in the session segment: MapSet needs its maps region");
-    }
+  if (has_ring && region == nullptr) {
+    return absl::FailedPreconditionError(
+        "ring buffer maps live in the session segment: MapSet needs its maps region");
   }
   if (has_ring && !mirrored) {
     rings_area = region->RingsArea();
@@ -226,15 +225,15 @@ absl::StatusOr<size_t> MapSet::SeedFromRegion() {
       // may be older than what the last producer wrote.
       cuprobe_map_control control;
       std::memcpy(&control, snap.bytes.data(), sizeof(control));
-      control.ring_head = rings_[i]->ResumePosition();
-      control.ring_tail_cache = rings_[i]->Stats().tail;
-      control.ring_refresh_ns = 0;
       if (mirrors_[i].has_value()) {
-        // The device copy starts empty at 0 (Create); the pump goes on in
-        // the rings area where a new producer would.
-        mirrors_[i]->host_head = control.ring_head;
+        // The device ring starts empty at 0; the pump's place in the rings
+        // area was taken by Create, where a new producer's would be.
         control.ring_head = control.ring_tail_cache = 0;
+      } else {
+        control.ring_head = rings_[i]->ResumePosition();
+        control.ring_tail_cache = rings_[i]->Stats().tail;
       }
+      control.ring_refresh_ns = 0;
       std::memcpy(snap.bytes.data(), &control, sizeof(control));
     }
     CUPROBE_RETURN_IF_ERROR(
@@ -611,16 +610,51 @@ absl::StatusOr<uint64_t> MapSet::PumpRings() {
   return published;
 }
 
-absl::Status MapSet::CopyRingRange(const RingMirror& mirror, uint64_t capacity, uint64_t from,
-                                   uint64_t to, std::vector<uint8_t>& staging) {
+namespace {
+
+// Calls fn(index, bytes) for the pieces of ring positions [from, to) in a
+// data area of `capacity` bytes (a power of two): two when they wrap.
+absl::Status ForRingSpans(uint64_t capacity, uint64_t from, uint64_t to,
+                          absl::FunctionRef<absl::Status(uint64_t, uint64_t)> fn) {
   for (uint64_t at = from; at < to;) {
     const uint64_t index = at & (capacity - 1);
     const uint64_t n = std::min(capacity - index, to - at);
-    CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(
-        staging.data() + index, mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n));
+    CUPROBE_RETURN_IF_ERROR(fn(index, n));
     at += n;
   }
   return absl::OkStatus();
+}
+
+// A record's header in a copy of ring data (map_desc.h): its two words,
+// whether it is committed, and the ring bytes it takes (a pad's may wrap).
+struct RingRecord {
+  uint32_t word0, word1;
+  bool committed, pad;
+  uint64_t total;
+};
+
+RingRecord RingRecordAt(const uint8_t* at) {
+  RingRecord r;
+  std::memcpy(&r.word0, at, 4);
+  std::memcpy(&r.word1, at + 4, 4);
+  uint32_t word = r.word0;
+  if ((r.word0 & CUPROBE_RING_COMMIT) == 0) word = r.word1 | (r.word0 & CUPROBE_RING_LEN_MASK);
+  r.committed = (word & CUPROBE_RING_COMMIT) != 0;
+  r.pad = (word & CUPROBE_RING_PAD) != 0;
+  const uint64_t length = word & CUPROBE_RING_LEN_MASK;
+  r.total = r.pad ? CUPROBE_RING_HEADER_SIZE + length
+                  : (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+  return r;
+}
+
+}  // namespace
+
+absl::Status MapSet::CopyRingRange(const RingMirror& mirror, uint64_t capacity, uint64_t from,
+                                   uint64_t to, std::vector<uint8_t>& staging) {
+  return ForRingSpans(capacity, from, to, [&](uint64_t index, uint64_t n) {
+    return memory_->CopyFromDevice(staging.data() + index,
+                                   mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n);
+  });
 }
 
 absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
@@ -640,27 +674,17 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
   uint64_t end = mirror.position;
   while (end < head) {
     const uint64_t index = end & (capacity - 1);
-    uint32_t w0, w1;
-    std::memcpy(&w0, mirror.staging.data() + index, 4);
-    std::memcpy(&w1, mirror.staging.data() + index + 4, 4);
-    uint32_t word = w0;
-    if ((w0 & CUPROBE_RING_COMMIT) == 0) {
-      if ((w1 & CUPROBE_RING_COMMIT) == 0) break;  // not committed yet
-      word = w1 | (w0 & CUPROBE_RING_LEN_MASK);
-    }
-    const uint64_t length = word & CUPROBE_RING_LEN_MASK;
-    const uint64_t total = (word & CUPROBE_RING_PAD) != 0
-                               ? CUPROBE_RING_HEADER_SIZE + length
-                               : (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
-    if (((word & CUPROBE_RING_PAD) == 0 && total > capacity - index) || total > capacity) {
+    const RingRecord r = RingRecordAt(mirror.staging.data() + index);
+    if (!r.committed) break;  // not committed yet
+    if ((!r.pad && r.total > capacity - index) || r.total > capacity) {
       if (end > mirror.position) break;  // hand on what precedes it first
       mirror.broken = true;
       return absl::DataLossError(absl::StrFormat(
           "ring '%s': the record at device position %d has a bad header (0x%08x 0x%08x); "
           "its records stop there",
-          maps_[i].spec.name, end, w0, w1));
+          maps_[i].spec.name, end, r.word0, r.word1));
     }
-    end += total;
+    end += r.total;
   }
   end = std::min(end, head);
   if (end == mirror.position) return uint64_t{0};
@@ -690,16 +714,12 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
   while (at < end) {
     const uint64_t index = at & (capacity - 1);
     const uint8_t* src = mirror.staging.data() + index;
-    uint32_t w0, w1;
-    std::memcpy(&w0, src, 4);
-    std::memcpy(&w1, src + 4, 4);
-    const uint32_t word = (w0 & CUPROBE_RING_COMMIT) != 0 ? w0 : (w1 | (w0 & CUPROBE_RING_LEN_MASK));
-    const uint64_t length = word & CUPROBE_RING_LEN_MASK;
-    if ((word & CUPROBE_RING_PAD) != 0) {  // the device's own filler: nothing to hand on
-      at += CUPROBE_RING_HEADER_SIZE + length;
+    const RingRecord r = RingRecordAt(src);
+    if (r.pad) {  // the device's own filler: nothing to hand on
+      at += r.total;
       continue;
     }
-    const uint64_t total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+    const uint64_t total = r.total;
     const uint64_t host_index = mirror.host_head & (capacity - 1);
     const uint64_t room = capacity - host_index;
     const uint64_t needed = total > room ? room + total : total;
@@ -710,7 +730,7 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
               0, nullptr, 0);
       mirror.host_head += room;
     }
-    publish(mirror.host_head & (capacity - 1), w0, w1, src + CUPROBE_RING_HEADER_SIZE,
+    publish(mirror.host_head & (capacity - 1), r.word0, r.word1, src + CUPROBE_RING_HEADER_SIZE,
             total - CUPROBE_RING_HEADER_SIZE);
     mirror.host_head += total;
     at += total;
@@ -718,12 +738,10 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
   }
   // What was handed on is zeroed on the device, then producers may reuse it.
   if (at > mirror.position) {
-    for (uint64_t z = mirror.position; z < at;) {
-      const uint64_t index = z & (capacity - 1);
-      const uint64_t n = std::min(capacity - index, at - z);
-      CUPROBE_RETURN_IF_ERROR(memory_->Zero(mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n));
-      z += n;
-    }
+    CUPROBE_RETURN_IF_ERROR(
+        ForRingSpans(capacity, mirror.position, at, [&](uint64_t index, uint64_t n) {
+          return memory_->Zero(mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n);
+        }));
     CUPROBE_RETURN_IF_ERROR(memory_->CopyToDevice(
         mirror.shadow + offsetof(cuprobe_ring_host, tail), &at, sizeof(at)));
     mirror.position = at;
