@@ -227,11 +227,15 @@ void Hook::StartProbes() {
   CuptiSeam* seam = &seam_;
   // Ring records go to device memory and are pumped into the segment
   // (maps/map_set.h); CUPROBE_RING_DATA=host has the GPU write them into
-  // the segment itself, over the bus (for comparisons).
-  const char* ring_env = std::getenv("CUPROBE_RING_DATA");
-  const RingData ring_data = ring_env != nullptr && std::string_view(ring_env) == "host"
-                                 ? RingData::kHost
-                                 : RingData::kDeviceMirrored;
+  // the segment itself, over the bus (for comparisons), and
+  // CUPROBE_RING_DATA=speculative has producers reserve first and leave
+  // holes (RingData::kDeviceSpeculative; not the default until measured on
+  // a GPU: docs/PERFORMANCE.md).
+  const std::string_view ring_env =
+      std::getenv("CUPROBE_RING_DATA") == nullptr ? "" : std::getenv("CUPROBE_RING_DATA");
+  const RingData ring_data = ring_env == "host"          ? RingData::kHost
+                             : ring_env == "speculative" ? RingData::kDeviceSpeculative
+                                                         : RingData::kDeviceMirrored;
   device_maps_ = KeptForever(new DeviceMaps(
       std::move(specs), output_->AttachSession(),
       [seam, tracer](CUcontext context, CUstream stream) {

@@ -433,7 +433,7 @@ absl::Status DeviceMaps::UsableInCurrentContext() {
         "the probes' maps live in another CUDA context, in memory that is not shared with this "
         "one (the device has no virtual memory management)");
   }
-  if (maps_->has_rings() && ring_data_ != RingData::kDeviceMirrored) {
+  if (maps_->has_rings() && ring_data_ == RingData::kHost) {
     return absl::FailedPreconditionError(
         "the probes' maps live in another CUDA context, and their ring buffers (host memory "
         "registered in that context, CUPROBE_RING_DATA=host) cannot be shared with this one; "
@@ -536,7 +536,7 @@ absl::Status DeviceMaps::Publish(uint64_t now_ns) {
 
 absl::Status DeviceMaps::PumpRings() {
   absl::MutexLock lock(&mu_);
-  if (ring_data_ != RingData::kDeviceMirrored || !maps_.has_value() || !maps_->has_rings() ||
+  if (ring_data_ == RingData::kHost || !maps_.has_value() || !maps_->has_rings() ||
       !claimed_ || !seeded_) {
     return absl::OkStatus();
   }
@@ -546,7 +546,7 @@ absl::Status DeviceMaps::PumpRings() {
 }
 
 bool DeviceMaps::mirrors_rings() const {
-  if (ring_data_ != RingData::kDeviceMirrored) return false;
+  if (ring_data_ == RingData::kHost) return false;
   return std::any_of(specs_.begin(), specs_.end(),
                      [](const MapSpec& m) { return m.type == CUPROBE_MAP_RINGBUF; });
 }

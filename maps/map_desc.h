@@ -44,7 +44,8 @@
  *    the image's own; an add goes to copy (%smid & shard_mask). HASH keys and
  *    states are not copied: a key's slot is the same in every copy.
  * (Version 4: a ring's full hints in per-SM lines after the counter
- * shards, CUPROBE_MAP_RING_HINTS_AT.)
+ * shards, CUPROBE_MAP_RING_HINTS_AT. Version 5: rings flagged
+ * CUPROBE_MAP_F_RING_HOLES reserve first and check after, below.)
  * (Version 3: counter shards are 128 bytes apart, one cache line each:
  * atomics of two SMs on one line serialize in L2 as if on one address.)
  * The host folds before anyone reads (maps/map_layout.h, FoldMapImage):
@@ -75,7 +76,7 @@
 #include "cuprobe/abi.h"
 
 #define CUPROBE_MAP_DESC_MAGIC 0x444D5043u /* "CPMD" in memory */
-#define CUPROBE_MAP_DESC_VERSION 4
+#define CUPROBE_MAP_DESC_VERSION 5
 #define CUPROBE_MAP_DESC_SIZE 128
 #define CUPROBE_MAP_CONTROL_SIZE 128
 #define CUPROBE_MAP_IMAGE_OFFSET 256 /* desc + control */
@@ -100,6 +101,21 @@
 #define CUPROBE_RING_PAD 0x20000000u     /* filler up to the end of the data */
 #define CUPROBE_RING_LEN_MASK 0x1FFFFFFFu
 #define CUPROBE_RING_HEADER_SIZE 8
+
+/* The hole table of a CUPROBE_MAP_F_RING_HOLES ring, right after its data
+ * (ring_data + capacity): a 128-byte line whose first u64 is the next slot
+ * to try (a fetch-and-add), then CUPROBE_RING_HOLE_SLOTS u64 slots. A slot
+ * is 0 when free; a producer claims one with a compare-and-swap from 0 to
+ * a key: bits 0-23 the hole's bytes / 8, bits 24-63 its byte position / 8
+ * modulo 2^40 (the pump, whose position is never more than a capacity
+ * behind, restores the rest). Only the pump frees a slot, by writing 0. A
+ * hole's bytes are never written: they are zero when the pump reaches
+ * them. */
+#define CUPROBE_RING_HOLES_HEADER 128
+#define CUPROBE_RING_HOLE_SLOTS 1024
+#define CUPROBE_RING_HOLES_BYTES (CUPROBE_RING_HOLES_HEADER + 8 * CUPROBE_RING_HOLE_SLOTS)
+#define CUPROBE_RING_HOLE_SIZE_BITS 24
+#define CUPROBE_RING_HOLE_POSITION_BITS 40
 
 struct cuprobe_map_desc {
   cuprobe_u32 magic;        /*   0 CUPROBE_MAP_DESC_MAGIC */
@@ -130,6 +146,15 @@ struct cuprobe_map_desc {
 /* MapSpec.flags bit set by the probe compiler (never by a probe: the
  * compiler clears it from declared map_flags): probes only add to the map. */
 #define CUPROBE_MAP_F_ADD_ONLY 0x80000000u
+/* Set by the host runtime (never by a probe or the compiler: MakeMapDesc
+ * clears it from MapSpec.flags) on a RINGBUF whose data and struct
+ * cuprobe_ring_host are device memory that the hook's pump consumes
+ * (maps/map_set.h, RingData::kDeviceSpeculative). Its producers read the
+ * consumer's tail itself (device memory: no cached copy) and make the
+ * fetch-and-add on the head without loading the head first; a producer
+ * whose bytes then do not fit does not give them back but records them as
+ * a hole, which the pump skips (the hole table below). */
+#define CUPROBE_MAP_F_RING_HOLES 0x40000000u
 #define CUPROBE_MAP_COUNTER_SHARDS 128
 #define CUPROBE_MAP_COUNTER_SHARD_STRIDE 128 /* one shard per 128-byte line: SMs never share one */
 #define CUPROBE_MAP_SHARD_ERRORS 0

@@ -107,7 +107,7 @@
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 6 /* 6: ring full hints in lines of their own (maps/map_desc.h) */
+#define CUPROBE_ABI_VERSION 7 /* 7: rings that reserve first and leave holes (maps/map_desc.h) */
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;

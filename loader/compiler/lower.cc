@@ -742,10 +742,10 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::Value* size = Reg(2);
   llvm::Value* aux = DescLoad(ring, offsetof(cuprobe_map_desc, aux), I64());
   llvm::Value* data = DescLoad(ring, offsetof(cuprobe_map_desc, ring_data), I64());
+  llvm::Value* ring_host = DescLoad(ring, offsetof(cuprobe_map_desc, ring_host), I64());
   llvm::Value* ok = DescHeadOk(ring, CUPROBE_MAP_RINGBUF);
   ok = b_.CreateAnd(ok, b_.CreateICmpNE(data, C64(0)));
-  ok = b_.CreateAnd(ok, b_.CreateICmpNE(DescLoad(ring, offsetof(cuprobe_map_desc, ring_host),
-                                                 I64()), C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(ring_host, C64(0)));
   ok = b_.CreateAnd(ok, b_.CreateICmpNE(aux, C64(0)));
   ok = b_.CreateAnd(ok, b_.CreateICmpEQ(Reg(3), C64(0)));
   // At most 64 KiB, so that 32 lanes' record sizes sum in 32 bits.
@@ -809,6 +809,31 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   b_.SetInsertPoint(cursors);
   llvm::Value* control = DescLoad(ring, offsetof(cuprobe_map_desc, control), I64());
   llvm::Value* head_at = b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_head)));
+  llvm::BasicBlock* speculative = llvm::BasicBlock::Create(ctx_, "ring.speculative", fn_);
+  llvm::BasicBlock* checked = llvm::BasicBlock::Create(ctx_, "ring.checked", fn_);
+  b_.CreateCondBr(
+      b_.CreateICmpNE(b_.CreateAnd(DescLoad(ring, offsetof(cuprobe_map_desc, flags), I32()),
+                                   b_.getInt32(CUPROBE_MAP_F_RING_HOLES)),
+                      b_.getInt32(0)),
+      speculative, checked);
+
+  // A ring that reserves first (map_desc.h, CUPROBE_MAP_F_RING_HOLES): the
+  // consumer's tail (device memory, a line only the pump writes) and the
+  // fetch-and-add, neither waiting on the other, unless this SM found the
+  // ring full last time (its span is set: the helper checks the head
+  // first, RingReserveSpeculative).
+  b_.SetInsertPoint(speculative);
+  llvm::Value* consumer_tail = b_.CreateCall(
+      llvm::InlineAsm::get(llvm::FunctionType::get(I64(), {I64()}, false),
+                           "ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l,~{memory}",
+                           /*hasSideEffects=*/true),
+      {b_.CreateAdd(ring_host, C64(offsetof(cuprobe_ring_host, tail)))});
+  llvm::Value* span = b_.CreateAlignedLoad(
+      I64(), b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_SPAN)), global),
+      llvm::Align(8));
+  b_.CreateCondBr(b_.CreateICmpEQ(span, C64(0)), grab, call);
+
+  b_.SetInsertPoint(checked);
   // The head and the cached tail are neighbours (control +16, +24): one
   // 16-byte load of the line that every reservation's atomic keeps busy.
   static_assert(offsetof(cuprobe_map_control, ring_tail_cache) ==
@@ -842,12 +867,16 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   b_.CreateCondBr(b_.CreateICmpULT(now, refresh_until), grab, call);
 
   b_.SetInsertPoint(grab);
+  llvm::PHINode* grab_tail = b_.CreatePHI(I64(), 3);
+  grab_tail->addIncoming(tail, over_half);
+  grab_tail->addIncoming(tail, window);
+  grab_tail->addIncoming(consumer_tail, speculative);
   llvm::Value* position =
       b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(head_at, global),
                          record_bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
   llvm::Value* offset = b_.CreateAnd(position, b_.CreateSub(capacity, C64(1)));
   llvm::Value* fits = b_.CreateAnd(
-      b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(position, record_bytes), tail), capacity),
+      b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(position, record_bytes), grab_tail), capacity),
       b_.CreateICmpULE(b_.CreateAdd(offset, record_bytes), capacity));
   b_.CreateCondBr(fits, granted, finish);
 
@@ -868,7 +897,7 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
 
   b_.SetInsertPoint(finish);
   llvm::Value* finished = b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT, 4),
-                                        {Reg(1), size, position, tail});
+                                        {Reg(1), size, position, grab_tail});
   b_.CreateBr(done);
 
   b_.SetInsertPoint(drop);

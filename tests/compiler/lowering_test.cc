@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -230,6 +231,18 @@ bool RedAt(const std::string& ptx, const std::string& base, int offset) {
   return false;
 }
 
+// The first group of `pattern`'s first match in `ptx`, or "".
+std::string FirstGroup(const std::string& ptx, const char* pattern) {
+  std::smatch m;
+  return std::regex_search(ptx, m, std::regex(pattern)) ? m[1].str() : std::string();
+}
+
+// The register that holds the calling SM's counter shard in a ring
+// reserve: the base of the full hint's load (+16384, through L1).
+std::string HintShard(const std::string& ptx) {
+  return FirstGroup(ptx, R"(ld\.global\.u64 \t%rd[0-9]+, \[(%rd[0-9]+)\+16384\];)");
+}
+
 TEST(Lowering, RingReserveDropsInlineWhileTheSmsFullHintHolds) {
   // kernel_trace's reserve: the descriptor's fields from the constant copy
   // (the ring is the only map the probe uses: slot 0), the SM's hint (its
@@ -242,11 +255,12 @@ TEST(Lowering, RingReserveDropsInlineWhileTheSmsFullHintHolds) {
   EXPECT_THAT(ptx, HasSubstr("ld.const.u64 \t%rd2, [__cuprobe_map_descs+112];"));  // aux
   EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+8];"));                        // type
   EXPECT_THAT(ptx, HasSubstr("mov.u32 %r2, %smid;"));
-  EXPECT_THAT(ptx, ContainsRegex("ld\\.global\\.u64 \t%rd[0-9]+, \\[%rd4\\+16384\\];"));  // the hint, through L1
+  const std::string shard = HintShard(ptx);  // the hint, through L1
+  ASSERT_FALSE(shard.empty()) << ptx;
   EXPECT_THAT(ptx, HasSubstr("%globaltimer"));
   // Counted with `red`: the dropping warp does not wait for the adds.
-  EXPECT_TRUE(RedAt(ptx, "%rd4", 16));  // records dropped
-  EXPECT_TRUE(RedAt(ptx, "%rd4", 24));  // their bytes
+  EXPECT_TRUE(RedAt(ptx, shard, 16));  // records dropped
+  EXPECT_TRUE(RedAt(ptx, shard, 24));  // their bytes
   // The bytes: a fixed record size (32 bytes) times the lanes, with no
   // redux.sync for the dropping warp to wait on.
   EXPECT_THAT(ptx, ContainsRegex("mul\\.wide\\.u32 \t%rd[0-9]+, %r[0-9]+, 32;"));
@@ -294,9 +308,23 @@ TEST(Lowering, ALoneLaneReservesInlineWhileItsRecordFits) {
   // (+56) only when the ring is over half full.
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.v2.b64")).size(),
             2u);
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.b64")).size(), 2u);
+  // A ring flagged RING_HOLES (bit 30 of the flags at +12: 64 in byte 15)
+  // loads neither: the consumer's tail (ring_host, +96 in the constant
+  // copy, then +64) and the SM's span (hint line +8: 16392) instead, the
+  // same fetch-and-add after them.
+  EXPECT_THAT(ptx, HasSubstr("[__cuprobe_map_descs+15];"));
+  EXPECT_THAT(ptx, ContainsRegex("and\\.b16\\s+%rs[0-9]+, %rs[0-9]+, 64;"));
+  const std::string ring_host =
+      FirstGroup(ptx, R"(ld\.const\.u64 \t(%rd[0-9]+), \[__cuprobe_map_descs\+96\];)");
+  ASSERT_FALSE(ring_host.empty()) << ptx;
+  EXPECT_THAT(ptx, HasSubstr(absl::StrCat(", ", ring_host, ", 64;")));
+  const std::string shard = HintShard(ptx);
+  ASSERT_FALSE(shard.empty()) << ptx;
+  EXPECT_THAT(ptx, HasSubstr(absl::StrCat(", [", shard, "+16392];")));  // the span
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.b64")).size(), 3u)
+      << "the refresh window and the consumer's tail";
   EXPECT_THAT(ptx, HasSubstr("], 32;"));  // the fetch-and-add of one record on the head
-  EXPECT_TRUE(RedAt(ptx, "%rd4", 8));  // reserved, in the SM's counter shard
+  EXPECT_TRUE(RedAt(ptx, shard, 8));  // reserved, in the SM's counter shard
   EXPECT_THAT(ptx, HasSubstr(", 16392;\n\t// begin inline asm\n\tst.relaxed.gpu.global.b64"));  // span reset
   EXPECT_THAT(ptx, HasSubstr(", 24;\n\tst.global.u32"));  // header word 0
   EXPECT_THAT(ptx, HasSubstr("call.uni (retval0), \n\t__cuprobe_ringbuf_reserve_at,"));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -260,10 +261,12 @@ INSTANTIATE_TEST_SUITE_P(Rings, MapSetPlacementTest,
                          });
 
 // A session whose ring (map 4) the test consumes, and maps over it whose
-// rings are written in device memory and pumped into the segment.
-class MirroredRingTest : public MapSetTest {
+// rings are written in device memory and pumped into the segment: producers
+// that check the head first (kDeviceMirrored) or reserve first and leave
+// holes (kDeviceSpeculative).
+class RingPumpTest : public MapSetTest {
  protected:
-  void SetUp() override {
+  void Make(RingData placement) {
     Session& session = Create(Specs());
     absl::StatusOr<Session> consumer = Session::Open(session.name(), /*writable=*/true);
     ASSERT_TRUE(consumer.ok()) << consumer.status();
@@ -272,10 +275,18 @@ class MirroredRingTest : public MapSetTest {
     ASSERT_TRUE(ring.ok()) << ring.status();
     ring_.emplace(*std::move(ring));
     absl::StatusOr<MapSet> maps =
-        MapSet::Create(Specs(), &memory_, &session.maps(), RingData::kDeviceMirrored);
+        MapSet::Create(Specs(), &memory_, &session.maps(), placement);
     ASSERT_TRUE(maps.ok()) << maps.status();
     maps_.emplace(*std::move(maps));
     d_ = Desc(*maps_, 4);
+    ASSERT_EQ(algo::RingHasHoles(d_), placement == RingData::kDeviceSpeculative);
+  }
+  // The device ring's hole table: its next-slot counter, then its slots.
+  uint64_t* HoleTable() const {
+    return algo::Ptr<uint64_t>(d_->ring_data + d_->slot_mask + 1);
+  }
+  uint64_t* HoleSlot(uint64_t i) const {
+    return HoleTable() + CUPROBE_RING_HOLES_HEADER / 8 + i;
   }
   // Consumes what the segment's ring holds; each record's first 8 bytes go
   // to firsts_.
@@ -294,13 +305,24 @@ class MirroredRingTest : public MapSetTest {
   std::vector<uint64_t> firsts_;
 };
 
+class MirroredRingTest : public RingPumpTest, public ::testing::WithParamInterface<RingData> {
+ protected:
+  void SetUp() override { Make(GetParam()); }
+};
+
+// Rings whose producers reserve first and leave holes.
+class HoleRingTest : public RingPumpTest {
+ protected:
+  void SetUp() override { Make(RingData::kDeviceSpeculative); }
+};
+
 // kDeviceMirrored: producers write into a device copy of the ring, and the
 // segment sees records only through PumpRings: nothing before a pump, then
 // every record in order and byte-exact (discarded ones skipped), across
 // many wraps of a small ring. The pump frees the device ring as it moves
 // records (zeroing them there first); the rings area, at positions of its
 // own, is freed by the consumer.
-TEST_F(MirroredRingTest, DeliversEveryRecordInOrderThroughThePump) {
+TEST_P(MirroredRingTest, DeliversEveryRecordInOrderThroughThePump) {
   EXPECT_TRUE(maps_->has_rings());
   EXPECT_EQ(memory_.live_host_mappings(), 0u) << "no host memory registered for the GPU";
   const uint64_t capacity = d_->slot_mask + 1;
@@ -367,7 +389,7 @@ TEST_F(MirroredRingTest, DeliversEveryRecordInOrderThroughThePump) {
 // there and records wait on the device (which, once full, drops new ones,
 // counted), and none is lost, repeated or reordered once the consumer
 // catches up.
-TEST_F(MirroredRingTest, RecordsWaitOnTheDeviceWhileTheConsumerIsBehind) {
+TEST_P(MirroredRingTest, RecordsWaitOnTheDeviceWhileTheConsumerIsBehind) {
   uint64_t produced = 0, refused = 0;
   auto produce = [&](int n) {
     for (int k = 0; k < n; ++k) {
@@ -402,7 +424,7 @@ TEST_F(MirroredRingTest, RecordsWaitOnTheDeviceWhileTheConsumerIsBehind) {
 
 // The mirror stops at the first record not committed yet, and hands on
 // what follows it once it is committed, in reservation order.
-TEST_F(MirroredRingTest, WaitsForARecordStillBeingWritten) {
+TEST_P(MirroredRingTest, WaitsForARecordStillBeingWritten) {
   const uint64_t first = algo::RingReserve(d_, 16, 0);
   ASSERT_NE(first, 0u);
   const uint64_t a[2] = {1, 1}, b[2] = {2, 2};
@@ -418,6 +440,165 @@ TEST_F(MirroredRingTest, WaitsForARecordStillBeingWritten) {
   EXPECT_THAT(firsts_, ::testing::ElementsAre(1u, 2u));
   ASSERT_TRUE(maps_->Release().ok());
 }
+
+// Producers that reserve first: a refused record leaves a hole (its bytes
+// in the hole table, its head advance kept), which the pump skips once it
+// gets there, freeing the slot; the records around it arrive in order.
+TEST_F(HoleRingTest, ARefusedReservationLeavesAHoleThatThePumpSkips) {
+  const uint64_t capacity = d_->slot_mask + 1;
+  // 72-byte records fill the 8 KiB ring; the next one is refused: it
+  // would cross the end, and its hole does.
+  uint64_t produced = 0;
+  for (;;) {
+    const uint64_t event[8] = {produced, 1, 2, 3, 4, 5, 6, 7};
+    if (algo::RingOutput(d_, event, sizeof(event), 0) != 0) break;
+    ++produced;
+  }
+  EXPECT_EQ(produced, capacity / 72) << "every record that fits: no slack";
+  const uint64_t head = algo::Control(d_)->ring_head;
+  EXPECT_EQ(head, produced * 72 + 72) << "the refused record's bytes are not given back";
+  EXPECT_EQ(*HoleTable(), 1u);
+  EXPECT_EQ(*HoleSlot(0), algo::RingHoleKey(produced * 72, 72));
+  EXPECT_EQ(algo::Control(d_)->ring_dropped, 1u);
+  // The pump moves the records; the hole is not reached until they are.
+  absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
+  ASSERT_TRUE(pumped.ok()) << pumped.status();
+  EXPECT_EQ(*pumped, produced);
+  EXPECT_EQ(*HoleSlot(0), 0u) << "collected: the slot is free again";
+  EXPECT_EQ(algo::Ptr<cuprobe_ring_host>(d_->ring_host)->tail, head) << "the hole skipped";
+  // The next record lands after the hole.
+  const uint64_t last[8] = {produced, 1, 2, 3, 4, 5, 6, 7};
+  ASSERT_EQ(algo::RingOutput(d_, last, sizeof(last), 0), 0);
+  ConsumeFirsts();
+  ASSERT_TRUE(maps_->Publish(1).ok());
+  ConsumeFirsts();
+  ASSERT_EQ(firsts_.size(), produced + 1);
+  for (uint64_t k = 0; k < firsts_.size(); ++k) ASSERT_EQ(firsts_[k], k);
+  EXPECT_EQ(ring_->Stats().dropped, 1u);
+  EXPECT_EQ(ring_->Stats().head, ring_->Stats().tail) << "nothing pending";
+  ASSERT_TRUE(maps_->Release().ok());
+}
+
+// With every hole slot taken, a refused producer gives its bytes back as a
+// ring without holes does (the head returns), and drops its record.
+TEST_F(HoleRingTest, AFullHoleTableFallsBackToGivingTheBytesBack) {
+  for (uint64_t i = 0; i < CUPROBE_RING_HOLE_SLOTS; ++i) {
+    // Holes far past anything produced here.
+    *HoleSlot(i) = algo::RingHoleKey((uint64_t{1} << 40) + 8 * i, 8);
+  }
+  uint64_t produced = 0;
+  for (;;) {
+    const uint64_t event[8] = {produced, 1, 2, 3, 4, 5, 6, 7};
+    if (algo::RingOutput(d_, event, sizeof(event), 0) != 0) break;
+    ++produced;
+  }
+  EXPECT_EQ(algo::Control(d_)->ring_head, produced * 72) << "the refused bytes were given back";
+  EXPECT_EQ(algo::Control(d_)->ring_dropped, 1u);
+  EXPECT_FALSE(algo::RingAddHole(d_, produced * 72, 72));
+  ASSERT_TRUE(maps_->Publish(1).ok());
+  EXPECT_EQ(ConsumeFirsts(), produced);
+  ASSERT_TRUE(maps_->Release().ok());
+}
+
+// A slot whose value is no hole (a length of 0, or more than the ring) is
+// DATA_LOSS with one message that says where; the ring stops there and
+// the rest of the maps go on.
+TEST_F(HoleRingTest, ABadHoleSlotStopsTheRingWithAMessage) {
+  const uint64_t event[2] = {7, 7};
+  ASSERT_EQ(algo::RingOutput(d_, event, sizeof(event), 0), 0);
+  // A reservation never committed, so the pump looks for a hole there.
+  ASSERT_NE(algo::RingReserve(d_, 16, 0), 0u);
+  *HoleSlot(5) = uint64_t{12345} << CUPROBE_RING_HOLE_SIZE_BITS;  // 0 bytes
+  absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
+  ASSERT_FALSE(pumped.ok());
+  EXPECT_EQ(pumped.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(pumped.status().message(), HasSubstr("ring 'events': hole slot 5 holds"));
+  pumped = maps_->PumpRings();
+  ASSERT_TRUE(pumped.ok()) << "reported once";
+  EXPECT_EQ(*pumped, 0u);
+  ASSERT_TRUE(maps_->Release().ok());
+}
+
+// Threads reserving and committing concurrently (a refused record is
+// tried again) while the test's thread pumps, skipping holes, and
+// consumes: every record arrives exactly once, byte-exact, each producer's
+// in its own order, and every refusal is counted as a drop; at the end
+// nothing is pending on the device or in the hole table.
+TEST_P(MirroredRingTest, ConcurrentProducersThePumpAndAConsumerLoseNothingUncounted) {
+  constexpr uint32_t kProducers = 4;
+  constexpr uint32_t kEach = 20000;
+  std::atomic<uint64_t> refused{0};
+  std::atomic<uint32_t> running{kProducers};
+  std::vector<std::thread> producers;
+  for (uint32_t t = 0; t < kProducers; ++t) {
+    producers.emplace_back([&, t] {
+      // A refused record is tried again (after the others had a turn)
+      // until it gets in: every record arrives in the end.
+      auto put = [&](uint32_t seq) {
+        std::vector<uint8_t> body = testing::MakeBody(t, seq, testing::BodyLenFor(seq));
+        if (seq % 2 == 0) {
+          const uint64_t at = algo::RingReserve(d_, body.size(), 0);
+          if (at == 0) return false;
+          std::memcpy(algo::Ptr<uint8_t>(at), body.data(), body.size());
+          algo::RingFinishRecord(at, /*discard=*/false);
+          return true;
+        }
+        return algo::RingOutput(d_, body.data(), body.size(), 0) == 0;
+      };
+      for (uint32_t seq = 0; seq < kEach; ++seq) {
+        while (!put(seq)) {
+          refused.fetch_add(1);
+          std::this_thread::yield();
+        }
+      }
+      running.fetch_sub(1);
+    });
+  }
+  std::vector<int64_t> last_seq(kProducers, -1);
+  uint64_t got = 0;
+  auto consume = [&] {
+    return ring_->Consume([&](absl::Span<const uint8_t> b) {
+      std::vector<uint8_t> padded(b.begin(), b.end());
+      padded.resize(((8 + b.size() + 7) & ~size_t{7}) - 8, 0);
+      testing::CheckedBody body;
+      ASSERT_TRUE(testing::ParseBody(padded, &body)) << body.error;
+      ASSERT_LT(body.producer, kProducers);
+      ASSERT_GT(static_cast<int64_t>(body.seq), last_seq[body.producer]) << "in order, once";
+      last_seq[body.producer] = body.seq;
+      ++got;
+    });
+  };
+  while (running.load() > 0) {
+    absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
+    ASSERT_TRUE(pumped.ok()) << pumped.status();
+    consume();
+    std::this_thread::yield();
+  }
+  for (auto& t : producers) t.join();
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(maps_->Publish(1).ok());
+    consume();
+  }
+  EXPECT_EQ(got, uint64_t{kProducers} * kEach);
+  for (uint32_t t = 0; t < kProducers; ++t) EXPECT_EQ(last_seq[t], kEach - 1);
+  const MapRingStats stats = ring_->Stats();
+  EXPECT_EQ(stats.dropped, refused.load());
+  EXPECT_EQ(stats.head, stats.tail) << "nothing pending";
+  EXPECT_EQ(algo::Ptr<cuprobe_ring_host>(d_->ring_host)->tail, algo::Control(d_)->ring_head);
+  if (GetParam() == RingData::kDeviceSpeculative) {
+    // On the host every refusal goes through the hole table (no SM hints).
+    EXPECT_GE(*HoleTable(), refused.load());
+    for (uint64_t i = 0; i < CUPROBE_RING_HOLE_SLOTS; ++i) ASSERT_EQ(*HoleSlot(i), 0u) << i;
+  }
+  ASSERT_TRUE(maps_->Release().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, MirroredRingTest,
+                         ::testing::Values(RingData::kDeviceMirrored, RingData::kDeviceSpeculative),
+                         [](const ::testing::TestParamInfo<RingData>& info) {
+                           return info.param == RingData::kDeviceMirrored ? "CheckFirst"
+                                                                          : "ReserveFirst";
+                         });
 
 // Host writes (`cuprobe maps --set`): a reader in another process asks, the
 // hook's next publish writes the ARRAY entry into device memory (zeroing an
