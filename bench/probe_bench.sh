@@ -21,6 +21,11 @@ for ((r = 0; r < rounds; r++)); do
       bench_case "$1.$p" -- "$cuprobe" run --quiet --trace launches -p "$build/probes/$p.cpb" \
         -o "$tmp/r" --format json -- "$work" "$@"
     done
+    # kernel_trace with producers that reserve first and leave holes
+    # (CUPROBE_RING_DATA=speculative; maps/map_set.h), against the default.
+    bench_case "$1.kernel_trace_speculative" CUPROBE_RING_DATA=speculative -- "$cuprobe" run \
+      --quiet --trace launches -p "$build/probes/kernel_trace.cpb" -o "$tmp/r" --format json \
+      -- "$work" "$@"
     # mem_trace and threadhist with every site calling its probe (no site
     # or thread-range counters).
     for p in mem_trace threadhist; do
@@ -65,6 +70,11 @@ for w in ("vec_add", "matmul"):
         m = statistics.median(v)
         print("| %s | %s | %d | %.5f | %.3f | <= %.2f | %s |" %
               (w, p, len(v), m, m / b, t, "yes" if m / b <= t else "**no**"))
+    v = rows.get("%s.kernel_trace_speculative" % w)
+    if v:
+        m = statistics.median(v)
+        print("| %s | kernel_trace, CUPROBE_RING_DATA=speculative | %d | %.5f | %.3f | <= 1.15 | %s |" %
+              (w, len(v), m, m / b, "yes" if m / b <= 1.15 else "**no**"))
     for p in ("mem_trace", "threadhist"):
         v = rows.get("%s.%s_calls" % (w, p))
         if v:

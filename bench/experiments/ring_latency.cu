@@ -15,6 +15,9 @@
 //   ONE     (instead of STORE) one 8-byte store per record
 //   NOSTATS without the cycle counters' atomics (five per block)
 //   NOTHING none of the above (the counters alone, unless NOSTATS)
+//   QUIET   (instead of LOAD) the consumer's tail from a line that no atomic
+//           touches, then the fetch-and-add: a reservation that reserves
+//           first and checks after (CUPROBE_RING_DATA=speculative)
 //
 // Every block delivers (a 64 MiB ring that wraps, with no consumer), so
 // the kernel's time over the plain vec_add's, divided by 65,536, is what a
@@ -29,7 +32,7 @@
 #include <cstdio>
 #include <vector>
 
-enum : unsigned { LOAD = 1, ATOM = 2, STORE = 4, SYS = 8, RELEASE = 16, PERSM = 32, LINE = 64, ONE = 128, NOSTATS = 256, NOTHING = 512 };
+enum : unsigned { LOAD = 1, ATOM = 2, STORE = 4, SYS = 8, RELEASE = 16, PERSM = 32, LINE = 64, ONE = 128, NOSTATS = 256, NOTHING = 512, QUIET = 1024 };
 
 struct Stats {
   unsigned long long cycles[4];  // load, atomic, stores, commit
@@ -59,12 +62,18 @@ __global__ void vec_add(const float* a, const float* b, float* c, int n, unsigne
                    : "=l"(h), "=l"(tail) : "l"(head) : "memory");
       if (h == ~0ull || tail == ~0ull) asm volatile("trap;");
     }
+    if (V & QUIET) {
+      // Line 200 of the control area: no SM's head (H200: SMs 0-131).
+      asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(tail) : "l"(ctl + 16 * 200) : "memory");
+    }
     long long t1 = Clock();
     // Without the atomic each block writes a place of its own.
     unsigned long long pos = (V & LOAD) ? h : blockIdx.x * 40ull;
     if (V & ATOM) {
       pos = atomicAdd(head, 40ull);
-      if (pos == ~0ull) asm volatile("trap;");
+      // The tail (QUIET) is checked only now: its load and the atomic are
+      // in flight together, as in the compiled probe.
+      if (pos == ~0ull || ((V & QUIET) && tail == ~0ull)) asm volatile("trap;");
     }
     long long t2 = Clock();
     char* rec = ring + (pos & mask);
@@ -189,6 +198,7 @@ int main() {
   Measure<LOAD | ATOM | STORE | NOSTATS>(e, "load+atom+store dev, relaxed, no ctr", native, &ms);
   Measure<LOAD | ATOM | STORE | RELEASE | NOSTATS>(e, "load+atom+store dev, release, no ctr", native, &ms);
   Measure<PERSM | ATOM | STORE | RELEASE | NOSTATS>(e, "per-SM atom+store dev, release, no ctr", native, &ms);
+  Measure<QUIET | ATOM | STORE | RELEASE | NOSTATS>(e, "quiet tail+atom+store dev, release, no ctr", native, &ms);
   Measure<LOAD | ATOM | STORE | SYS | RELEASE | NOSTATS>(e, "load+atom+store sys, release, no ctr", native, &ms);
   Measure<STORE | SYS | NOSTATS>(e, "store sys relaxed (no atom), no ctr", native, &ms);
   Measure<ONE | SYS | NOSTATS>(e, "one 8-B store sys, no ctr", native, &ms);

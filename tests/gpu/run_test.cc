@@ -239,28 +239,35 @@ TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
 // 16,384 blocks per launch, 163,840 over 10 launches, and kernel_trace's
 // 4 MiB ring holds about 92,000 records. `run` consumes the ring every
 // millisecond while the program runs, so every event arrives (at 2 ms per
-// launch the ring would hold 11 launches' worth of them).
+// launch the ring would hold 11 launches' worth of them). Both ways of
+// reserving in the device ring: checking the head first (the default) and
+// reserving first (CUPROBE_RING_DATA=speculative), whose compiled probe
+// takes the inline path that reads the consumer's tail.
 TEST_F(Run, KernelTraceStreamsMoreEventsThanItsRingHolds) {
-  const int n = 2048, iterations = 10, blocks = (n / 16) * (n / 16);
-  std::string maps = RunProbe(Probe("kernel_trace"),
-                              {SamplePath("matmul"), std::to_string(n),
-                               std::to_string(iterations)},
-                              {"--events", "json", "--quiet"});
-  ProcessResult r = RunProcess(
-      {"python3", "-c",
-       "import json,sys,collections,struct\n"
-       "c=collections.Counter()\n"
-       "for l in open(sys.argv[1]):\n"
-       "  e=json.loads(l)\n"
-       "  if e.get('map')!='block_events': continue\n"
-       "  ts,k,sm,bx,by,bz,_=struct.unpack('<QIIIIII',bytes.fromhex(e['hex']))\n"
-       "  c[(k,bx,by,bz)]+=1\n"
-       "print(len(c), sorted(collections.Counter(c.values()).items()))\n",
-       prefix_ + ".events"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, absl::StrCat(blocks, " [(", iterations, ", ", blocks, ")]\n")) << maps;
-  EXPECT_THAT(maps, HasSubstr(absl::StrCat(blocks * iterations, " records delivered, 0 dropped")))
-      << maps;
+  for (const char* ring_data : {"device", "speculative"}) {
+    SCOPED_TRACE(ring_data);
+    const int n = 2048, iterations = 10, blocks = (n / 16) * (n / 16);
+    std::string maps = RunProbe(Probe("kernel_trace"),
+                                {SamplePath("matmul"), std::to_string(n),
+                                 std::to_string(iterations)},
+                                {"--events", "json", "--quiet"},
+                                {{"CUPROBE_RING_DATA", ring_data}});
+    ProcessResult r = RunProcess(
+        {"python3", "-c",
+         "import json,sys,collections,struct\n"
+         "c=collections.Counter()\n"
+         "for l in open(sys.argv[1]):\n"
+         "  e=json.loads(l)\n"
+         "  if e.get('map')!='block_events': continue\n"
+         "  ts,k,sm,bx,by,bz,_=struct.unpack('<QIIIIII',bytes.fromhex(e['hex']))\n"
+         "  c[(k,bx,by,bz)]+=1\n"
+         "print(len(c), sorted(collections.Counter(c.values()).items()))\n",
+         prefix_ + ".events"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, absl::StrCat(blocks, " [(", iterations, ", ", blocks, ")]\n")) << maps;
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat(blocks * iterations, " records delivered, 0 dropped")))
+        << maps;
+  }
 }
 
 TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {

@@ -140,7 +140,8 @@ TEST_F(DeviceMapsTest, AFailedMoveIsRetriedAtTheNextPublish) {
   EXPECT_EQ(streams_told_[1].first, kB);
 }
 
-// A ring buffer's records go to device memory (RingData::kDeviceMirrored):
+// A ring buffer's records go to device memory (RingData::kDeviceMirrored or
+// kDeviceSpeculative):
 // its maps are shared with another context like any others. With the ring
 // in host memory registered in the first context (kHost) they cannot be.
 TEST(DeviceMapsRings, RingsInDeviceMemoryAreSharedAndRingsInHostMemoryAreNot) {
@@ -150,10 +151,11 @@ TEST(DeviceMapsRings, RingsInDeviceMemoryAreSharedAndRingsInHostMemoryAreNot) {
   options.maps = specs;
   absl::StatusOr<Session> session = Session::Create(options);
   ASSERT_TRUE(session.ok()) << session.status();
-  for (RingData placement : {RingData::kDeviceMirrored, RingData::kHost}) {
+  for (RingData placement :
+       {RingData::kDeviceMirrored, RingData::kDeviceSpeculative, RingData::kHost}) {
     FakeCudaDriver fake;
     DeviceMaps maps(specs, &*session, nullptr, fake.driver(), placement);
-    EXPECT_EQ(maps.mirrors_rings(), placement == RingData::kDeviceMirrored);
+    EXPECT_EQ(maps.mirrors_rings(), placement != RingData::kHost);
     fake.state.current = kA;
     maps.Prepare(kA);
     ASSERT_TRUE(maps.MapTable().ok());
@@ -161,7 +163,7 @@ TEST(DeviceMapsRings, RingsInDeviceMemoryAreSharedAndRingsInHostMemoryAreNot) {
     fake.state.current = kB;
     maps.Prepare(kB);
     absl::Status shared = maps.UsableInCurrentContext();
-    if (placement == RingData::kDeviceMirrored) {
+    if (placement != RingData::kHost) {
       EXPECT_TRUE(shared.ok()) << shared;
       EXPECT_TRUE(maps.PumpRings().ok()) << "nothing to move before the maps are claimed";
     } else {
