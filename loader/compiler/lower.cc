@@ -871,6 +871,13 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   grab_tail->addIncoming(tail, over_half);
   grab_tail->addIncoming(tail, window);
   grab_tail->addIncoming(consumer_tail, speculative);
+  // Whether the SM's span may be set (it was not loaded): a speculative
+  // grab came here only with the span at 0, and skips storing 0 again (a
+  // store to the hint line for every record).
+  llvm::PHINode* may_have_span = b_.CreatePHI(b_.getInt1Ty(), 3);
+  may_have_span->addIncoming(b_.getTrue(), over_half);
+  may_have_span->addIncoming(b_.getTrue(), window);
+  may_have_span->addIncoming(b_.getFalse(), speculative);
   llvm::Value* position =
       b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(head_at, global),
                          record_bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
@@ -878,17 +885,23 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::Value* fits = b_.CreateAnd(
       b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(position, record_bytes), grab_tail), capacity),
       b_.CreateICmpULE(b_.CreateAdd(offset, record_bytes), capacity));
-  b_.CreateCondBr(fits, granted, finish);
-
-  // RingCountGroup and RingBeginRecord (maps/map_algorithms.h): the record
-  // counted in the SM's shard, the SM's full-ring span reset, the length
-  // written into header word 0.
-  b_.SetInsertPoint(granted);
-  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_RESERVED)), C64(1));
+  llvm::BasicBlock* reset = llvm::BasicBlock::Create(ctx_, "ring.span_reset", fn_);
+  llvm::BasicBlock* fitted = llvm::BasicBlock::Create(ctx_, "ring.fits", fn_);
+  b_.CreateCondBr(fits, fitted, finish);
+  b_.SetInsertPoint(fitted);
+  b_.CreateCondBr(may_have_span, reset, granted);
+  b_.SetInsertPoint(reset);
   b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64()}, false),
                                      "st.relaxed.gpu.global.b64 [$0], 0;", "l,~{memory}",
                                      /*hasSideEffects=*/true),
                 {b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_SPAN))});
+  b_.CreateBr(granted);
+
+  // RingCountGroup and RingBeginRecord (maps/map_algorithms.h): the SM's
+  // full-ring span reset (above, unless known to be 0), the record counted
+  // in the SM's shard, the length written into header word 0.
+  b_.SetInsertPoint(granted);
+  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_RESERVED)), C64(1));
   llvm::Value* header = b_.CreateAdd(data, offset);
   b_.CreateAlignedStore(b_.CreateTrunc(size, I32()), b_.CreateIntToPtr(header, global),
                         llvm::Align(8));
