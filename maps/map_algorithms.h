@@ -1008,47 +1008,30 @@ CUPROBE_HD uint32_t RingAfterFetchAdd(const cuprobe_map_desc* d, uint64_t total,
   }
 }
 
-// ---- Rings that reserve first (CUPROBE_MAP_F_RING_HOLES) -------------------
+// ---- Rings that reserve first (CUPROBE_MAP_F_RING_SPECULATIVE) -------------
 //
 // A ring in device memory that the hook's pump consumes (maps/map_set.h,
 // RingData::kDeviceSpeculative): the consumer's tail is device memory on a
 // line only the pump writes, so a producer reads the tail itself, and makes
 // the fetch-and-add on the head without loading the head's line first (on
 // an H200 that load, queued behind every SM's atomics on the line, was most
-// of what a delivered record cost: docs/PERFORMANCE.md). A producer whose
-// bytes then turn out not to fit records them as a hole (map_desc.h) and
-// drops its record; the pump skips the hole when it gets there. So no
-// producer waits for others to give their bytes back first, as in
-// RingAfterFetchAdd; only when no hole slot is free does it fall back to
-// that. An SM whose last reservation found the ring full (its full-ring
+// of what a delivered record cost: docs/PERFORMANCE.md). Its data area is
+// twice its capacity (map_desc.h). Bytes that end within a capacity of the
+// tail are granted; bytes that end within two are free but not granted: the
+// producer makes them a committed pad, which the pump skips, and drops its
+// record. So no producer waits for others to give their bytes back, nor for
+// the host. An SM whose last reservation found the ring full (its full-ring
 // span is set) checks the head first, as RingReserveFast does, so a ring
-// that stays full is not filled with holes.
+// that stays full is not filled with pads.
 
-CUPROBE_HD bool RingHasHoles(const cuprobe_map_desc* d) {
-  return (DescField(d->flags) & CUPROBE_MAP_F_RING_HOLES) != 0;
+CUPROBE_HD bool RingIsSpeculative(const cuprobe_map_desc* d) {
+  return (DescField(d->flags) & CUPROBE_MAP_F_RING_SPECULATIVE) != 0;
 }
 
-// A hole's slot value (map_desc.h): the position / 8 modulo 2^40 (the shift
-// drops the rest), then the bytes / 8.
-CUPROBE_HD uint64_t RingHoleKey(uint64_t position, uint64_t bytes) {
-  return ((position >> 3) << CUPROBE_RING_HOLE_SIZE_BITS) | (bytes >> 3);
-}
-
-// Records ring bytes [position, position + bytes) as a hole; false when no
-// slot was free after a few tries (or the hole is too large for a key).
-CUPROBE_HD bool RingAddHole(const cuprobe_map_desc* d, uint64_t position, uint64_t bytes) {
-  if ((bytes >> 3) == 0 || (bytes >> 3) >= (uint64_t{1} << CUPROBE_RING_HOLE_SIZE_BITS)) {
-    return false;
-  }
-  const uint64_t table = DescField(d->ring_data) + DescField(d->slot_mask) + 1;
-  const uint64_t key = RingHoleKey(position, bytes);
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    const uint64_t slot = AtomicAdd64(Ptr<uint64_t>(table), 1) & (CUPROBE_RING_HOLE_SLOTS - 1);
-    if (AtomicCas64(Ptr<uint64_t>(table + CUPROBE_RING_HOLES_HEADER + slot * 8), 0, key) == 0) {
-      return true;
-    }
-  }
-  return false;
+// The bytes a ring holds: its data area's, or half of it for a
+// speculative ring.
+CUPROBE_HD uint64_t RingCapacity(const cuprobe_map_desc* d) {
+  return (DescField(d->slot_mask) + 1) >> (RingIsSpeculative(d) ? 1 : 0);
 }
 
 // On the GPU: whether this SM's last reservation found the ring full (its
@@ -1063,16 +1046,17 @@ CUPROBE_HD bool RingFoundFull(const cuprobe_map_desc* d) {
 #endif
 }
 
-// The second half of a RING_HOLES reservation: `p` is what the
+// The second half of a speculative reservation: `p` is what the
 // fetch-and-add of `total` bytes on the head returned, `tail` the consumer's
-// tail as read with it (a tail never passes p: p's bytes are neither
-// committed nor a hole yet). Returns as RingAfterFetchAdd does.
+// tail as read with it (a tail never passes p: p's bytes are not committed
+// yet). Returns as RingAfterFetchAdd does.
 CUPROBE_HD uint32_t RingAfterSpeculativeAdd(const cuprobe_map_desc* d, uint64_t total, uint64_t p,
                                             uint64_t tail, uint64_t* position) {
-  const uint64_t capacity = DescField(d->slot_mask) + 1;
+  const uint64_t area = DescField(d->slot_mask) + 1;
+  const uint64_t capacity = area / 2;
   for (;;) {
     if (p + total - tail <= capacity) {
-      if ((p & (capacity - 1)) + total > capacity) {
+      if ((p & (area - 1)) + total > area) {
         StoreReleaseSystem32(RingHeaderAt(d, p),
                              CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
                                  static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
@@ -1086,21 +1070,29 @@ CUPROBE_HD uint32_t RingAfterSpeculativeAdd(const cuprobe_map_desc* d, uint64_t 
       tail = real;
       continue;
     }
-    if (RingAddHole(d, p, total) ||
-        AtomicCas64(&Control(d)->ring_head, p + total, p) == p + total) {
+    if (p + total - tail <= area) {
+      // In the data area's free half: a pad over the bytes (it may wrap;
+      // nothing is written past its header).
+      StoreReleaseSystem32(RingHeaderAt(d, p),
+                           CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
+                               static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
       RingHintFull(d);
       return kRingFull;
     }
-    Pause();  // no free hole slot: producers after us are giving their bytes back
+    if (AtomicCas64(&Control(d)->ring_head, p + total, p) == p + total) {
+      RingHintFull(d);
+      return kRingFull;
+    }
+    Pause();  // producers after us give their bytes back, or leave bytes we may pad
   }
 }
 
-// RingReserveFast for a RING_HOLES ring.
+// RingReserveFast for a speculative ring.
 CUPROBE_HD uint32_t RingReserveSpeculative(const cuprobe_map_desc* d, uint64_t total,
                                            uint64_t* position) {
   if (RingFullHinted(d)) return kRingFull;
   cuprobe_map_control* c = Control(d);
-  const uint64_t capacity = DescField(d->slot_mask) + 1;
+  const uint64_t capacity = RingCapacity(d);
   const uint64_t tail = RingConsumerTail(d);
   if (RingFoundFull(d) && LoadRelaxed64(&c->ring_head) + total - tail > capacity) {
     RingHintFull(d);
@@ -1111,7 +1103,7 @@ CUPROBE_HD uint32_t RingReserveSpeculative(const cuprobe_map_desc* d, uint64_t t
 
 CUPROBE_HD uint32_t RingReserveFast(const cuprobe_map_desc* d, uint64_t total,
                                     uint64_t* position) {
-  if (RingHasHoles(d)) return RingReserveSpeculative(d, total, position);
+  if (RingIsSpeculative(d)) return RingReserveSpeculative(d, total, position);
   if (RingFullHinted(d)) return kRingFull;
   cuprobe_map_control* c = Control(d);
   const uint64_t capacity = DescField(d->slot_mask) + 1;
@@ -1170,7 +1162,7 @@ CUPROBE_HD uint32_t RingCountGroup(const cuprobe_map_desc* d, uint32_t fast, uin
 // this is the plain per-thread reserve.
 CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_size, uint32_t n,
                                      uint64_t* first_position) {
-  const uint64_t capacity = DescField(d->slot_mask) + 1;
+  const uint64_t capacity = RingCapacity(d);
   const uint64_t total = static_cast<uint64_t>(n) * record_size;
   uint32_t fast = kRingFull;
   if (record_size != 0 && (record_size & 7) == 0 && total <= capacity - capacity / 8) {
@@ -1205,7 +1197,7 @@ CUPROBE_HD uint64_t RingBeginRecord(const cuprobe_map_desc* d, uint64_t position
 // A reservation whose fetch-and-add the caller made: `p` is what it
 // returned for `size` body bytes (one record, RingRecordSize(size) <=
 // 3/8 of the capacity), `tail` the cached tail the caller checked first
-// (a RING_HOLES ring: the consumer's tail it read). Ends the reservation as RingReserve would (pad and retry, give the bytes
+// (a speculative ring: the consumer's tail it read). Ends the reservation as RingReserve would (pad and retry, give the bytes
 // back, count) and returns the body's address, or 0 (counted as dropped).
 // The compiler's inline path for a lone producer (loader/compiler/lower.cc):
 // it reads the cursors from the descriptor's constant copy, so a block
@@ -1216,8 +1208,8 @@ CUPROBE_HD uint64_t RingReserveAt(const cuprobe_map_desc* d, uint64_t size, uint
                                   uint64_t tail) {
   const uint64_t record = RingRecordSize(size);
   uint64_t position = 0;
-  uint32_t fast = RingHasHoles(d) ? RingAfterSpeculativeAdd(d, record, p, tail, &position)
-                                  : RingAfterFetchAdd(d, record, p, tail, &position);
+  uint32_t fast = RingIsSpeculative(d) ? RingAfterSpeculativeAdd(d, record, p, tail, &position)
+                                       : RingAfterFetchAdd(d, record, p, tail, &position);
   if (fast == kRingPadded) fast = RingReserveFast(d, record, &position);
   if (RingCountGroup(d, fast, 1, record) == 0) return 0;
   return RingBeginRecord(d, position, static_cast<uint32_t>(size));

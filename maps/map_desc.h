@@ -45,7 +45,7 @@
  *    states are not copied: a key's slot is the same in every copy.
  * (Version 4: a ring's full hints in per-SM lines after the counter
  * shards, CUPROBE_MAP_RING_HINTS_AT. Version 5: rings flagged
- * CUPROBE_MAP_F_RING_HOLES reserve first and check after, below.)
+ * CUPROBE_MAP_F_RING_SPECULATIVE reserve first and check after, below.)
  * (Version 3: counter shards are 128 bytes apart, one cache line each:
  * atomics of two SMs on one line serialize in L2 as if on one address.)
  * The host folds before anyone reads (maps/map_layout.h, FoldMapImage):
@@ -102,21 +102,6 @@
 #define CUPROBE_RING_LEN_MASK 0x1FFFFFFFu
 #define CUPROBE_RING_HEADER_SIZE 8
 
-/* The hole table of a CUPROBE_MAP_F_RING_HOLES ring, right after its data
- * (ring_data + capacity): a 128-byte line whose first u64 is the next slot
- * to try (a fetch-and-add), then CUPROBE_RING_HOLE_SLOTS u64 slots. A slot
- * is 0 when free; a producer claims one with a compare-and-swap from 0 to
- * a key: bits 0-23 the hole's bytes / 8, bits 24-63 its byte position / 8
- * modulo 2^40 (the pump, whose position is never more than a capacity
- * behind, restores the rest). Only the pump frees a slot, by writing 0. A
- * hole's bytes are never written: they are zero when the pump reaches
- * them. */
-#define CUPROBE_RING_HOLES_HEADER 128
-#define CUPROBE_RING_HOLE_SLOTS 1024
-#define CUPROBE_RING_HOLES_BYTES (CUPROBE_RING_HOLES_HEADER + 8 * CUPROBE_RING_HOLE_SLOTS)
-#define CUPROBE_RING_HOLE_SIZE_BITS 24
-#define CUPROBE_RING_HOLE_POSITION_BITS 40
-
 struct cuprobe_map_desc {
   cuprobe_u32 magic;        /*   0 CUPROBE_MAP_DESC_MAGIC */
   cuprobe_u16 version;      /*   4 CUPROBE_MAP_DESC_VERSION */
@@ -149,12 +134,18 @@ struct cuprobe_map_desc {
 /* Set by the host runtime (never by a probe or the compiler: MakeMapDesc
  * clears it from MapSpec.flags) on a RINGBUF whose data and struct
  * cuprobe_ring_host are device memory that the hook's pump consumes
- * (maps/map_set.h, RingData::kDeviceSpeculative). Its producers read the
- * consumer's tail itself (device memory: no cached copy) and make the
- * fetch-and-add on the head without loading the head first; a producer
- * whose bytes then do not fit does not give them back but records them as
- * a hole, which the pump skips (the hole table below). */
-#define CUPROBE_MAP_F_RING_HOLES 0x40000000u
+ * (maps/map_set.h, RingData::kDeviceSpeculative). Its data area is twice
+ * the ring's capacity (slot_mask + 1 = 2 x capacity). Its producers read
+ * the consumer's tail itself (device memory: no cached copy) and make the
+ * fetch-and-add on the head without loading the head first. A record is
+ * granted when its bytes end within one capacity of the tail. Bytes that
+ * end past that but within two capacities are free too (the data area's
+ * other half): the producer makes them one committed PAD record there and
+ * drops its record, so nobody waits for it. Only bytes past two capacities
+ * are given back as on other rings (producers after them give theirs back
+ * first, or leave by a grant or a pad that this producer's bytes then also
+ * qualify for: no producer waits on the host). */
+#define CUPROBE_MAP_F_RING_SPECULATIVE 0x40000000u
 #define CUPROBE_MAP_COUNTER_SHARDS 128
 #define CUPROBE_MAP_COUNTER_SHARD_STRIDE 128 /* one shard per 128-byte line: SMs never share one */
 #define CUPROBE_MAP_SHARD_ERRORS 0

@@ -208,7 +208,7 @@ cuprobe_map_desc MakeMapDesc(const MapGeometry& g, uint64_t base, uint64_t ring_
   d.version = CUPROBE_MAP_DESC_VERSION;
   d.size = CUPROBE_MAP_DESC_SIZE;
   d.type = g.type;
-  d.flags = g.flags & ~CUPROBE_MAP_F_RING_HOLES;  // the host runtime's to set (map_desc.h)
+  d.flags = g.flags & ~CUPROBE_MAP_F_RING_SPECULATIVE;  // the host runtime's to set (map_desc.h)
   d.key_size = g.key_size;
   d.value_size = g.value_size;
   d.max_entries = g.max_entries;

@@ -108,8 +108,8 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
   uint64_t rings_device = 0;
   absl::Span<uint8_t> rings_area;
   set.has_rings_ = has_ring;
-  const bool holes = ring_placement == RingData::kDeviceSpeculative;
-  const bool mirrored = holes || ring_placement == RingData::kDeviceMirrored;
+  const bool speculative = ring_placement == RingData::kDeviceSpeculative;
+  const bool mirrored = speculative || ring_placement == RingData::kDeviceMirrored;
   if (has_ring && region == nullptr) {
     return absl::FailedPreconditionError(
         "ring buffer maps live in the session segment: MapSet needs its maps region");
@@ -139,10 +139,11 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
       if (!ring.ok()) return fail(ring.status());
       if (mirrored) {
         // The device copy: the ring's host block as it is now (its tail
-        // included), then zeroed data (and an empty hole table).
+        // included), then zeroed data: twice the capacity for producers
+        // that reserve first (map_desc.h).
         const uint64_t capacity = ring->capacity();
-        const uint64_t shadow_bytes =
-            MapRing::BlockBytes(capacity) + (holes ? CUPROBE_RING_HOLES_BYTES : 0);
+        const uint64_t area = speculative ? 2 * capacity : capacity;
+        const uint64_t shadow_bytes = MapRing::BlockBytes(area);
         absl::StatusOr<uint64_t> shadow = memory->Allocate(shadow_bytes);
         if (!shadow.ok()) {
           return fail(absl::Status(
@@ -152,11 +153,11 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
         }
         RingMirror& mirror = set.mirrors_.back().emplace();
         mirror.shadow = *shadow;
-        mirror.holes = holes;
+        mirror.area = area;
         // The device copy starts empty at 0; in the rings area the pump is
         // a new producer (records a gone one left are read first).
         mirror.host_head = ring->ResumePosition();
-        mirror.staging.assign(capacity, 0);
+        mirror.staging.assign(area, 0);
         if (absl::Status s = memory->Zero(*shadow, shadow_bytes); !s.ok()) return fail(s);
         cuprobe_ring_host header;
         std::memcpy(&header, ring->host(), sizeof(header));
@@ -177,7 +178,10 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
       set.rings_.emplace_back(std::nullopt);
     }
     cuprobe_map_desc desc = MakeMapDesc(m.geometry, m.base, ring_data, ring_host);
-    if (holes && m.geometry.type == CUPROBE_MAP_RINGBUF) desc.flags |= CUPROBE_MAP_F_RING_HOLES;
+    if (speculative && m.geometry.type == CUPROBE_MAP_RINGBUF) {
+      desc.flags |= CUPROBE_MAP_F_RING_SPECULATIVE;
+      desc.slot_mask = 2 * m.geometry.ring_bytes - 1;  // the data area
+    }
     if (absl::Status s = memory->CopyToDevice(m.base, &desc, sizeof(desc)); !s.ok()) {
       return fail(s);
     }
@@ -651,100 +655,50 @@ RingRecord RingRecordAt(const uint8_t* at) {
 
 }  // namespace
 
-absl::Status MapSet::CopyRingRange(const RingMirror& mirror, uint64_t capacity, uint64_t from,
-                                   uint64_t to, std::vector<uint8_t>& staging) {
-  return ForRingSpans(capacity, from, to, [&](uint64_t index, uint64_t n) {
+absl::Status MapSet::CopyRingRange(const RingMirror& mirror, uint64_t from, uint64_t to,
+                                   std::vector<uint8_t>& staging) {
+  return ForRingSpans(mirror.area, from, to, [&](uint64_t index, uint64_t n) {
     return memory_->CopyFromDevice(staging.data() + index,
                                    mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n);
   });
 }
 
-absl::Status MapSet::CollectHoles(size_t i, RingMirror& mirror, uint64_t capacity) {
-  const uint64_t slots = mirror.shadow + CUPROBE_RING_HOST_SIZE + capacity + CUPROBE_RING_HOLES_HEADER;
-  mirror.hole_slots.resize(CUPROBE_RING_HOLE_SLOTS);
-  CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(mirror.hole_slots.data(), slots,
-                                                  CUPROBE_RING_HOLE_SLOTS * 8));
-  constexpr uint64_t kPositionMask =
-      (uint64_t{1} << (CUPROBE_RING_HOLE_POSITION_BITS + 3)) - 1;
-  for (uint64_t run = 0; run < CUPROBE_RING_HOLE_SLOTS;) {
-    if (mirror.hole_slots[run] == 0) {
-      ++run;
-      continue;
-    }
-    uint64_t after = run;
-    for (; after < CUPROBE_RING_HOLE_SLOTS && mirror.hole_slots[after] != 0; ++after) {
-      const uint64_t key = mirror.hole_slots[after];
-      const uint64_t bytes = (key & ((uint64_t{1} << CUPROBE_RING_HOLE_SIZE_BITS) - 1)) << 3;
-      // The position modulo 2^43 (map_desc.h): holes are never behind the pump.
-      const uint64_t position =
-          mirror.position + (((key >> CUPROBE_RING_HOLE_SIZE_BITS << 3) - mirror.position) &
-                             kPositionMask);
-      if (bytes == 0 || bytes > capacity || !mirror.pending_holes.emplace(position, bytes).second) {
-        mirror.broken = true;
-        return absl::DataLossError(absl::StrFormat(
-            "ring '%s': hole slot %d holds 0x%016x, which is no hole (%d bytes at device "
-            "position %d); its records stop at position %d",
-            maps_[i].spec.name, after, key, bytes, position, mirror.position));
-      }
-    }
-    // Only the pump frees a slot, and producers claim only free ones: the
-    // slots read here are still these holes.
-    CUPROBE_RETURN_IF_ERROR(memory_->Zero(slots + run * 8, (after - run) * 8));
-    run = after;
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
   MapRing& ring = *rings_[i];
-  const uint64_t capacity = ring.capacity();
+  const uint64_t capacity = ring.capacity();  // the rings area's
+  const uint64_t area = mirror.area;          // the device data's (2 x capacity: speculative)
   uint64_t head = 0;
   CUPROBE_RETURN_IF_ERROR(memory_->CopyFromDevice(
       &head, maps_[i].base + CUPROBE_MAP_DESC_SIZE + offsetof(cuprobe_map_control, ring_head),
       sizeof(head)));
   if (mirror.broken || head <= mirror.position) return uint64_t{0};
-  // Records stay within a capacity of the device tail, which is ours; past
-  // it there can only be holes.
-  const uint64_t copied = std::min(head, mirror.position + capacity);
+  // Producers stay within the device data of the device tail, which is ours
+  // (bytes past it are being given back).
+  const uint64_t copied = std::min(head, mirror.position + area);
   // First copy: which records are committed. Their bodies were written
   // before their commit (release), so a second copy, made after the first
   // saw the commits, holds them whole: only that one is handed on.
-  CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, capacity, mirror.position, copied, mirror.staging));
+  CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, mirror.position, copied, mirror.staging));
   uint64_t end = mirror.position;
-  bool collected = false;
-  while (end < head) {
-    const uint64_t index = end & (capacity - 1);
-    if (end < copied) {
-      const RingRecord r = RingRecordAt(mirror.staging.data() + index);
-      if (r.committed) {
-        if ((!r.pad && r.total > capacity - index) || r.total > capacity) {
-          if (end > mirror.position) break;  // hand on what precedes it first
-          mirror.broken = true;
-          return absl::DataLossError(absl::StrFormat(
-              "ring '%s': the record at device position %d has a bad header (0x%08x 0x%08x); "
-              "its records stop there",
-              maps_[i].spec.name, end, r.word0, r.word1));
-        }
-        end += r.total;
-        continue;
-      }
+  while (end < copied) {
+    const uint64_t index = end & (area - 1);
+    const RingRecord r = RingRecordAt(mirror.staging.data() + index);
+    if (!r.committed) break;  // not committed yet
+    if ((!r.pad && (r.total > area - index || r.total > capacity)) || r.total > area) {
+      if (end > mirror.position) break;  // hand on what precedes it first
+      mirror.broken = true;
+      return absl::DataLossError(absl::StrFormat(
+          "ring '%s': the record at device position %d has a bad header (0x%08x 0x%08x); "
+          "its records stop there",
+          maps_[i].spec.name, end, r.word0, r.word1));
     }
-    // Nothing committed here: a record still being written, or a hole.
-    if (!mirror.holes) break;
-    auto hole = mirror.pending_holes.find(end);
-    if (hole == mirror.pending_holes.end() && !collected) {
-      CUPROBE_RETURN_IF_ERROR(CollectHoles(i, mirror, capacity));
-      collected = true;
-      hole = mirror.pending_holes.find(end);
-    }
-    if (hole == mirror.pending_holes.end()) break;
-    end += hole->second;
+    // A record reaching past the head read above was committed after bytes
+    // there were given back and taken again: the next pump reads it whole.
+    if (end + r.total > copied) break;
+    end += r.total;
   }
-  end = std::min(end, head);
   if (end == mirror.position) return uint64_t{0};
-  CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, capacity, mirror.position,
-                                        std::min(end, mirror.position + capacity),
-                                        mirror.staging));
+  CUPROBE_RETURN_IF_ERROR(CopyRingRange(mirror, mirror.position, end, mirror.staging));
 
   // Each record goes to the rings area at the pump's own position there (a
   // producer of its own: the consumer frees that space, not the device's),
@@ -768,15 +722,9 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
   uint64_t published = 0;
   uint64_t at = mirror.position;
   while (at < end) {
-    if (auto hole = mirror.pending_holes.find(at); hole != mirror.pending_holes.end()) {
-      at += hole->second;  // bytes no producer wrote
-      mirror.pending_holes.erase(hole);
-      continue;
-    }
-    const uint64_t index = at & (capacity - 1);
-    const uint8_t* src = mirror.staging.data() + index;
+    const uint8_t* src = mirror.staging.data() + (at & (area - 1));
     const RingRecord r = RingRecordAt(src);
-    if (r.pad) {  // the device's own filler: nothing to hand on
+    if (r.pad) {  // the device's own filler (or refused bytes): nothing to hand on
       at += r.total;
       continue;
     }
@@ -797,12 +745,10 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
     at += total;
     ++published;
   }
-  // What was handed on (or skipped) is zeroed on the device, then
-  // producers may reuse it.
+  // What was handed on is zeroed on the device, then producers may reuse it.
   if (at > mirror.position) {
-    CUPROBE_RETURN_IF_ERROR(ForRingSpans(
-        capacity, mirror.position, std::min(at, mirror.position + capacity),
-        [&](uint64_t index, uint64_t n) {
+    CUPROBE_RETURN_IF_ERROR(
+        ForRingSpans(area, mirror.position, at, [&](uint64_t index, uint64_t n) {
           return memory_->Zero(mirror.shadow + CUPROBE_RING_HOST_SIZE + index, n);
         }));
     CUPROBE_RETURN_IF_ERROR(memory_->CopyToDevice(

@@ -32,12 +32,11 @@
 //    the GPU into host memory costs it about 8.6 ns (a PCIe write per
 //    store), into device memory under 2 ns (docs/PERFORMANCE.md,
 //    bench/experiments/ring_latency.cu).
-//  - kDeviceSpeculative: as kDeviceMirrored, and the producers reserve
-//    first and check after (CUPROBE_MAP_F_RING_HOLES, maps/map_desc.h): a
-//    producer whose bytes do not fit leaves them as a hole in the device
-//    ring, listed in the ring's hole table, and the pump skips each hole
-//    when it reaches it (collecting the table's entries and freeing their
-//    slots when it finds nothing committed where records are reserved).
+//  - kDeviceSpeculative: as kDeviceMirrored, with a device data area twice
+//    the capacity, and producers that reserve first and check after
+//    (CUPROBE_MAP_F_RING_SPECULATIVE, maps/map_desc.h): a producer whose
+//    bytes do not fit within the capacity makes them a pad in the area's
+//    free half, which the pump skips like any pad.
 //
 // Hazards:
 //  - Not thread-safe: one thread (the watcher) publishes; Create and Release
@@ -49,7 +48,6 @@
 #define CUPROBE_MAPS_MAP_SET_H_
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -202,18 +200,13 @@ class MapSet {
                              // zeroed; the device copy's tail)
     uint64_t host_head = 0;  // where the next record goes in the rings area
     bool broken = false;     // a malformed header on the device: nothing after it
-    bool holes = false;      // kDeviceSpeculative: the data is followed by a hole table
+    uint64_t area = 0;       // device data bytes (twice the capacity: kDeviceSpeculative)
     std::vector<uint8_t> staging;  // the device data, at the same offsets
-    std::map<uint64_t, uint64_t> pending_holes;  // collected holes not passed yet: position -> bytes
-    std::vector<uint64_t> hole_slots;            // the device hole table's slots, copied
   };
   [[nodiscard]] absl::StatusOr<uint64_t> PumpRing(size_t i, RingMirror& mirror);
-  // Moves the device hole table's entries into mirror.pending_holes and
-  // frees their slots. `capacity`: the ring's.
-  [[nodiscard]] absl::Status CollectHoles(size_t i, RingMirror& mirror, uint64_t capacity);
-  // Device data [from, to) of a ring (positions; wraps) into mirror.staging.
-  [[nodiscard]] absl::Status CopyRingRange(const RingMirror& mirror, uint64_t capacity,
-                                           uint64_t from, uint64_t to,
+  // Device data [from, to) of a ring (positions; wraps) into `staging`, at
+  // the same offsets.
+  [[nodiscard]] absl::Status CopyRingRange(const RingMirror& mirror, uint64_t from, uint64_t to,
                                            std::vector<uint8_t>& staging);
 
   DeviceMemory* memory_ = nullptr;

@@ -813,16 +813,19 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   llvm::BasicBlock* checked = llvm::BasicBlock::Create(ctx_, "ring.checked", fn_);
   b_.CreateCondBr(
       b_.CreateICmpNE(b_.CreateAnd(DescLoad(ring, offsetof(cuprobe_map_desc, flags), I32()),
-                                   b_.getInt32(CUPROBE_MAP_F_RING_HOLES)),
+                                   b_.getInt32(CUPROBE_MAP_F_RING_SPECULATIVE)),
                       b_.getInt32(0)),
       speculative, checked);
 
-  // A ring that reserves first (map_desc.h, CUPROBE_MAP_F_RING_HOLES): the
-  // consumer's tail (device memory, a line only the pump writes) and the
-  // fetch-and-add, neither waiting on the other, unless this SM found the
-  // ring full last time (its span is set: the helper checks the head
-  // first, RingReserveSpeculative).
+  // A ring that reserves first (map_desc.h, CUPROBE_MAP_F_RING_SPECULATIVE):
+  // the consumer's tail (device memory, a line only the pump writes; a
+  // relaxed load, which the fetch-and-add need not wait for: the record's
+  // stores wait on the check of both) and the fetch-and-add, unless this SM
+  // found the ring full last time (its span is set: the helper checks the
+  // head first, RingReserveSpeculative). Its capacity is half its data
+  // area (slot_mask + 1).
   b_.SetInsertPoint(speculative);
+  llvm::Value* half = b_.CreateLShr(capacity, C64(1));
   llvm::Value* consumer_tail = b_.CreateCall(
       llvm::InlineAsm::get(llvm::FunctionType::get(I64(), {I64()}, false),
                            "ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l,~{memory}",
@@ -878,12 +881,16 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   may_have_span->addIncoming(b_.getTrue(), over_half);
   may_have_span->addIncoming(b_.getTrue(), window);
   may_have_span->addIncoming(b_.getFalse(), speculative);
+  llvm::PHINode* limit = b_.CreatePHI(I64(), 3);  // the bytes the ring holds
+  limit->addIncoming(capacity, over_half);
+  limit->addIncoming(capacity, window);
+  limit->addIncoming(half, speculative);
   llvm::Value* position =
       b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(head_at, global),
                          record_bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
   llvm::Value* offset = b_.CreateAnd(position, b_.CreateSub(capacity, C64(1)));
   llvm::Value* fits = b_.CreateAnd(
-      b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(position, record_bytes), grab_tail), capacity),
+      b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(position, record_bytes), grab_tail), limit),
       b_.CreateICmpULE(b_.CreateAdd(offset, record_bytes), capacity));
   llvm::BasicBlock* reset = llvm::BasicBlock::Create(ctx_, "ring.span_reset", fn_);
   llvm::BasicBlock* fitted = llvm::BasicBlock::Create(ctx_, "ring.fits", fn_);

@@ -308,7 +308,7 @@ TEST(Lowering, ALoneLaneReservesInlineWhileItsRecordFits) {
   // (+56) only when the ring is over half full.
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(ptx, "ld.relaxed.gpu.global.v2.b64")).size(),
             2u);
-  // A ring flagged RING_HOLES (bit 30 of the flags at +12: 64 in byte 15)
+  // A ring flagged RING_SPECULATIVE (bit 30 of the flags at +12: 64 in byte 15)
   // loads neither: the consumer's tail (ring_host, +96 in the constant
   // copy, then +64) and the SM's span (hint line +8: 16392) instead, the
   // same fetch-and-add after them.

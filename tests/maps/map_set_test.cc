@@ -279,15 +279,22 @@ class RingPumpTest : public MapSetTest {
     ASSERT_TRUE(maps.ok()) << maps.status();
     maps_.emplace(*std::move(maps));
     d_ = Desc(*maps_, 4);
-    ASSERT_EQ(algo::RingHasHoles(d_), placement == RingData::kDeviceSpeculative);
+    ASSERT_EQ(algo::RingIsSpeculative(d_), placement == RingData::kDeviceSpeculative);
+    ASSERT_EQ(algo::RingCapacity(d_), ring_->capacity());
   }
-  // The device ring's hole table: its next-slot counter, then its slots.
-  uint64_t* HoleTable() const {
-    return algo::Ptr<uint64_t>(d_->ring_data + d_->slot_mask + 1);
+  // 72-byte records until `attempts` have been made: how many were taken.
+  uint64_t Produce(uint64_t attempts) {
+    uint64_t taken = 0;
+    for (uint64_t k = 0; k < attempts; ++k) {
+      const uint64_t event[8] = {produced_, 1, 2, 3, 4, 5, 6, 7};
+      if (algo::RingOutput(d_, event, sizeof(event), 0) == 0) {
+        ++produced_;
+        ++taken;
+      }
+    }
+    return taken;
   }
-  uint64_t* HoleSlot(uint64_t i) const {
-    return HoleTable() + CUPROBE_RING_HOLES_HEADER / 8 + i;
-  }
+  uint64_t produced_ = 0;
   // Consumes what the segment's ring holds; each record's first 8 bytes go
   // to firsts_.
   size_t ConsumeFirsts() {
@@ -310,8 +317,8 @@ class MirroredRingTest : public RingPumpTest, public ::testing::WithParamInterfa
   void SetUp() override { Make(GetParam()); }
 };
 
-// Rings whose producers reserve first and leave holes.
-class HoleRingTest : public RingPumpTest {
+// Rings whose producers reserve first.
+class SpeculativeRingTest : public RingPumpTest {
  protected:
   void SetUp() override { Make(RingData::kDeviceSpeculative); }
 };
@@ -325,7 +332,8 @@ class HoleRingTest : public RingPumpTest {
 TEST_P(MirroredRingTest, DeliversEveryRecordInOrderThroughThePump) {
   EXPECT_TRUE(maps_->has_rings());
   EXPECT_EQ(memory_.live_host_mappings(), 0u) << "no host memory registered for the GPU";
-  const uint64_t capacity = d_->slot_mask + 1;
+  const uint64_t capacity = algo::RingCapacity(d_);
+  const uint64_t area = d_->slot_mask + 1;  // the device data (twice the capacity: ReserveFirst)
   auto* shadow = algo::Ptr<cuprobe_ring_host>(d_->ring_host);
   EXPECT_EQ(shadow->magic, CUPROBE_RING_HOST_MAGIC);
   EXPECT_NE(reinterpret_cast<uint8_t*>(d_->ring_data), ring_->data()) << "the device's own copy";
@@ -376,7 +384,7 @@ TEST_P(MirroredRingTest, DeliversEveryRecordInOrderThroughThePump) {
     ASSERT_TRUE(ring_->status().ok()) << ring_->status();
     EXPECT_EQ(shadow->tail, algo::Control(d_)->ring_head) << "round " << round << ": all moved";
     const uint8_t* data = algo::Ptr<const uint8_t>(d_->ring_data);
-    EXPECT_EQ(std::count(data, data + capacity, 0), static_cast<long>(capacity))
+    EXPECT_EQ(std::count(data, data + area, 0), static_cast<long>(area))
         << "round " << round << ": what was moved is zero on the device";
   }
   EXPECT_EQ(got, expected);
@@ -441,81 +449,70 @@ TEST_P(MirroredRingTest, WaitsForARecordStillBeingWritten) {
   ASSERT_TRUE(maps_->Release().ok());
 }
 
-// Producers that reserve first: a refused record leaves a hole (its bytes
-// in the hole table, its head advance kept), which the pump skips once it
-// gets there, freeing the slot; the records around it arrive in order.
-TEST_F(HoleRingTest, ARefusedReservationLeavesAHoleThatThePumpSkips) {
-  const uint64_t capacity = d_->slot_mask + 1;
-  // 72-byte records fill the 8 KiB ring; the next one is refused: it
-  // would cross the end, and its hole does.
-  uint64_t produced = 0;
-  for (;;) {
-    const uint64_t event[8] = {produced, 1, 2, 3, 4, 5, 6, 7};
-    if (algo::RingOutput(d_, event, sizeof(event), 0) != 0) break;
-    ++produced;
-  }
-  EXPECT_EQ(produced, capacity / 72) << "every record that fits: no slack";
-  const uint64_t head = algo::Control(d_)->ring_head;
-  EXPECT_EQ(head, produced * 72 + 72) << "the refused record's bytes are not given back";
-  EXPECT_EQ(*HoleTable(), 1u);
-  EXPECT_EQ(*HoleSlot(0), algo::RingHoleKey(produced * 72, 72));
-  EXPECT_EQ(algo::Control(d_)->ring_dropped, 1u);
-  // The pump moves the records; the hole is not reached until they are.
+// Producers that reserve first: the device data is twice the capacity.
+// Records are granted within the capacity; a refused record's bytes, in the
+// other half, become a pad (its producer waits for nobody); past that half
+// they are given back. The pump skips the pads, and the records on either
+// side of them arrive in order.
+TEST_F(SpeculativeRingTest, RefusedBytesBecomePadsAndPastTwiceTheCapacityAreGivenBack) {
+  const uint64_t capacity = algo::RingCapacity(d_);
+  EXPECT_EQ(d_->slot_mask + 1, 2 * capacity);
+  // 72-byte records: 113 fit in the 8 KiB; each refusal then pads 72 bytes
+  // until the next would end past 16 KiB (113 + 114 records' worth), and
+  // the rest are given back.
+  EXPECT_EQ(Produce(300), capacity / 72);
+  EXPECT_EQ(algo::Control(d_)->ring_head, (capacity / 72 + 114) * 72);
+  EXPECT_EQ(algo::Control(d_)->ring_dropped, 300 - capacity / 72);
+  const uint8_t* data = algo::Ptr<const uint8_t>(d_->ring_data);
+  uint32_t pad;
+  std::memcpy(&pad, data + (capacity / 72) * 72, 4);
+  EXPECT_EQ(pad, CUPROBE_RING_COMMIT | CUPROBE_RING_PAD | 64) << "the first refused record's pad";
+  // The pump moves the records and passes the pads; new records follow.
   absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
   ASSERT_TRUE(pumped.ok()) << pumped.status();
-  EXPECT_EQ(*pumped, produced);
-  EXPECT_EQ(*HoleSlot(0), 0u) << "collected: the slot is free again";
-  EXPECT_EQ(algo::Ptr<cuprobe_ring_host>(d_->ring_host)->tail, head) << "the hole skipped";
-  // The next record lands after the hole.
-  const uint64_t last[8] = {produced, 1, 2, 3, 4, 5, 6, 7};
-  ASSERT_EQ(algo::RingOutput(d_, last, sizeof(last), 0), 0);
+  EXPECT_EQ(*pumped, capacity / 72);
+  EXPECT_EQ(algo::Ptr<cuprobe_ring_host>(d_->ring_host)->tail, algo::Control(d_)->ring_head);
+  EXPECT_EQ(std::count(data, data + 2 * capacity, 0), static_cast<long>(2 * capacity))
+      << "what was moved or passed is zero on the device";
   ConsumeFirsts();
+  EXPECT_EQ(Produce(10), 10u);
   ASSERT_TRUE(maps_->Publish(1).ok());
   ConsumeFirsts();
-  ASSERT_EQ(firsts_.size(), produced + 1);
+  ASSERT_EQ(firsts_.size(), produced_);
   for (uint64_t k = 0; k < firsts_.size(); ++k) ASSERT_EQ(firsts_[k], k);
-  EXPECT_EQ(ring_->Stats().dropped, 1u);
+  EXPECT_EQ(ring_->Stats().dropped, 300 - capacity / 72);
   EXPECT_EQ(ring_->Stats().head, ring_->Stats().tail) << "nothing pending";
   ASSERT_TRUE(maps_->Release().ok());
 }
 
-// With every hole slot taken, a refused producer gives its bytes back as a
-// ring without holes does (the head returns), and drops its record.
-TEST_F(HoleRingTest, AFullHoleTableFallsBackToGivingTheBytesBack) {
-  for (uint64_t i = 0; i < CUPROBE_RING_HOLE_SLOTS; ++i) {
-    // Holes far past anything produced here.
-    *HoleSlot(i) = algo::RingHoleKey((uint64_t{1} << 40) + 8 * i, 8);
-  }
-  uint64_t produced = 0;
-  for (;;) {
-    const uint64_t event[8] = {produced, 1, 2, 3, 4, 5, 6, 7};
-    if (algo::RingOutput(d_, event, sizeof(event), 0) != 0) break;
-    ++produced;
-  }
-  EXPECT_EQ(algo::Control(d_)->ring_head, produced * 72) << "the refused bytes were given back";
-  EXPECT_EQ(algo::Control(d_)->ring_dropped, 1u);
-  EXPECT_FALSE(algo::RingAddHole(d_, produced * 72, 72));
+// A refused producer whose bytes end past twice the capacity waits only for
+// producers after it: once one of them is granted (the tail moved), it is
+// granted too; once one pads, it may pad too. Here: the ring is full and a
+// reservation's bytes lie past the padding half; the pump frees the ring,
+// and the producer's retry is granted without any give-back.
+TEST_F(SpeculativeRingTest, AProducerPastThePaddingHalfIsGrantedOnceTheTailMoves) {
+  const uint64_t capacity = algo::RingCapacity(d_);
+  EXPECT_EQ(Produce(300), capacity / 72);
+  const uint64_t head = algo::Control(d_)->ring_head;
+  // As if this producer's fetch-and-add came now, with the tail it read
+  // before the pump moved: past two capacities.
+  const uint64_t p = algo::AtomicAdd64(&algo::Control(d_)->ring_head, 72);
+  ASSERT_EQ(p, head);
+  ASSERT_TRUE(maps_->PumpRings().ok());
+  ConsumeFirsts();
+  // (Its bytes would cross the end of the data: a pad, then a grant at the
+  // start.)
+  const uint64_t body = algo::RingReserveAt(d_, 64, p, /*tail=*/0);
+  ASSERT_NE(body, 0u);
+  EXPECT_EQ(body, d_->ring_data + (p + 72) % (2 * capacity) + CUPROBE_RING_HEADER_SIZE);
+  const uint64_t event[8] = {produced_++, 1, 2, 3, 4, 5, 6, 7};
+  std::memcpy(algo::Ptr<uint8_t>(body), event, sizeof(event));
+  algo::RingFinishRecord(body, /*discard=*/false);
+  EXPECT_EQ(algo::Control(d_)->ring_dropped, 300 - capacity / 72) << "not a drop";
   ASSERT_TRUE(maps_->Publish(1).ok());
-  EXPECT_EQ(ConsumeFirsts(), produced);
-  ASSERT_TRUE(maps_->Release().ok());
-}
-
-// A slot whose value is no hole (a length of 0, or more than the ring) is
-// DATA_LOSS with one message that says where; the ring stops there and
-// the rest of the maps go on.
-TEST_F(HoleRingTest, ABadHoleSlotStopsTheRingWithAMessage) {
-  const uint64_t event[2] = {7, 7};
-  ASSERT_EQ(algo::RingOutput(d_, event, sizeof(event), 0), 0);
-  // A reservation never committed, so the pump looks for a hole there.
-  ASSERT_NE(algo::RingReserve(d_, 16, 0), 0u);
-  *HoleSlot(5) = uint64_t{12345} << CUPROBE_RING_HOLE_SIZE_BITS;  // 0 bytes
-  absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
-  ASSERT_FALSE(pumped.ok());
-  EXPECT_EQ(pumped.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(pumped.status().message(), HasSubstr("ring 'events': hole slot 5 holds"));
-  pumped = maps_->PumpRings();
-  ASSERT_TRUE(pumped.ok()) << "reported once";
-  EXPECT_EQ(*pumped, 0u);
+  ConsumeFirsts();
+  ASSERT_EQ(firsts_.size(), produced_);
+  for (uint64_t k = 0; k < firsts_.size(); ++k) ASSERT_EQ(firsts_[k], k);
   ASSERT_TRUE(maps_->Release().ok());
 }
 
@@ -523,7 +520,7 @@ TEST_F(HoleRingTest, ABadHoleSlotStopsTheRingWithAMessage) {
 // tried again) while the test's thread pumps, skipping holes, and
 // consumes: every record arrives exactly once, byte-exact, each producer's
 // in its own order, and every refusal is counted as a drop; at the end
-// nothing is pending on the device or in the hole table.
+// nothing is pending on the device.
 TEST_P(MirroredRingTest, ConcurrentProducersThePumpAndAConsumerLoseNothingUncounted) {
   constexpr uint32_t kProducers = 4;
   constexpr uint32_t kEach = 20000;
@@ -585,11 +582,7 @@ TEST_P(MirroredRingTest, ConcurrentProducersThePumpAndAConsumerLoseNothingUncoun
   EXPECT_EQ(stats.dropped, refused.load());
   EXPECT_EQ(stats.head, stats.tail) << "nothing pending";
   EXPECT_EQ(algo::Ptr<cuprobe_ring_host>(d_->ring_host)->tail, algo::Control(d_)->ring_head);
-  if (GetParam() == RingData::kDeviceSpeculative) {
-    // On the host every refusal goes through the hole table (no SM hints).
-    EXPECT_GE(*HoleTable(), refused.load());
-    for (uint64_t i = 0; i < CUPROBE_RING_HOLE_SLOTS; ++i) ASSERT_EQ(*HoleSlot(i), 0u) << i;
-  }
+
   ASSERT_TRUE(maps_->Release().ok());
 }
 

@@ -779,7 +779,7 @@ TEST_F(MapsGpu, DeviceRingsPumpedWhileKernelsRunLoseNothingUncounted) {
       std::memcpy(&d, maps_->descriptors().data(), sizeof(d));
       return d;
     }();
-    EXPECT_EQ((desc.flags & CUPROBE_MAP_F_RING_HOLES) != 0,
+    EXPECT_EQ((desc.flags & CUPROBE_MAP_F_RING_SPECULATIVE) != 0,
               placement == RingData::kDeviceSpeculative);
     absl::StatusOr<Session> cli = Session::Open(session_->name(), true);
     ASSERT_TRUE(cli.ok());
@@ -788,6 +788,12 @@ TEST_F(MapsGpu, DeviceRingsPumpedWhileKernelsRunLoseNothingUncounted) {
     CUcontext context = nullptr;
     ASSERT_EQ(gpu_->driver().CtxGetCurrent(&context), CUDA_SUCCESS);
     RecordCheck check;
+    // Each thread's record, once per round at most (4 rounds).
+    std::vector<uint8_t> times(kN, 0);
+    auto take = [&](absl::Span<const uint8_t> b) {
+      check(b);
+      if (b.size() == 16 && U64(b) < kN) ++times[U64(b)];
+    };
     std::atomic<bool> done{false};
     absl::Status pump_status;
     std::thread pump([&] {
@@ -798,7 +804,7 @@ TEST_F(MapsGpu, DeviceRingsPumpedWhileKernelsRunLoseNothingUncounted) {
           pump_status = moved.status();
           return;
         }
-        if (ring->Consume([&](absl::Span<const uint8_t> b) { check(b); }) == 0 && *moved == 0) {
+        if (ring->Consume(take) == 0 && *moved == 0) {
           std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
       }
@@ -811,7 +817,7 @@ TEST_F(MapsGpu, DeviceRingsPumpedWhileKernelsRunLoseNothingUncounted) {
     ASSERT_TRUE(pump_status.ok()) << pump_status;
     for (int i = 0; i < 4; ++i) {
       ASSERT_TRUE(maps_->Publish(2).ok());
-      ring->Consume([&](absl::Span<const uint8_t> b) { check(b); });
+      ring->Consume(take);
     }
     ASSERT_TRUE(ring->status().ok()) << ring->status();
     const MapRingStats stats = ring->Stats();
@@ -820,13 +826,8 @@ TEST_F(MapsGpu, DeviceRingsPumpedWhileKernelsRunLoseNothingUncounted) {
     EXPECT_EQ(check.delivered + stats.dropped, 4 * kN);
     EXPECT_EQ(stats.reserved, check.delivered);
     EXPECT_EQ(stats.head, stats.tail) << "nothing waits on the device";
-    if (placement == RingData::kDeviceSpeculative) {
-      std::vector<uint64_t> slots =
-          Download(desc.ring_data + (4 << 20) + CUPROBE_RING_HOLES_HEADER, CUPROBE_RING_HOLE_SLOTS);
-      EXPECT_EQ(std::count(slots.begin(), slots.end(), 0u), CUPROBE_RING_HOLE_SLOTS)
-          << "every hole passed";
-      RecordProperty("holes", std::to_string(Download(desc.ring_data + (4 << 20), 1)[0]));
-    }
+    EXPECT_GT(stats.dropped, 0u) << "the ring overflowed (the refusal path ran)";
+    EXPECT_LE(*std::max_element(times.begin(), times.end()), 4) << "no record more often than it was produced";
     RecordProperty(placement == RingData::kDeviceMirrored ? "delivered_check_first"
                                                           : "delivered_reserve_first",
                    std::to_string(check.delivered));
