@@ -976,6 +976,27 @@ CUPROBE_HD void RingHintReset(const cuprobe_map_desc* d) {
 #endif
 }
 
+// Bytes [p, p + total) as one committed pad record (the consumer skips it
+// whole; it may wrap, and nothing is written past its header).
+CUPROBE_HD void RingWritePad(const cuprobe_map_desc* d, uint64_t p, uint64_t total) {
+  StoreReleaseSystem32(RingHeaderAt(d, p),
+                       CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
+                           static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
+}
+
+// Granted bytes [p, p + total) in a data area of `area` bytes: the record's
+// position, or (across the end of the area) a pad, after which the caller
+// tries again.
+CUPROBE_HD uint32_t RingGrant(const cuprobe_map_desc* d, uint64_t p, uint64_t total, uint64_t area,
+                              uint64_t* position) {
+  if ((p & (area - 1)) + total > area) {
+    RingWritePad(d, p, total);
+    return kRingPadded;
+  }
+  *position = p;
+  return kRingGranted;
+}
+
 // The second half of RingReserveFast: `p` is what the fetch-and-add of
 // `total` bytes on the head returned, `tail` the cached tail the producer
 // checked before it. Also the end of the compiler's inline reservation
@@ -985,16 +1006,7 @@ CUPROBE_HD uint32_t RingAfterFetchAdd(const cuprobe_map_desc* d, uint64_t total,
   cuprobe_map_control* c = Control(d);
   const uint64_t capacity = DescField(d->slot_mask) + 1;
   for (;;) {
-    if (p + total - tail <= capacity) {
-      if ((p & (capacity - 1)) + total > capacity) {
-        StoreReleaseSystem32(RingHeaderAt(d, p),
-                             CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
-                                 static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
-        return kRingPadded;
-      }
-      *position = p;
-      return kRingGranted;
-    }
+    if (p + total - tail <= capacity) return RingGrant(d, p, total, capacity, position);
     // Overshot by the cached tail: the consumer's real one (over the bus).
     // It never passes p, whose header is not committed.
     const uint64_t real = RingConsumerTail(d);
@@ -1055,27 +1067,14 @@ CUPROBE_HD uint32_t RingAfterSpeculativeAdd(const cuprobe_map_desc* d, uint64_t 
   const uint64_t area = DescField(d->slot_mask) + 1;
   const uint64_t capacity = area / 2;
   for (;;) {
-    if (p + total - tail <= capacity) {
-      if ((p & (area - 1)) + total > area) {
-        StoreReleaseSystem32(RingHeaderAt(d, p),
-                             CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
-                                 static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
-        return kRingPadded;
-      }
-      *position = p;
-      return kRingGranted;
-    }
+    if (p + total - tail <= capacity) return RingGrant(d, p, total, area, position);
     const uint64_t real = RingConsumerTail(d);
     if (real > tail && real <= p) {
       tail = real;
       continue;
     }
     if (p + total - tail <= area) {
-      // In the data area's free half: a pad over the bytes (it may wrap;
-      // nothing is written past its header).
-      StoreReleaseSystem32(RingHeaderAt(d, p),
-                           CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
-                               static_cast<uint32_t>(total - CUPROBE_RING_HEADER_SIZE));
+      RingWritePad(d, p, total);  // in the data area's free half
       RingHintFull(d);
       return kRingFull;
     }

@@ -295,6 +295,12 @@ class RingPumpTest : public MapSetTest {
     return taken;
   }
   uint64_t produced_ = 0;
+  // ParseBody on a delivered body with its record's zero padding.
+  static bool ParseDelivered(absl::Span<const uint8_t> b, testing::CheckedBody* body) {
+    std::vector<uint8_t> padded(b.begin(), b.end());
+    padded.resize(((8 + b.size() + 7) & ~size_t{7}) - 8, 0);
+    return testing::ParseBody(padded, body);
+  }
   // Consumes what the segment's ring holds; each record's first 8 bytes go
   // to firsts_.
   size_t ConsumeFirsts() {
@@ -360,11 +366,8 @@ TEST_P(MirroredRingTest, DeliversEveryRecordInOrderThroughThePump) {
   };
   auto consume = [&] {
     return ring_->Consume([&](absl::Span<const uint8_t> b) {
-      // ParseBody checks a body with its record's zero padding.
-      std::vector<uint8_t> padded(b.begin(), b.end());
-      padded.resize(((8 + b.size() + 7) & ~size_t{7}) - 8, 0);
       testing::CheckedBody body;
-      ASSERT_TRUE(testing::ParseBody(padded, &body)) << body.error;
+      ASSERT_TRUE(ParseDelivered(b, &body)) << body.error;
       got.push_back(body.seq);
     });
   };
@@ -555,10 +558,8 @@ TEST_P(MirroredRingTest, ConcurrentProducersThePumpAndAConsumerLoseNothingUncoun
   uint64_t got = 0;
   auto consume = [&] {
     return ring_->Consume([&](absl::Span<const uint8_t> b) {
-      std::vector<uint8_t> padded(b.begin(), b.end());
-      padded.resize(((8 + b.size() + 7) & ~size_t{7}) - 8, 0);
       testing::CheckedBody body;
-      ASSERT_TRUE(testing::ParseBody(padded, &body)) << body.error;
+      ASSERT_TRUE(ParseDelivered(b, &body)) << body.error;
       ASSERT_LT(body.producer, kProducers);
       ASSERT_GT(static_cast<int64_t>(body.seq), last_seq[body.producer]) << "in order, once";
       last_seq[body.producer] = body.seq;
