@@ -228,14 +228,21 @@ void Hook::StartProbes() {
   // Ring records go to device memory and are pumped into the segment
   // (maps/map_set.h); CUPROBE_RING_DATA=host has the GPU write them into
   // the segment itself, over the bus (for comparisons), and
-  // CUPROBE_RING_DATA=speculative has producers reserve first and leave
-  // holes (RingData::kDeviceSpeculative; not the default until measured on
-  // a GPU: docs/PERFORMANCE.md).
-  const std::string_view ring_env =
-      std::getenv("CUPROBE_RING_DATA") == nullptr ? "" : std::getenv("CUPROBE_RING_DATA");
+  // CUPROBE_RING_DATA=speculative has producers reserve first and pad what
+  // does not fit (RingData::kDeviceSpeculative; not the default until
+  // measured on a GPU: docs/PERFORMANCE.md).
+  const char* ring_value = std::getenv("CUPROBE_RING_DATA");
+  const std::string_view ring_env = ring_value == nullptr ? "" : ring_value;
   const RingData ring_data = ring_env == "host"          ? RingData::kHost
                              : ring_env == "speculative" ? RingData::kDeviceSpeculative
                                                          : RingData::kDeviceMirrored;
+  if (!ring_env.empty() && ring_env != "host" && ring_env != "speculative" &&
+      ring_env != "device") {
+    CUPROBE_LOG(kWarning,
+                "CUPROBE_RING_DATA: ignoring unknown value '%s' (expected device, host or "
+                "speculative)",
+                ring_env);
+  }
   device_maps_ = KeptForever(new DeviceMaps(
       std::move(specs), output_->AttachSession(),
       [seam, tracer](CUcontext context, CUstream stream) {

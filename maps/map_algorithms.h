@@ -1164,7 +1164,9 @@ CUPROBE_HD uint32_t RingReserveGroup(const cuprobe_map_desc* d, uint64_t record_
   const uint64_t capacity = RingCapacity(d);
   const uint64_t total = static_cast<uint64_t>(n) * record_size;
   uint32_t fast = kRingFull;
-  if (record_size != 0 && (record_size & 7) == 0 && total <= capacity - capacity / 8) {
+  // (A group's bytes may become one pad, whose length has 29 bits.)
+  if (record_size != 0 && (record_size & 7) == 0 && total <= capacity - capacity / 8 &&
+      total - CUPROBE_RING_HEADER_SIZE <= CUPROBE_RING_LEN_MASK) {
     fast = RingReserveFast(d, total, first_position);
     if (fast == kRingPadded) fast = RingReserveFast(d, total, first_position);
   }
@@ -1195,7 +1197,8 @@ CUPROBE_HD uint64_t RingBeginRecord(const cuprobe_map_desc* d, uint64_t position
 
 // A reservation whose fetch-and-add the caller made: `p` is what it
 // returned for `size` body bytes (one record, RingRecordSize(size) <=
-// 3/8 of the capacity), `tail` the cached tail the caller checked first
+// 3/8 of the data area: of the capacity, or 3/4 for a speculative ring),
+// `tail` the cached tail the caller checked first
 // (a speculative ring: the consumer's tail it read). Ends the reservation as RingReserve would (pad and retry, give the bytes
 // back, count) and returns the body's address, or 0 (counted as dropped).
 // The compiler's inline path for a lone producer (loader/compiler/lower.cc):

@@ -114,7 +114,8 @@ struct cuprobe_map_desc {
   cuprobe_u32 value_stride; /*  28 round_up(value_size, 8) */
   cuprobe_u32 key_stride;   /*  32 HASH: round_up(key_size, 8) */
   cuprobe_u32 id_slots;     /*  36 PER*: ids per key */
-  cuprobe_u64 slot_mask;    /*  40 HASH: slots - 1; RINGBUF: capacity - 1 */
+  cuprobe_u64 slot_mask;    /*  40 HASH: slots - 1; RINGBUF: data bytes - 1 (the capacity,
+                               or twice it: CUPROBE_MAP_F_RING_SPECULATIVE) */
   cuprobe_u64 map_extra;    /*  48 HIST_LINEAR: min (s32, low), step (u32, high) */
   cuprobe_u64 values;       /*  56 values (all but RINGBUF) */
   cuprobe_u64 keys;         /*  64 HASH keys */

@@ -731,14 +731,16 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
     const uint64_t total = r.total;
     const uint64_t host_index = mirror.host_head & (capacity - 1);
     const uint64_t room = capacity - host_index;
-    const uint64_t needed = total > room ? room + total : total;
-    if (mirror.host_head + needed - host_tail > capacity) break;  // the consumer is behind
     if (total > room) {
+      // The pad to the end of the area goes first, on its own (the record
+      // and the pad together may be more than the area holds).
+      if (mirror.host_head + room - host_tail > capacity) break;  // the consumer is behind
       publish(host_index, CUPROBE_RING_COMMIT | CUPROBE_RING_PAD |
                               static_cast<uint32_t>(room - CUPROBE_RING_HEADER_SIZE),
               0, nullptr, 0);
       mirror.host_head += room;
     }
+    if (mirror.host_head + total - host_tail > capacity) break;  // the consumer is behind
     publish(mirror.host_head & (capacity - 1), r.word0, r.word1, src + CUPROBE_RING_HEADER_SIZE,
             total - CUPROBE_RING_HEADER_SIZE);
     mirror.host_head += total;

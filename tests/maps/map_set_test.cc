@@ -452,6 +452,34 @@ TEST_P(MirroredRingTest, WaitsForARecordStillBeingWritten) {
   ASSERT_TRUE(maps_->Release().ok());
 }
 
+// A record larger than half the ring, which does not fit before the end of
+// the segment's ring: the pump writes the pad to the end first, and the
+// record once the consumer has passed it (pad and record together would be
+// more than the ring holds, and used to stop the pump for good).
+TEST_P(MirroredRingTest, ARecordLargerThanHalfTheRingStillArrives) {
+  const uint64_t capacity = algo::RingCapacity(d_);
+  std::vector<uint64_t> a(capacity / 2 / 8 - 1, 1), b(5000 / 8 - 1, 2);  // 4096- and 5000-byte records
+  ASSERT_EQ(algo::RingOutput(d_, a.data(), a.size() * 8, 0), 0);
+  ASSERT_TRUE(maps_->PumpRings().ok());
+  EXPECT_EQ(ConsumeFirsts(), 1u);
+  // On the device too it crosses the end: its first try pads there, and
+  // (checking the head first, with a slack of an eighth) may be refused
+  // until the pump passes that pad.
+  int tries = 1;
+  for (; algo::RingOutput(d_, b.data(), b.size() * 8, 0) != 0 && tries < 3; ++tries) {
+    ASSERT_TRUE(maps_->PumpRings().ok());
+  }
+  ASSERT_LT(tries, 3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(maps_->PumpRings().ok());
+    ConsumeFirsts();
+  }
+  EXPECT_THAT(firsts_, ::testing::ElementsAre(1u, 2u));
+  ASSERT_TRUE(maps_->Publish(1).ok());
+  EXPECT_EQ(ring_->Stats().head, ring_->Stats().tail) << "nothing pending";
+  ASSERT_TRUE(maps_->Release().ok());
+}
+
 // Producers that reserve first: the device data is twice the capacity.
 // Records are granted within the capacity; a refused record's bytes, in the
 // other half, become a pad (its producer waits for nobody); past that half
@@ -519,6 +547,26 @@ TEST_F(SpeculativeRingTest, AProducerPastThePaddingHalfIsGrantedOnceTheTailMoves
   ASSERT_TRUE(maps_->Release().ok());
 }
 
+// Producers whose bytes end past twice the capacity give them back, the
+// last one first: the head returns to where it was, and both are drops.
+TEST_F(SpeculativeRingTest, BytesPastTwiceTheCapacityAreGivenBackLastFirst) {
+  const uint64_t capacity = algo::RingCapacity(d_);
+  EXPECT_EQ(Produce(300), capacity / 72);
+  const uint64_t head = algo::Control(d_)->ring_head;
+  const uint64_t dropped = algo::Control(d_)->ring_dropped;
+  const uint64_t x = algo::AtomicAdd64(&algo::Control(d_)->ring_head, 72);
+  const uint64_t y = algo::AtomicAdd64(&algo::Control(d_)->ring_head, 72);
+  ASSERT_GT(x + 72, 2 * capacity) << "past the padding half";
+  EXPECT_EQ(algo::RingReserveAt(d_, 64, y, /*tail=*/0), 0u);
+  EXPECT_EQ(algo::Control(d_)->ring_head, y);
+  EXPECT_EQ(algo::RingReserveAt(d_, 64, x, /*tail=*/0), 0u);
+  EXPECT_EQ(algo::Control(d_)->ring_head, head);
+  EXPECT_EQ(algo::Control(d_)->ring_dropped, dropped + 2);
+  ASSERT_TRUE(maps_->Publish(1).ok());
+  EXPECT_EQ(ConsumeFirsts(), capacity / 72);
+  ASSERT_TRUE(maps_->Release().ok());
+}
+
 // Threads reserving and committing concurrently (a refused record is
 // tried again) while the test's thread pumps, skipping holes, and
 // consumes: every record arrives exactly once, byte-exact, each producer's
@@ -566,6 +614,9 @@ TEST_P(MirroredRingTest, ConcurrentProducersThePumpAndAConsumerLoseNothingUncoun
       ++got;
     });
   };
+  // The pump starts once the ring has refused a record (so the refusal
+  // paths run: a pad or a give-back when reserving first).
+  while (refused.load() == 0) std::this_thread::yield();
   while (running.load() > 0) {
     absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
     ASSERT_TRUE(pumped.ok()) << pumped.status();
@@ -578,6 +629,7 @@ TEST_P(MirroredRingTest, ConcurrentProducersThePumpAndAConsumerLoseNothingUncoun
     consume();
   }
   EXPECT_EQ(got, uint64_t{kProducers} * kEach);
+  EXPECT_GT(refused.load(), 0u);
   for (uint32_t t = 0; t < kProducers; ++t) EXPECT_EQ(last_seq[t], kEach - 1);
   const MapRingStats stats = ring_->Stats();
   EXPECT_EQ(stats.dropped, refused.load());

@@ -769,7 +769,7 @@ TEST_F(MapsGpu, RingWithAConcurrentConsumerLosesNothingUncounted) {
 // by a thread of their own while 4M producers run, as the hook's ring pump
 // does, and read by a consumer: delivered + dropped = produced exactly, no
 // torn or duplicated record, and at the end nothing waits on the device
-// (nor, for producers that reserve first, in the hole table).
+// (with producers that reserve first, refused bytes are pads it skips).
 TEST_F(MapsGpu, DeviceRingsPumpedWhileKernelsRunLoseNothingUncounted) {
   for (RingData placement : {RingData::kDeviceMirrored, RingData::kDeviceSpeculative}) {
     SCOPED_TRACE(placement == RingData::kDeviceMirrored ? "check first" : "reserve first");
