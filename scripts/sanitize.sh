@@ -29,7 +29,7 @@ tests=(init_state_test hook_test watcher_test module_patcher_test segment_test r
 # and a child loads it and calls InitializeInjection without a GPU.
 children=(cuprobe cuprobe_hook)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
-      maps_region_fuzz_corpus segment_fuzz_corpus)
+      maps_region_fuzz_corpus segment_fuzz_corpus ring_pump_fuzz_corpus)
 
 echo "sanitize: configuring $build (address;undefined)"
 # -O1 with line tables only: ASan's recommended level, symbolized stacks, and
@@ -63,6 +63,7 @@ run bpf_object_fuzz_corpus "$build/bin/bpf_object_fuzz_corpus" "$corpus/bpf_obje
 run bundle_fuzz_corpus "$build/bin/bundle_fuzz_corpus" "$corpus/bundle"
 run maps_region_fuzz_corpus "$build/bin/maps_region_fuzz_corpus" "$build/tests/fuzz/maps_region_seeds"
 run segment_fuzz_corpus "$build/bin/segment_fuzz_corpus" "$corpus/segment"
+run ring_pump_fuzz_corpus "$build/bin/ring_pump_fuzz_corpus" "$corpus/ring_pump"
 if [[ $fails -ne 0 ]]; then
   echo "sanitize: $fails failed"
   exit 1
