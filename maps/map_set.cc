@@ -632,10 +632,13 @@ absl::Status ForRingSpans(uint64_t capacity, uint64_t from, uint64_t to,
 }
 
 // A record's header in a copy of ring data (map_desc.h): its two words,
-// whether it is committed, and the ring bytes it takes (a pad's may wrap).
+// whether it is committed, and the ring bytes it takes (a pad's may wrap);
+// `stray` when a committed header has bits the consumer rejects (MapRing:
+// word 1 set beside a word-0 commit, flags beside a word-1 commit's length,
+// a discarded or unaligned pad), so it is never handed on.
 struct RingRecord {
   uint32_t word0, word1;
-  bool committed, pad;
+  bool committed, pad, stray;
   uint64_t total;
 };
 
@@ -644,12 +647,20 @@ RingRecord RingRecordAt(const uint8_t* at) {
   std::memcpy(&r.word0, at, 4);
   std::memcpy(&r.word1, at + 4, 4);
   uint32_t word = r.word0;
-  if ((r.word0 & CUPROBE_RING_COMMIT) == 0) word = r.word1 | (r.word0 & CUPROBE_RING_LEN_MASK);
+  r.stray = false;
+  if ((r.word0 & CUPROBE_RING_COMMIT) == 0) {
+    word = r.word1 | (r.word0 & CUPROBE_RING_LEN_MASK);
+    r.stray = (r.word1 & ~(CUPROBE_RING_COMMIT | CUPROBE_RING_DISCARD)) != 0 ||
+              (r.word0 & ~CUPROBE_RING_LEN_MASK) != 0;
+  } else {
+    r.stray = r.word1 != 0;
+  }
   r.committed = (word & CUPROBE_RING_COMMIT) != 0;
   r.pad = (word & CUPROBE_RING_PAD) != 0;
   const uint64_t length = word & CUPROBE_RING_LEN_MASK;
   r.total = r.pad ? CUPROBE_RING_HEADER_SIZE + length
                   : (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+  r.stray = r.stray || (r.pad && ((r.total & 7) != 0 || (word & CUPROBE_RING_DISCARD) != 0));
   return r;
 }
 
@@ -684,7 +695,8 @@ absl::StatusOr<uint64_t> MapSet::PumpRing(size_t i, RingMirror& mirror) {
     const uint64_t index = end & (area - 1);
     const RingRecord r = RingRecordAt(mirror.staging.data() + index);
     if (!r.committed) break;  // not committed yet
-    if ((!r.pad && (r.total > area - index || r.total > capacity)) || r.total > area) {
+    if (r.stray || (!r.pad && (r.total > area - index || r.total > capacity)) ||
+        r.total > area) {
       if (end > mirror.position) break;  // hand on what precedes it first
       mirror.broken = true;
       return absl::DataLossError(absl::StrFormat(
