@@ -480,6 +480,32 @@ TEST_P(MirroredRingTest, ARecordLargerThanHalfTheRingStillArrives) {
   ASSERT_TRUE(maps_->Release().ok());
 }
 
+// A committed header with bits the consumer would reject (here word 1 set
+// beside a word-0 commit) is a bad header on the device: the records before
+// it are handed on, then one DATA_LOSS that says where, and the segment's
+// ring stays readable (the header is never copied there).
+TEST_P(MirroredRingTest, AHeaderWithStrayBitsIsNeverHandedOn) {
+  const uint64_t a[2] = {1, 1}, b[2] = {2, 2};
+  ASSERT_EQ(algo::RingOutput(d_, a, sizeof(a), 0), 0);
+  ASSERT_EQ(algo::RingOutput(d_, b, sizeof(b), 0), 0);
+  uint32_t* second = algo::RingHeaderAt(d_, 24);
+  ASSERT_EQ(second[0], CUPROBE_RING_COMMIT | 16u);
+  second[1] = 0x1234;
+  absl::StatusOr<uint64_t> pumped = maps_->PumpRings();
+  ASSERT_TRUE(pumped.ok()) << "the record before it first";
+  EXPECT_EQ(*pumped, 1u);
+  pumped = maps_->PumpRings();
+  ASSERT_FALSE(pumped.ok());
+  EXPECT_EQ(pumped.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(pumped.status().message(),
+              HasSubstr("ring 'events': the record at device position 24 has a bad header "
+                        "(0x80000010 0x00001234)"));
+  EXPECT_EQ(ConsumeFirsts(), 1u);
+  EXPECT_TRUE(ring_->status().ok()) << ring_->status();
+  EXPECT_THAT(firsts_, ::testing::ElementsAre(1u));
+  ASSERT_TRUE(maps_->Release().ok());
+}
+
 // Producers that reserve first: the device data is twice the capacity.
 // Records are granted within the capacity; a refused record's bytes, in the
 // other half, become a pad (its producer waits for nobody); past that half
