@@ -596,8 +596,11 @@ absl::Status MapSet::PublishSnapshots(uint64_t now_ns) {
       std::memcpy(&control, staging_.data(), sizeof(control));
       if (mirrors_[i].has_value()) {
         // In the rings area's positions: what the pump placed there, plus
-        // what waits on the device.
-        control.ring_head = mirrors_[i]->host_head + (control.ring_head - mirrors_[i]->position);
+        // what waits on the device (records lie within a capacity of its
+        // tail; a speculative ring's bytes past that are refused ones).
+        control.ring_head =
+            mirrors_[i]->host_head + std::min(control.ring_head - mirrors_[i]->position,
+                                              rings_[i]->capacity());
       }
       if (rings_[i].has_value()) rings_[i]->Publish(control);
     }
