@@ -1198,9 +1198,10 @@ CUPROBE_HD uint64_t RingBeginRecord(const cuprobe_map_desc* d, uint64_t position
 // A reservation whose fetch-and-add the caller made: `p` is what it
 // returned for `size` body bytes (one record, RingRecordSize(size) <=
 // 3/8 of the data area: of the capacity, or 3/4 for a speculative ring),
-// `tail` the cached tail the caller checked first
-// (a speculative ring: the consumer's tail it read). Ends the reservation as RingReserve would (pad and retry, give the bytes
-// back, count) and returns the body's address, or 0 (counted as dropped).
+// `tail` the cached tail the caller checked first (a speculative ring: the
+// consumer's tail it read). Ends the reservation as RingReserve would (pad
+// and retry, pad or give back refused bytes, count) and returns the body's
+// address, or 0 (counted as dropped).
 // The compiler's inline path for a lone producer (loader/compiler/lower.cc):
 // it reads the cursors from the descriptor's constant copy, so a block
 // leader's successful reservation waits on one load of the head and the
