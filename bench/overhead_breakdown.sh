@@ -23,6 +23,15 @@ for ((r = 0; r < rounds; r++)); do
   bench_case launches -- $(trace --trace launches) "$loop" "$launches"
   bench_case kernels -- $(trace --trace kernels) "$loop" "$launches"
   bench_case kernels.no_kernel_records CUPROBE_DIAG=no-kernel-records -- $(trace --trace kernels) "$loop" "$launches"
+  # Kernels timed by CUPTI's serialized kernel activity, which does not
+  # instrument kernels (the launch loop uses one stream: nothing to overlap).
+  bench_case all.serial_kernels CUPROBE_DIAG=serial-kernels -- $(trace) "$loop" "$launches"
+  bench_case kernels.serial_kernels CUPROBE_DIAG=serial-kernels -- $(trace --trace kernels) "$loop" "$launches"
+  # Launch API times from CUPTI's activity for the launch calls alone instead
+  # of callbacks (collected, not used), against the callbacks, late attach
+  # off in both (it enables the callbacks for redirection).
+  bench_case all.no_late_attach CUPROBE_LATE_ATTACH=0 -- $(trace) "$loop" "$launches"
+  bench_case all.launch_activity CUPROBE_LATE_ATTACH=0 CUPROBE_DIAG=launch-activity -- $(trace) "$loop" "$launches"
   bench_case standalone.all -- env CUDA_INJECTION64_PATH="$build/lib/libcuprobe_hook.so" CUPROBE_OUTPUT="$tmp/s.json" "$loop" "$launches"
 done
 python3 - "$tsv" <<'PY'

@@ -58,6 +58,11 @@ HookConfig HookConfig::FromEnvironment() {
                   "kernels, memory)", word);
     }
   }
+  if (const char* s = std::getenv("CUPROBE_DIAG"); s != nullptr) {
+    config.serial_kernels = std::string_view(s).find("serial-kernels") != std::string_view::npos;
+    config.launch_api_activity =
+        std::string_view(s).find("launch-activity") != std::string_view::npos;
+  }
   config.program = ProgramName();
   return config;
 }
@@ -86,9 +91,15 @@ std::vector<CUpti_ActivityKind> Hook::ActivityKinds() const {
   std::vector<CUpti_ActivityKind> kinds;
   for (CUpti_ActivityKind kind : Tracer::kActivityKinds) {
     bool is_kernel = kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    if (is_kernel ? config_.trace_kernels : config_.trace_memory) kinds.push_back(kind);
+    if (!(is_kernel ? config_.trace_kernels : config_.trace_memory)) continue;
+    kinds.push_back(is_kernel && config_.serial_kernels ? CUPTI_ACTIVITY_KIND_KERNEL : kind);
   }
   return kinds;
+}
+
+std::vector<CUpti_CallbackId> Hook::LaunchApiActivity() const {
+  if (!config_.launch_api_activity || !config_.trace_launches) return {};
+  return {Tracer::kLaunchCallbacks.begin(), Tracer::kLaunchCallbacks.end()};
 }
 
 Hook::Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output)
@@ -108,7 +119,7 @@ absl::Status Hook::EnableCallbacks() {
   // Only the callback ids we need: enabling the whole driver domain costs
   // about 5 us per launch (DESIGN.md).
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
-    if (!config_.trace_launches && attach_ == nullptr) break;
+    if ((!config_.trace_launches || config_.launch_api_activity) && attach_ == nullptr) break;
     absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     if (!s.ok()) return s;
   }
@@ -184,6 +195,11 @@ HookState Hook::Start() {
   for (CUpti_ActivityKind kind : ActivityKinds()) {
     if (!status.ok()) break;
     status = seam_.ActivityEnable(kind);
+    activity_enabled_ = activity_enabled_ || status.ok();
+  }
+  for (CUpti_CallbackId cbid : LaunchApiActivity()) {
+    if (!status.ok()) break;
+    status = seam_.ActivityEnableDriverApi(cbid, true);
     activity_enabled_ = activity_enabled_ || status.ok();
   }
   if (!status.ok()) {
@@ -316,6 +332,9 @@ void Hook::Stop() {
   if (attach_ != nullptr) attach_->Stop(absl::GetCurrentTimeNanos());
   if (activity_enabled_) {
     for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
+    for (CUpti_CallbackId cbid : LaunchApiActivity()) {
+      (void)seam_.ActivityEnableDriverApi(cbid, false);
+    }
     activity_enabled_ = false;
   }
   if (subscribed_) {

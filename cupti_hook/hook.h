@@ -64,6 +64,18 @@ struct HookConfig {
   // CUPROBE_LATE_ATTACH=0 turns late attach off: the hook then keeps no
   // module images and never redirects a launch (cupti_hook/late_attach.h).
   bool late_attach = true;
+  // CUPROBE_DIAG=serial-kernels (a measuring switch, not a user setting):
+  // kernels are timed with CUPTI's serialized kernel activity
+  // (CUPTI_ACTIVITY_KIND_KERNEL), which does not instrument kernels but
+  // keeps kernels of different streams from overlapping, instead of the
+  // concurrent-kernel activity (bench/overhead_breakdown.sh compares them).
+  bool serial_kernels = false;
+  // CUPROBE_DIAG=launch-activity (a measuring switch): with late attach off,
+  // launches are recorded by CUPTI's driver API activity for the launch
+  // calls alone (cuptiActivityEnableDriverApi) instead of callbacks; the
+  // records are collected and not used, so that bench/overhead_breakdown.sh
+  // sees what collecting them costs against the callbacks.
+  bool launch_api_activity = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).
@@ -128,6 +140,9 @@ class Hook {
   void StartProbes();
   // The activity kinds the config asks for (a subset of Tracer::kActivityKinds).
   [[nodiscard]] std::vector<CUpti_ActivityKind> ActivityKinds() const;
+  // The driver APIs whose activity records are enabled one by one
+  // (HookConfig::launch_api_activity), or none.
+  [[nodiscard]] std::vector<CUpti_CallbackId> LaunchApiActivity() const;
 
   CuptiSeam& seam_;
   HookConfig config_;

@@ -142,6 +142,10 @@ absl::Status RealSeam::ActivityEnable(CUpti_ActivityKind kind) {
   return CUPROBE_CUPTI_CALL(cuptiActivityEnable(kind));
 }
 
+absl::Status RealSeam::ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enable) {
+  return CUPROBE_CUPTI_CALL(cuptiActivityEnableDriverApi(cbid, enable ? 1 : 0));
+}
+
 absl::Status RealSeam::ActivityDisable(CUpti_ActivityKind kind) {
   return CUPROBE_CUPTI_CALL(cuptiActivityDisable(kind));
 }

@@ -58,6 +58,9 @@ class CuptiSeam {
       CUpti_BuffersCallbackRequestFunc request, CUpti_BuffersCallbackCompleteFunc complete) = 0;
   [[nodiscard]] virtual absl::Status ActivityEnable(CUpti_ActivityKind kind) = 0;
   [[nodiscard]] virtual absl::Status ActivityDisable(CUpti_ActivityKind kind) = 0;
+  // Activity records (CUPTI_ACTIVITY_KIND_DRIVER) of one driver API alone.
+  [[nodiscard]] virtual absl::Status ActivityEnableDriverApi(CUpti_CallbackId cbid,
+                                                             bool enable) = 0;
   [[nodiscard]] virtual absl::Status ActivityFlushAll(bool forced) = 0;
   // Next record after `previous` (nullptr: the first) in a completed buffer;
   // NOT_FOUND at the end of the buffer.

@@ -115,6 +115,11 @@ absl::Status FakeSeam::ActivityEnable(CUpti_ActivityKind kind) {
   return absl::OkStatus();
 }
 
+absl::Status FakeSeam::ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enable) {
+  Record(absl::StrCat("ActivityEnableDriverApi(", cbid, ",", enable ? 1 : 0, ")"));
+  return absl::OkStatus();
+}
+
 absl::Status FakeSeam::ActivityDisable(CUpti_ActivityKind kind) {
   Record(absl::StrCat("ActivityDisable(", kind, ")"));
   return absl::OkStatus();

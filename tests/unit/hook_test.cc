@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cupti_hook/testing/fake_output.h"
 #include "cupti_hook/testing/fake_seam.h"
 #include "gmock/gmock.h"
@@ -76,16 +78,20 @@ struct Rig {
 
   // A long default interval: no watcher tick touches the fakes while a test
   // reads them (Stop wakes the watcher at once); tests of ticks pass their own.
-  explicit Rig(uint32_t interval_ms = 60000, std::string_view trace = "")
-      : hook(seam, MakeConfig(interval_ms, trace),
+  // `tweak` changes the configuration further (measuring switches).
+  explicit Rig(uint32_t interval_ms = 60000, std::string_view trace = "",
+               const std::function<void(HookConfig&)>& tweak = {})
+      : hook(seam, MakeConfig(interval_ms, trace, tweak),
              [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> { return &output; }) {
     seam.events = &events;
   }
-  static HookConfig MakeConfig(uint32_t interval_ms, std::string_view trace = "") {
+  static HookConfig MakeConfig(uint32_t interval_ms, std::string_view trace = "",
+                               const std::function<void(HookConfig&)>& tweak = {}) {
     HookConfig c;
     c.pid = 4242;
     c.program = "./app";
     c.interval_ms = interval_ms;
+    if (tweak) tweak(c);
     if (!trace.empty()) {
       EXPECT_THAT(c.SetTraceSelection(trace), ::testing::IsEmpty());
     }
@@ -177,6 +183,37 @@ TEST(Hook, TraceSelectionKernelsOnlyHasNoLaunchCallbacks) {
   EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityEnable(2)")));
   rig.hook.Stop();
   EXPECT_THAT(rig.seam.calls(), Contains("ActivityDisable(10)"));
+}
+
+// The measuring switch CUPROBE_DIAG=serial-kernels: kernels timed by the
+// serialized kernel activity (kind 3) instead of the concurrent one (10),
+// enabled and disabled alike; memory activity unchanged.
+TEST(Hook, SerialKernelsSwitchTheKernelActivityKind) {
+  Rig rig(60000, "", [](HookConfig& c) { c.serial_kernels = true; });
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(3)"));
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityEnable(10)")));
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(1)"));
+  rig.hook.Stop();
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityDisable(3)"));
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityDisable(10)")));
+}
+
+// The measuring switch CUPROBE_DIAG=launch-activity: no launch callbacks;
+// the driver API activity of each launch call instead, enabled one by one
+// after the activity kinds and disabled at Stop.
+TEST(Hook, LaunchApiActivityReplacesTheLaunchCallbacks) {
+  Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_FALSE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+    EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",1)")));
+  }
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)"));
+  rig.hook.Stop();
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",0)")));
+  }
 }
 
 TEST(HookConfig, TraceSelectionParsing) {
