@@ -58,11 +58,8 @@ HookConfig HookConfig::FromEnvironment() {
                   "kernels, memory)", word);
     }
   }
-  if (const char* s = std::getenv("CUPROBE_DIAG"); s != nullptr) {
-    config.serial_kernels = std::string_view(s).find("serial-kernels") != std::string_view::npos;
-    config.launch_api_activity =
-        std::string_view(s).find("launch-activity") != std::string_view::npos;
-  }
+  config.serial_kernels = Tracer::DiagWord("serial-kernels");
+  config.launch_api_activity = Tracer::DiagWord("launch-activity");
   config.program = ProgramName();
   return config;
 }

@@ -182,19 +182,16 @@ void Tracer::Begin(std::string_view program) {
   Emit(RecordType::kProcess, &rec, sizeof(rec));
 }
 
-// Diagnostics for the overhead breakdown in bench/ (CUPROBE_DIAG, a list of
-// words); not a user setting. Read once.
+bool Tracer::DiagWord(std::string_view word) {
+  const char* s = std::getenv("CUPROBE_DIAG");
+  return s != nullptr && std::string_view(s).find(word) != std::string_view::npos;
+}
+
+// The tracer's diagnostics for the overhead breakdown in bench/, read once.
 uint32_t DiagFlags() {
-  static const uint32_t flags = [] {
-    const char* s = std::getenv("CUPROBE_DIAG");
-    uint32_t f = 0;
-    if (s == nullptr) return f;
-    std::string_view v(s);
-    if (v.find("no-launch-records") != std::string_view::npos) f |= 1;
-    if (v.find("no-kernel-records") != std::string_view::npos) f |= 2;
-    if (v.find("no-timestamps") != std::string_view::npos) f |= 4;
-    return f;
-  }();
+  static const uint32_t flags = (Tracer::DiagWord("no-launch-records") ? 1u : 0u) |
+                                (Tracer::DiagWord("no-kernel-records") ? 2u : 0u) |
+                                (Tracer::DiagWord("no-timestamps") ? 4u : 0u);
   return flags;
 }
 

@@ -60,6 +60,9 @@ class Tracer {
       CUPTI_ACTIVITY_KIND_MEMSET,
   };
   [[nodiscard]] static bool IsLaunchCallback(CUpti_CallbackId cbid);
+  // Whether CUPROBE_DIAG (the benchmarks' diagnostic switches, a list of
+  // words; not a user setting) holds `word`.
+  [[nodiscard]] static bool DiagWord(std::string_view word);
 
   Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid);
   Tracer(const Tracer&) = delete;
