@@ -239,21 +239,22 @@ void Hook::StartProbes() {
       [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
   CuptiSeam* seam = &seam_;
   // Ring records go to device memory and are pumped into the segment
-  // (maps/map_set.h); CUPROBE_RING_DATA=host has the GPU write them into
-  // the segment itself, over the bus (for comparisons), and
-  // CUPROBE_RING_DATA=speculative has producers reserve first and pad what
-  // does not fit (RingData::kDeviceSpeculative; not the default until
-  // measured on a GPU: docs/PERFORMANCE.md).
+  // (maps/map_set.h), by producers that reserve first and pad what does not
+  // fit (RingData::kDeviceSpeculative: kernel_trace on vec_add 1.13x native
+  // against 1.21x checking the head first, docs/PERFORMANCE.md).
+  // CUPROBE_RING_DATA=device keeps the check-first device ring and
+  // CUPROBE_RING_DATA=host has the GPU write records into the segment itself,
+  // over the bus; both are for comparisons.
   const char* ring_value = std::getenv("CUPROBE_RING_DATA");
   const std::string_view ring_env = ring_value == nullptr ? "" : ring_value;
-  const RingData ring_data = ring_env == "host"          ? RingData::kHost
-                             : ring_env == "speculative" ? RingData::kDeviceSpeculative
-                                                         : RingData::kDeviceMirrored;
+  const RingData ring_data = ring_env == "host"     ? RingData::kHost
+                             : ring_env == "device" ? RingData::kDeviceMirrored
+                                                    : RingData::kDeviceSpeculative;
   if (!ring_env.empty() && ring_env != "host" && ring_env != "speculative" &&
       ring_env != "device") {
     CUPROBE_LOG(kWarning,
-                "CUPROBE_RING_DATA: ignoring unknown value '%s' (expected device, host or "
-                "speculative)",
+                "CUPROBE_RING_DATA: ignoring unknown value '%s' (expected speculative, device or "
+                "host)",
                 ring_env);
   }
   device_maps_ = KeptForever(new DeviceMaps(

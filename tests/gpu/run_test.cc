@@ -240,11 +240,11 @@ TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
 // 4 MiB ring holds about 92,000 records. `run` consumes the ring every
 // millisecond while the program runs, so every event arrives (at 2 ms per
 // launch the ring would hold 11 launches' worth of them). Both ways of
-// reserving in the device ring: checking the head first (the default) and
-// reserving first (CUPROBE_RING_DATA=speculative), whose compiled probe
-// takes the inline path that reads the consumer's tail.
+// reserving in the device ring: reserving first (the default), whose
+// compiled probe takes the inline path that reads the consumer's tail, and
+// checking the head first (CUPROBE_RING_DATA=device).
 TEST_F(Run, KernelTraceStreamsMoreEventsThanItsRingHolds) {
-  for (const char* ring_data : {"device", "speculative"}) {
+  for (const char* ring_data : {"speculative", "device"}) {
     SCOPED_TRACE(ring_data);
     const int n = 2048, iterations = 10, blocks = (n / 16) * (n / 16);
     std::string maps = RunProbe(Probe("kernel_trace"),

@@ -790,28 +790,49 @@ TEST_F(MapsGpu, DeviceRingsPumpedWhileKernelsRunLoseNothingUncounted) {
     RecordCheck check;
     // Each thread's record, once per round at most (4 rounds).
     std::vector<uint8_t> times(kN, 0);
+    std::atomic<uint64_t> taken{0};
     auto take = [&](absl::Span<const uint8_t> b) {
       check(b);
       if (b.size() == 16 && U64(b) < kN) ++times[U64(b)];
+      taken.fetch_add(1, std::memory_order_relaxed);
     };
     std::atomic<bool> done{false};
+    std::atomic<uint64_t> idle_pumps{0};  // pumps that moved and consumed nothing
     absl::Status pump_status;
+    std::atomic<bool> pump_failed{false};
     std::thread pump([&] {
       (void)gpu_->driver().CtxSetCurrent(context);
       while (!done.load()) {
         absl::StatusOr<uint64_t> moved = maps_->PumpRings();
         if (!moved.ok()) {
           pump_status = moved.status();
+          pump_failed.store(true);
           return;
         }
         if (ring->Consume(take) == 0 && *moved == 0) {
+          idle_pumps.fetch_add(1);
           std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
       }
     });
+    // A round (1M records of 24 bytes) overflows the 4 MiB ring while the
+    // pump runs beside it; after each round the test waits for the pump to go
+    // idle twice, so the next round finds the ring emptied: every round
+    // delivers at least half a ring's worth of records.
     uint32_t map = 0;
     uint64_t* no_rc = nullptr;
-    for (int round = 0; round < 4; ++round) Run("ring_output", {&map, &no_rc});
+    const uint64_t half_ring_records = (uint64_t{4} << 20) / 24 / 2;
+    for (int round = 0; round < 4; ++round) {
+      const uint64_t before = taken.load();
+      Run("ring_output", {&map, &no_rc});
+      const uint64_t idle = idle_pumps.load();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (idle_pumps.load() < idle + 2 && !pump_failed.load() &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_GE(taken.load() - before, half_ring_records) << "round " << round;
+    }
     done.store(true);
     pump.join();
     ASSERT_TRUE(pump_status.ok()) << pump_status;
