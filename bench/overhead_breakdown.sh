@@ -27,11 +27,9 @@ for ((r = 0; r < rounds; r++)); do
   # instrument kernels (the launch loop uses one stream: nothing to overlap).
   bench_case all.serial_kernels CUPROBE_DIAG=serial-kernels -- $(trace) "$loop" "$launches"
   bench_case kernels.serial_kernels CUPROBE_DIAG=serial-kernels -- $(trace --trace kernels) "$loop" "$launches"
-  # Launch API times from CUPTI's activity for the launch calls alone instead
-  # of callbacks (collected, not used), against the callbacks, late attach
-  # off in both (it enables the callbacks for redirection).
-  bench_case all.no_late_attach CUPROBE_LATE_ATTACH=0 -- $(trace) "$loop" "$launches"
-  bench_case all.launch_activity CUPROBE_LATE_ATTACH=0 CUPROBE_DIAG=launch-activity -- $(trace) "$loop" "$launches"
+  # Launch API times from launch callbacks instead of CUPTI's driver API
+  # activity for the launch calls (the default when kernels are traced).
+  bench_case all.launch_callbacks CUPROBE_LAUNCH_TIMES=callbacks -- $(trace) "$loop" "$launches"
   bench_case standalone.all -- env CUDA_INJECTION64_PATH="$build/lib/libcuprobe_hook.so" CUPROBE_OUTPUT="$tmp/s.json" "$loop" "$launches"
 done
 python3 - "$tsv" <<'PY'

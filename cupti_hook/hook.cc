@@ -59,7 +59,15 @@ HookConfig HookConfig::FromEnvironment() {
     }
   }
   config.serial_kernels = Tracer::DiagWord("serial-kernels");
-  config.launch_api_activity = Tracer::DiagWord("launch-activity");
+  config.launch_api_activity = true;
+  if (const char* s = std::getenv("CUPROBE_LAUNCH_TIMES"); s != nullptr && *s != '\0') {
+    if (std::strcmp(s, "callbacks") == 0) {
+      config.launch_api_activity = false;
+    } else if (std::strcmp(s, "activity") != 0) {
+      CUPROBE_LOG(kWarning, "CUPROBE_LAUNCH_TIMES: ignoring unknown value '%s' (expected activity "
+                  "or callbacks)", s);
+    }
+  }
   config.program = ProgramName();
   return config;
 }
@@ -95,8 +103,17 @@ std::vector<CUpti_ActivityKind> Hook::ActivityKinds() const {
 }
 
 std::vector<CUpti_CallbackId> Hook::LaunchApiActivity() const {
-  if (!config_.launch_api_activity || !config_.trace_launches) return {};
+  if (!config_.launch_api_activity || !config_.trace_launches || !config_.trace_kernels) return {};
   return {Tracer::kLaunchCallbacks.begin(), Tracer::kLaunchCallbacks.end()};
+}
+
+absl::Status Hook::EnableLaunchCallbacks() {
+  if (launch_callbacks_on_.exchange(true)) return absl::OkStatus();
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 Hook::Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output)
@@ -115,9 +132,10 @@ void Hook::DisableWith(const std::string& reason) {
 absl::Status Hook::EnableCallbacks() {
   // Only the callback ids we need: enabling the whole driver domain costs
   // about 5 us per launch (DESIGN.md).
-  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
-    if ((!config_.trace_launches || config_.launch_api_activity) && attach_ == nullptr) break;
-    absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  // Launch records from driver API activity need no launch callback; late
+  // attach then enables them when an attach request arrives (Tick).
+  if ((config_.trace_launches || attach_ != nullptr) && LaunchApiActivity().empty()) {
+    absl::Status s = EnableLaunchCallbacks();
     if (!s.ok()) return s;
   }
   for (CUpti_CallbackId cbid :
@@ -194,10 +212,21 @@ HookState Hook::Start() {
     status = seam_.ActivityEnable(kind);
     activity_enabled_ = activity_enabled_ || status.ok();
   }
-  for (CUpti_CallbackId cbid : LaunchApiActivity()) {
-    if (!status.ok()) break;
-    status = seam_.ActivityEnableDriverApi(cbid, true);
-    activity_enabled_ = activity_enabled_ || status.ok();
+  if (status.ok() && !LaunchApiActivity().empty()) {
+    absl::Status s;
+    for (CUpti_CallbackId cbid : LaunchApiActivity()) {
+      s = seam_.ActivityEnableDriverApi(cbid, true);
+      if (!s.ok()) break;
+    }
+    if (s.ok()) {
+      launch_activity_.store(true);
+    } else {
+      // This CUPTI cannot: the launch callbacks record launches instead.
+      CUPROBE_LOG(kDebug, "launch times from driver API activity unavailable (%s); using callbacks",
+                  s.message());
+      for (CUpti_CallbackId cbid : LaunchApiActivity()) (void)seam_.ActivityEnableDriverApi(cbid, false);
+      status = EnableLaunchCallbacks();
+    }
   }
   if (!status.ok()) {
     DisableWith(absl::StrCat("cannot enable tracing (", status.message(), ")"));
@@ -285,7 +314,17 @@ void Hook::Tick() {
       CUPROBE_LOG(kWarning, "cannot publish the probes' maps: %s", s.message());
     }
   }
-  if (attach_ != nullptr && lifecycle_.IsReady()) attach_->Poll(absl::GetCurrentTimeNanos());
+  if (attach_ != nullptr && lifecycle_.IsReady()) {
+    // Redirection needs the launch callbacks, which launch records from
+    // activity left off: on when the first request arrives, before it is
+    // acted on (a launch already past ENTER is simply not redirected).
+    if (!launch_callbacks_on_.load() &&
+        output_->AttachSession()->header().attach_request.load(std::memory_order_acquire) != 0) {
+      absl::Status s = EnableLaunchCallbacks();
+      if (!s.ok()) CUPROBE_LOG(kWarning, "late attach: cannot enable launch callbacks: %s", s.message());
+    }
+    attach_->Poll(absl::GetCurrentTimeNanos());
+  }
   if (lifecycle_.IsReady() && activity_enabled_) {
     // Hands completed buffers to BufferCompleted so readers see kernels while
     // the program runs.
@@ -330,8 +369,10 @@ void Hook::Stop() {
   if (attach_ != nullptr) attach_->Stop(absl::GetCurrentTimeNanos());
   if (activity_enabled_) {
     for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
-    for (CUpti_CallbackId cbid : LaunchApiActivity()) {
-      (void)seam_.ActivityEnableDriverApi(cbid, false);
+    if (launch_activity_.load()) {
+      for (CUpti_CallbackId cbid : LaunchApiActivity()) {
+        (void)seam_.ActivityEnableDriverApi(cbid, false);
+      }
     }
     activity_enabled_ = false;
   }
@@ -405,7 +446,9 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         if (attach_ != nullptr && data != nullptr && data->callbackSite == CUPTI_API_ENTER) {
           attach_->OnLaunch(cbid, data);
         }
-        if (config_.trace_launches) tracer_->OnLaunchApi(cbid, data);
+        if (config_.trace_launches && !launch_activity_.load(std::memory_order_relaxed)) {
+          tracer_->OnLaunchApi(cbid, data);
+        }
       } else if (ModulePatcher::IsModuleCallback(cbid)) {
         auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
         if (patcher_ != nullptr) {

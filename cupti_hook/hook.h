@@ -70,11 +70,14 @@ struct HookConfig {
   // keeps kernels of different streams from overlapping, instead of the
   // concurrent-kernel activity (bench/overhead_breakdown.sh compares them).
   bool serial_kernels = false;
-  // CUPROBE_DIAG=launch-activity (a measuring switch): with late attach off,
-  // launches are recorded by CUPTI's driver API activity for the launch
-  // calls alone (cuptiActivityEnableDriverApi) instead of callbacks; the
-  // records are collected and not used, so that bench/overhead_breakdown.sh
-  // sees what collecting them costs against the callbacks.
+  // Launch API times from CUPTI's driver API activity for the launch calls
+  // alone (cuptiActivityEnableDriverApi) instead of launch callbacks, when
+  // kernels are traced too: the activity record carries the call's times,
+  // thread and result, and the kernel record of the same correlation id its
+  // name, grid and block (TraceData joins them). No launch callback runs
+  // then, until a late attach asks for one. CUPROBE_LAUNCH_TIMES=activity
+  // (FromEnvironment's default) or callbacks; off in a default-constructed
+  // config.
   bool launch_api_activity = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
@@ -141,8 +144,12 @@ class Hook {
   // The activity kinds the config asks for (a subset of Tracer::kActivityKinds).
   [[nodiscard]] std::vector<CUpti_ActivityKind> ActivityKinds() const;
   // The driver APIs whose activity records are enabled one by one
-  // (HookConfig::launch_api_activity), or none.
+  // (HookConfig::launch_api_activity, with launches and kernels traced), or
+  // none.
   [[nodiscard]] std::vector<CUpti_CallbackId> LaunchApiActivity() const;
+  // Enables the launch callbacks (tracing, or late attach's redirection);
+  // any thread, once.
+  absl::Status EnableLaunchCallbacks();
 
   CuptiSeam& seam_;
   HookConfig config_;
@@ -150,6 +157,9 @@ class Hook {
   InitStateMachine lifecycle_;
   bool subscribed_ = false;
   bool activity_enabled_ = false;
+  // Launch records come from driver API activity (not the callbacks).
+  std::atomic<bool> launch_activity_{false};
+  std::atomic<bool> launch_callbacks_on_{false};
   // Leaked on purpose (never deleted): CUPTI may call back after teardown.
   TraceOutput* output_ = nullptr;
   Tracer* tracer_ = nullptr;

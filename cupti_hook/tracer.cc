@@ -40,7 +40,6 @@ void FromClassicParams(const P* p, LaunchShape* s) {
 template <typename P>
 void FromExParams(const P* p, LaunchShape* s) {
   s->handle = p->f;
-  s->api = LaunchApi::kLaunchKernelEx;
   const CUlaunchConfig* c = p->config;
   if (c == nullptr) return;
   s->grid[0] = c->gridDimX;
@@ -53,8 +52,32 @@ void FromExParams(const P* p, LaunchShape* s) {
   s->stream = reinterpret_cast<uint64_t>(c->hStream);
 }
 
+// The launch API a launch callback id stands for; false for other ids.
+bool LaunchApiOf(CUpti_CallbackId cbid, LaunchApi* api) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      *api = LaunchApi::kLaunchKernel;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      *api = LaunchApi::kLaunchKernelEx;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      *api = LaunchApi::kLaunchCooperativeKernel;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      *api = LaunchApi::kGraphLaunch;
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
-  if (params == nullptr) return false;
+  if (params == nullptr || !LaunchApiOf(cbid, &s->api)) return false;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
       FromClassicParams(static_cast<const cuLaunchKernel_params*>(params), s);
@@ -70,22 +93,18 @@ bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
       return true;
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
       FromClassicParams(static_cast<const cuLaunchCooperativeKernel_params*>(params), s);
-      s->api = LaunchApi::kLaunchCooperativeKernel;
       return true;
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
       FromClassicParams(static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(params), s);
-      s->api = LaunchApi::kLaunchCooperativeKernel;
       return true;
     case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: {
       auto* p = static_cast<const cuGraphLaunch_params*>(params);
       s->stream = reinterpret_cast<uint64_t>(p->hStream);
-      s->api = LaunchApi::kGraphLaunch;
       return true;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: {
       auto* p = static_cast<const cuGraphLaunch_ptsz_params*>(params);
       s->stream = reinterpret_cast<uint64_t>(p->hStream);
-      s->api = LaunchApi::kGraphLaunch;
       return true;
     }
     default:
@@ -258,6 +277,27 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       rec.graph_id = k->graphId;
       rec.grid_id = static_cast<uint64_t>(k->gridId);
       Emit(RecordType::kKernel, &rec, sizeof(rec));
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      // A launch call from driver API activity (Hook: launch times from
+      // activity): times, thread and result; the kernel record of the same
+      // correlation id supplies the rest when the trace is read.
+      auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      LaunchApi api;
+      if (!LaunchApiOf(a->cbid, &api)) break;
+      launches_.fetch_add(1, std::memory_order_relaxed);
+      if (DiagFlags() & 1) break;
+      LaunchRecord rec = {};
+      rec.correlation_id = ProcessQualifiedId(pid_, a->correlationId);
+      rec.api_start_ns = a->start;
+      rec.api_end_ns = a->end;
+      rec.stream = kUnknownStream;
+      rec.pid = pid_;
+      rec.tid = a->threadId;
+      rec.api = static_cast<uint16_t>(api);
+      rec.result = static_cast<uint16_t>(a->returnValue);
+      Emit(RecordType::kLaunch, &rec, sizeof(rec));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {

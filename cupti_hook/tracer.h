@@ -6,7 +6,10 @@
 //   Tracer tracer(seam, sink);
 //   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) seam.EnableCallback(...);
 //   tracer.OnLaunchApi(cbid, data);            // from the driver-API callback
-//   tracer.OnActivityBuffer(buffer, valid);    // from CUPTI's buffer-completed callback
+//   tracer.OnActivityBuffer(buffer, valid);    // from CUPTI's buffer-completed callback:
+//                                              // kernels, copies, sets, and launch calls
+//                                              // from driver API activity (Hook's default
+//                                              // with kernels traced: no callback runs)
 //   tracer.CloseSink();                        // teardown: no write after this returns
 //
 // Hot path (every launch): one timestamp at ENTER; at EXIT the name cache

@@ -194,7 +194,10 @@ void ChromeTraceWriter::AddLaunches() {
     }
     absl::StrAppend(&e, ",\"correlation id\":", IdLocal(l.correlation_id), ",\"grid\":", Dim3(l.grid),
                     ",\"block\":", Dim3(l.block), ",\"shared memory\":", l.shared_mem_bytes,
-                    ",\"stream\":\"", absl::StrFormat("0x%x", l.stream), "\",\"result\":",
+                    ",\"stream\":\"",
+                    l.stream == kUnknownStream ? std::string("unknown")
+                                               : absl::StrFormat("0x%x", l.stream),
+                    "\",\"result\":",
                     l.result, "}}");
     AddEvent(l.api_start_ns, l.pid, l.tid, std::move(e));
   }

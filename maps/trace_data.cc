@@ -151,14 +151,52 @@ void TraceData::AddProcess(const ProcessRecord& record) {
   ++counters_.accepted;
 }
 
+namespace {
+
+void FillShape(LaunchRecord& l, const KernelRecord& k) {
+  l.name_id = k.name_id;
+  std::memcpy(l.grid, k.grid, sizeof(l.grid));
+  std::memcpy(l.block, k.block, sizeof(l.block));
+  l.shared_mem_bytes = k.dynamic_shared_bytes;
+}
+
+}  // namespace
+
 void TraceData::AddLaunch(const LaunchRecord& record) {
   launches_.push_back(record);
   ++counters_.accepted;
+  if (record.stream != kUnknownStream ||
+      record.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)) {
+    return;
+  }
+  if (!joining_) {
+    joining_ = true;
+    for (size_t i = 0; i < kernels_.size(); ++i) IndexKernel(i);
+  }
+  auto it = kernels_unclaimed_.find(record.correlation_id);
+  if (it == kernels_unclaimed_.end()) {
+    launches_waiting_.emplace(record.correlation_id, launches_.size() - 1);
+    return;
+  }
+  FillShape(launches_.back(), kernels_[it->second]);
+  kernels_unclaimed_.erase(it);
 }
 
 void TraceData::AddKernel(const KernelRecord& record) {
   kernels_.push_back(record);
   ++counters_.accepted;
+  if (joining_) IndexKernel(kernels_.size() - 1);
+}
+
+void TraceData::IndexKernel(size_t index) {
+  const KernelRecord& k = kernels_[index];
+  auto it = launches_waiting_.find(k.correlation_id);
+  if (it == launches_waiting_.end()) {
+    kernels_unclaimed_.emplace(k.correlation_id, index);  // the first one stays
+    return;
+  }
+  FillShape(launches_[it->second], k);
+  launches_waiting_.erase(it);
 }
 
 void TraceData::AddMemcpy(const MemcpyRecord& record) {

@@ -69,6 +69,10 @@ class TraceData {
   // Direct adds (the hook, tests). A later name for the same id replaces it.
   void AddName(uint64_t name_id, std::string_view name);
   void AddProcess(const ProcessRecord& record);
+  // A launch record whose stream is kUnknownStream (recorded from CUPTI's
+  // driver API activity) gets its name, grid, block and shared memory from
+  // the first kernel record of the same correlation id, whichever of the
+  // two arrives first; graph launches keep theirs.
   void AddLaunch(const LaunchRecord& record);
   void AddKernel(const KernelRecord& record);
   void AddMemcpy(const MemcpyRecord& record);
@@ -97,6 +101,14 @@ class TraceData {
 
  private:
   absl::Status AddNameRecord(absl::Span<const uint8_t> body);
+  void IndexKernel(size_t index);
+
+  // The join of launches from driver API activity with their kernels, kept
+  // from the first such launch on: launches still waiting for their kernel,
+  // and kernels no launch has claimed yet (by correlation id, to index).
+  bool joining_ = false;
+  absl::flat_hash_map<uint64_t, size_t> launches_waiting_;
+  absl::flat_hash_map<uint64_t, size_t> kernels_unclaimed_;
 
   absl::flat_hash_map<uint64_t, std::string> names_;
   std::vector<ProcessRecord> processes_;

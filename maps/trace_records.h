@@ -87,7 +87,7 @@ struct LaunchRecord {
   uint64_t name_id;         // kernel name (0 for graph launches, or unknown)
   uint64_t api_start_ns;
   uint64_t api_end_ns;
-  uint64_t stream;          // CUstream handle value, as an id
+  uint64_t stream;          // CUstream handle value, as an id; kUnknownStream below
   uint32_t pid;
   uint32_t tid;
   uint32_t grid[3];
@@ -96,6 +96,13 @@ struct LaunchRecord {
   uint16_t api;             // LaunchApi
   uint16_t result;          // CUresult of the call (truncated)
 };
+
+// LaunchRecord::stream of a launch recorded from CUPTI's driver API
+// activity (the hook's default when kernels are traced too): the activity
+// carries the call's times, thread and result but not its parameters, so
+// the record's name, grid, block and shared memory are zero until the
+// kernel record of the same correlation id fills them (TraceData does).
+inline constexpr uint64_t kUnknownStream = ~uint64_t{0};
 
 struct KernelRecord {
   uint64_t correlation_id;

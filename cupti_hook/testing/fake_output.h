@@ -33,6 +33,7 @@ class FakeOutput : public TraceOutput {
   explicit FakeOutput(std::vector<std::string>* events) : events_(events) {}
 
   bool accept_writes = true;       // false: every Write is a drop
+  Session* attach_session = nullptr;  // what AttachSession() returns (late attach)
   std::function<void()> on_release;  // runs inside Release() (assertions)
 
   bool Write(uint16_t type, const void* body, uint32_t body_size, const void* extra,
@@ -47,6 +48,7 @@ class FakeOutput : public TraceOutput {
     written_.push_back(std::move(w));
     return true;
   }
+  Session* AttachSession() override { return attach_session; }
   void PublishStatus(HookState state, std::string_view reason) override {
     Log(absl::StrCat("Status(", HookStateName(state), reason.empty() ? "" : ",", reason, ")"));
   }

@@ -117,7 +117,7 @@ absl::Status FakeSeam::ActivityEnable(CUpti_ActivityKind kind) {
 
 absl::Status FakeSeam::ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enable) {
   Record(absl::StrCat("ActivityEnableDriverApi(", cbid, ",", enable ? 1 : 0, ")"));
-  return absl::OkStatus();
+  return enable ? driver_api_activity_status : absl::OkStatus();
 }
 
 absl::Status FakeSeam::ActivityDisable(CUpti_ActivityKind kind) {

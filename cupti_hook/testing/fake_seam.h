@@ -33,6 +33,7 @@ class FakeSeam : public CuptiSeam {
   absl::Status subscribe_status;
   std::string other_tool;
   absl::Status enable_status;
+  absl::Status driver_api_activity_status;  // ActivityEnableDriverApi(..., true)
   std::map<const void*, std::string> names;  // handle -> kernel name
   // Handles that are CUkernels: cuFuncGetName fails on them, as on a driver.
   std::set<const void*> kernel_handles;

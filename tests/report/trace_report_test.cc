@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -432,6 +433,64 @@ TEST(TraceDataTest, NameFallsBackToUnknown) {
   EXPECT_EQ(data.Name(0), "<unknown>");
   data.AddName(7, "k2");  // a later name replaces it
   EXPECT_EQ(data.Name(7), "k2");
+}
+
+// Launches recorded from driver API activity (stream kUnknownStream) take
+// their name, grid, block and shared memory from the kernel record of the
+// same correlation id, whichever arrives first; graph launches, launches
+// with a stream handle and launches whose kernel never came keep theirs.
+TEST(TraceDataTest, LaunchesFromActivityTakeTheirShapeFromTheirKernel) {
+  auto activity_launch = [](uint64_t correlation, LaunchApi api) {
+    LaunchRecord l = MakeLaunch({kPid, correlation, 0, api, 100, 200, kUnknownStream, 0});
+    std::memset(l.grid, 0, sizeof(l.grid));
+    std::memset(l.block, 0, sizeof(l.block));
+    l.shared_mem_bytes = 0;
+    return l;
+  };
+  TraceData data;
+  data.AddName(kVecAdd, "_Z7vec_addPKfS0_Pfi");
+  data.AddName(kReduce, "_Z6reducePfi");
+  // Kernel 2 before any such launch, so before the join began.
+  data.AddKernel(MakeKernel({2, kReduce, 0, 7, 1000, 500, 64, 512, 32}));
+  data.AddLaunch(activity_launch(1, LaunchApi::kLaunchKernel));   // its kernel comes later
+  data.AddLaunch(activity_launch(2, LaunchApi::kLaunchKernelEx));  // its kernel came first
+  data.AddLaunch(activity_launch(3, LaunchApi::kGraphLaunch));
+  data.AddLaunch(activity_launch(4, LaunchApi::kLaunchKernel));   // no kernel ever
+  LaunchRecord from_callback = MakeLaunch({kPid, 5, kVecAdd, LaunchApi::kLaunchKernel, 0, 1, 0x10, 0});
+  data.AddLaunch(from_callback);
+  data.AddKernel(MakeKernel({1, kVecAdd, 0, 7, 2000, 500, 4096, 256, 16}));
+  data.AddKernel(MakeKernel({3, kVecAdd, 0, 7, 3000, 500, 8, 32, 16}));  // a graph's node
+  data.AddKernel(MakeKernel({5, kReduce, 0, 7, 4000, 500, 1, 1, 16}));
+  const std::vector<LaunchRecord>& l = data.launches();
+  ASSERT_EQ(l.size(), 5u);
+  EXPECT_EQ(data.Name(l[0].name_id), "_Z7vec_addPKfS0_Pfi");
+  EXPECT_EQ(l[0].grid[0], 4096u);
+  EXPECT_EQ(l[0].grid[1], 1u);
+  EXPECT_EQ(l[0].block[0], 256u);
+  EXPECT_EQ(l[0].shared_mem_bytes, 0u);
+  EXPECT_EQ(l[0].stream, kUnknownStream) << "the stream handle stays unknown";
+  EXPECT_EQ(data.Name(l[1].name_id), "_Z6reducePfi");
+  EXPECT_EQ(l[1].grid[0], 64u);
+  EXPECT_EQ(l[1].block[0], 512u);
+  EXPECT_EQ(l[1].shared_mem_bytes, 1024u);
+  EXPECT_EQ(l[2].name_id, 0u) << "a graph launch names no kernel";
+  EXPECT_EQ(l[2].grid[0], 0u);
+  EXPECT_EQ(l[3].name_id, 0u);
+  EXPECT_EQ(l[3].grid[0], 0u);
+  EXPECT_EQ(l[4].name_id, static_cast<uint64_t>(kVecAdd)) << "a callback's record is left alone";
+  EXPECT_EQ(l[4].grid[0], 256u);
+  // The summary counts them under their kernels' names, and the timeline
+  // says the stream is unknown.
+  TraceSummary summary = Summarize(data);
+  std::map<std::string, uint64_t> calls;
+  for (const auto& r : summary.launches) calls[r.raw_name] = r.api_ns.count;
+  EXPECT_EQ(calls["_Z7vec_addPKfS0_Pfi"], 2u);  // launches 1 and 5
+  EXPECT_EQ(calls["_Z6reducePfi"], 1u);
+  EXPECT_EQ(calls["[cuGraphLaunch]"], 1u);
+  EXPECT_EQ(calls[std::string(kUnknownName)], 1u);
+  const std::string trace = FormatChromeTrace(data);
+  EXPECT_THAT(trace, HasSubstr("\"stream\":\"unknown\""));
+  EXPECT_THAT(trace, HasSubstr("\"stream\":\"0x10\""));
 }
 
 // ---- decoding ----------------------------------------------------------------

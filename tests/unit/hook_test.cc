@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "cupti_hook/testing/fake_seam.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "maps/segment.h"
 #include "support/log.h"
 
 namespace cuprobe {
@@ -199,10 +201,14 @@ TEST(Hook, SerialKernelsSwitchTheKernelActivityKind) {
   EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityDisable(10)")));
 }
 
-// The measuring switch CUPROBE_DIAG=launch-activity: no launch callbacks;
-// the driver API activity of each launch call instead, enabled one by one
-// after the activity kinds and disabled at Stop.
-TEST(Hook, LaunchApiActivityReplacesTheLaunchCallbacks) {
+// Launch records from driver API activity (CUPROBE_LAUNCH_TIMES=activity):
+// no launch callback is enabled; the driver API activity of each launch call
+// is, one by one, after the activity kinds, and disabled at Stop. A launch
+// call's activity record becomes a launch record with its times, thread and
+// result and an unknown stream (the kernel record fills the rest when the
+// trace is read); other driver calls' records are ignored, and a launch
+// callback (as late attach enables them) writes no second record.
+TEST(Hook, LaunchRecordsFromDriverApiActivity) {
   Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
@@ -210,10 +216,101 @@ TEST(Hook, LaunchApiActivityReplacesTheLaunchCallbacks) {
     EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",1)")));
   }
   EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)"));
+  int k = 0;
+  rig.seam.names[&k] = "_Z1kv";
+  auto p = KernelParams(&k, 8, 64, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 5, 10, 20);
+  EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty()) << "no record from a callback";
+  CUpti_ActivityAPI launch = {};
+  launch.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  launch.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
+  launch.start = 300;
+  launch.end = 340;
+  launch.processId = 4242;
+  launch.threadId = 4243;
+  launch.correlationId = 9;
+  launch.returnValue = 1;
+  rig.seam.QueueActivity(&launch, sizeof(launch));
+  CUpti_ActivityAPI other = launch;
+  other.cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2;
+  other.correlationId = 10;
+  rig.seam.QueueActivity(&other, sizeof(other));
   rig.hook.Stop();
+  auto launches = rig.output.OfType(RecordType::kLaunch);
+  ASSERT_EQ(launches.size(), 1u);
+  LaunchRecord l = Body<LaunchRecord>(launches[0]);
+  EXPECT_EQ(l.correlation_id, ProcessQualifiedId(4242, 9));
+  EXPECT_EQ(l.api_start_ns, 300u);
+  EXPECT_EQ(l.api_end_ns, 340u);
+  EXPECT_EQ(l.stream, kUnknownStream);
+  EXPECT_EQ(l.pid, 4242u);
+  EXPECT_EQ(l.tid, 4243u);
+  EXPECT_EQ(l.api, static_cast<uint16_t>(LaunchApi::kLaunchKernelEx));
+  EXPECT_EQ(l.result, 1u);
+  EXPECT_EQ(l.name_id, 0u);
+  EXPECT_EQ(l.grid[0], 0u);
+  EXPECT_EQ(rig.output.last_stats().launches, 1u);
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",0)")));
   }
+}
+
+// With launch records from activity, late attach's redirection enables the
+// launch callbacks only once an attach request arrives: the watcher turns
+// them on before acting on it.
+TEST(Hook, LateAttachEnablesLaunchCallbacksWhenARequestArrives) {
+  absl::StatusOr<Session> program = Session::Create();
+  ASSERT_TRUE(program.ok()) << program.status();
+  Rig rig(5, "", [](HookConfig& c) { c.launch_api_activity = true; });
+  rig.output.attach_session = &*program;
+  auto launch_callbacks_on = [&] {
+    return rig.seam.enabled().count(
+               {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel}) > 0;
+  };
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // ten ticks, no request
+  EXPECT_FALSE(launch_callbacks_on());
+  ASSERT_TRUE(program->RequestAttach("cuprobe-no-such-session").ok());
+  for (int i = 0; i < 400 && !launch_callbacks_on(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(launch_callbacks_on());
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  }
+  rig.hook.Stop();
+  (void)program->Remove();
+}
+
+// Without kernel records there is nothing to join a launch's shape from:
+// `--trace launches` keeps the callbacks whatever the setting.
+TEST(Hook, LaunchRecordsFromActivityNeedKernelsTraced) {
+  Rig rig(60000, "launches,memory", [](HookConfig& c) { c.launch_api_activity = true; });
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  }
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains(HasSubstr("ActivityEnableDriverApi"))));
+  rig.hook.Stop();
+}
+
+// A CUPTI that cannot give driver API activity per call: the callbacks
+// record launches instead, and tracing goes on.
+TEST(Hook, LaunchRecordsFallBackToCallbacksWhenActivityIsRefused) {
+  Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
+  rig.seam.driver_api_activity_status = absl::UnavailableError("CUPTI_ERROR_NOT_SUPPORTED");
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  }
+  int k = 0;
+  rig.seam.names[&k] = "_Z1kv";
+  auto p = KernelParams(&k, 8, 64, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 5, 10, 20);
+  auto launches = rig.output.OfType(RecordType::kLaunch);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(Body<LaunchRecord>(launches[0]).grid[0], 8u);
+  rig.hook.Stop();
 }
 
 TEST(HookConfig, TraceSelectionParsing) {
@@ -631,6 +728,12 @@ TEST(HookConfig, ReadsEnvironment) {
   EXPECT_EQ(c.output, absl::StrCat("cuprobe-", ::getpid(), ".json"));
   EXPECT_EQ(c.interval_ms, 100u);
   ::unsetenv("CUPROBE_INTERVAL_MS");
+  EXPECT_TRUE(c.launch_api_activity) << "launch times from activity by default";
+  ::setenv("CUPROBE_LAUNCH_TIMES", "callbacks", 1);
+  EXPECT_FALSE(HookConfig::FromEnvironment().launch_api_activity);
+  ::setenv("CUPROBE_LAUNCH_TIMES", "bogus", 1);  // a warning; the default
+  EXPECT_TRUE(HookConfig::FromEnvironment().launch_api_activity);
+  ::unsetenv("CUPROBE_LAUNCH_TIMES");
 }
 
 }  // namespace
