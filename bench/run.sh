@@ -36,6 +36,8 @@ for ((r = 0; r < rounds; r++)); do
   # What each part costs: launch callbacks only, kernel activity only.
   run_case launch.cuprobe_launches "$cuprobe" trace --trace launches --format json -o "$tmp/t" -- "$loop" "$launches"
   run_case launch.cuprobe_kernels "$cuprobe" trace --trace kernels --format json -o "$tmp/t" -- "$loop" "$launches"
+  # Launch records from driver API activity instead of callbacks.
+  run_case launch.cuprobe_launch_activity env CUPROBE_LAUNCH_TIMES=activity "$cuprobe" trace --format json -o "$tmp/t" -- "$loop" "$launches"
   [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
 done
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then

@@ -75,9 +75,8 @@ struct HookConfig {
   // kernels are traced too: the activity record carries the call's times,
   // thread and result, and the kernel record of the same correlation id its
   // name, grid and block (TraceData joins them). No launch callback runs
-  // then, until a late attach asks for one. CUPROBE_LAUNCH_TIMES=activity
-  // (FromEnvironment's default) or callbacks; off in a default-constructed
-  // config.
+  // then, until a late attach asks for one. CUPROBE_LAUNCH_TIMES=activity or
+  // callbacks (the default, until the GPU tests have run with activity).
   bool launch_api_activity = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the

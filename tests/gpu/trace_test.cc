@@ -112,6 +112,55 @@ TEST_F(Trace, FourThreadsFourStreamsExactCounts) {
   EXPECT_EQ(s.memset["[CUDA memset]"], 4);
 }
 
+// Launch records from CUPTI's driver API activity (CUPROBE_LAUNCH_TIMES=
+// activity) count exactly what the callbacks count, with each launch's name,
+// grid and block joined from its kernel, on the launching thread's id: the
+// main thread of vec_add (its tid is the pid), and four threads of
+// multistream. No launch callback runs in these processes.
+TEST_F(Trace, LaunchRecordsFromActivityCountAndNameEveryLaunch) {
+  const std::vector<std::pair<std::string, std::string>> activity = {
+      {"CUPROBE_LAUNCH_TIMES", "activity"}};
+  std::string prefix = dir_ + "/va";
+  ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format", "json,chrome", "--",
+                                SamplePath("vec_add"), "1048576", "100"},
+                               activity);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Summary s = ReadSummary(prefix + ".json");
+  EXPECT_EQ(s.launches["vec_add(float const*, float const*, float*, int)"], 100);
+  EXPECT_EQ(s.launches["scale(float*, float, int)"], 1);
+  EXPECT_EQ(s.launches.size(), 2u) << "no launch without its kernel's name";
+  EXPECT_EQ(s.kernels["vec_add(float const*, float const*, float*, int)"], 100);
+  const char* kCheck =
+      "import json,sys\n"
+      "t=json.load(open(sys.argv[1]))['traceEvents']\n"
+      "a=[e for e in t if e.get('cat')=='cuda_api']\n"
+      "assert all(e['args']['grid'][0]>0 and e['args']['block'][0]>0 for e in a), 'shape'\n"
+      "assert all(e['args']['stream']=='unknown' for e in a), 'stream'\n"
+      "f={e['id'] for e in t if e['ph']=='f'}\n"
+      "print(len(a), len({e['tid'] for e in a}), sorted({e['tid']==e['pid'] for e in a}), len(f))\n";
+  ProcessResult check = RunProcess({"python3", "-c", kCheck, prefix + ".trace.json"});
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_EQ(check.out, "101 1 [True] 101\n") << "launches, threads, tid == pid, arrows";
+
+  prefix = dir_ + "/ms";
+  r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format", "json,chrome", "--",
+                  SamplePath("multistream"), "4", "50"},
+                 activity);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  s = ReadSummary(prefix + ".json");
+  EXPECT_EQ(s.launches["work(unsigned long long*, int)"], 200);
+  EXPECT_EQ(s.launches["tail(unsigned long long*, unsigned long long*)"], 4);
+  check = RunProcess(
+      {"python3", "-c",
+       "import json,sys\n"
+       "t=json.load(open(sys.argv[1]))['traceEvents']\n"
+       "a=[e for e in t if e.get('cat')=='cuda_api' and e['args']['kernel'].startswith('work')]\n"
+       "print(len(a), len({e['tid'] for e in a}))\n",
+       prefix + ".trace.json"});
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_EQ(check.out, "200 4\n") << "work launches and the threads that made them";
+}
+
 TEST_F(Trace, ExitCodeAndSignalPassThrough) {
   ProcessResult bad = RunProcess({Cuprobe(), "trace", "-o", dir_ + "/bad", "--",
                                   SamplePath("vec_add"), "0"});

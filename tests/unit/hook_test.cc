@@ -728,11 +728,11 @@ TEST(HookConfig, ReadsEnvironment) {
   EXPECT_EQ(c.output, absl::StrCat("cuprobe-", ::getpid(), ".json"));
   EXPECT_EQ(c.interval_ms, 100u);
   ::unsetenv("CUPROBE_INTERVAL_MS");
-  EXPECT_TRUE(c.launch_api_activity) << "launch times from activity by default";
-  ::setenv("CUPROBE_LAUNCH_TIMES", "callbacks", 1);
-  EXPECT_FALSE(HookConfig::FromEnvironment().launch_api_activity);
-  ::setenv("CUPROBE_LAUNCH_TIMES", "bogus", 1);  // a warning; the default
+  EXPECT_FALSE(c.launch_api_activity) << "launch callbacks by default";
+  ::setenv("CUPROBE_LAUNCH_TIMES", "activity", 1);
   EXPECT_TRUE(HookConfig::FromEnvironment().launch_api_activity);
+  ::setenv("CUPROBE_LAUNCH_TIMES", "bogus", 1);  // a warning; the default
+  EXPECT_FALSE(HookConfig::FromEnvironment().launch_api_activity);
   ::unsetenv("CUPROBE_LAUNCH_TIMES");
 }
 
