@@ -213,9 +213,10 @@ HookState Hook::Start() {
     status = seam_.ActivityEnable(kind);
     activity_enabled_ = activity_enabled_ || status.ok();
   }
-  if (status.ok() && !LaunchApiActivity().empty()) {
+  const std::vector<CUpti_CallbackId> launch_apis = LaunchApiActivity();
+  if (status.ok() && !launch_apis.empty()) {
     absl::Status s;
-    for (CUpti_CallbackId cbid : LaunchApiActivity()) {
+    for (CUpti_CallbackId cbid : launch_apis) {
       s = seam_.ActivityEnableDriverApi(cbid, true);
       if (!s.ok()) break;
     }
@@ -225,7 +226,7 @@ HookState Hook::Start() {
       // This CUPTI cannot: the launch callbacks record launches instead.
       CUPROBE_LOG(kDebug, "launch times from driver API activity unavailable (%s); using callbacks",
                   s.message());
-      for (CUpti_CallbackId cbid : LaunchApiActivity()) (void)seam_.ActivityEnableDriverApi(cbid, false);
+      for (CUpti_CallbackId cbid : launch_apis) (void)seam_.ActivityEnableDriverApi(cbid, false);
       status = EnableLaunchCallbacks();
     }
   }

@@ -8,8 +8,8 @@
 //   tracer.OnLaunchApi(cbid, data);            // from the driver-API callback
 //   tracer.OnActivityBuffer(buffer, valid);    // from CUPTI's buffer-completed callback:
 //                                              // kernels, copies, sets, and launch calls
-//                                              // from driver API activity (Hook's default
-//                                              // with kernels traced: no callback runs)
+//                                              // from driver API activity (with
+//                                              // CUPROBE_LAUNCH_TIMES=activity)
 //   tracer.CloseSink();                        // teardown: no write after this returns
 //
 // Hot path (every launch): one timestamp at ENTER; at EXIT the name cache

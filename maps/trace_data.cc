@@ -9,6 +9,14 @@
 namespace cuprobe {
 namespace {
 
+// A launch from driver API activity takes its kernel's name and shape.
+void FillShape(LaunchRecord& l, const KernelRecord& k) {
+  l.name_id = k.name_id;
+  std::memcpy(l.grid, k.grid, sizeof(l.grid));
+  std::memcpy(l.block, k.block, sizeof(l.block));
+  l.shared_mem_bytes = k.dynamic_shared_bytes;
+}
+
 // The ring holds records at 8-byte boundaries, but a span handed to us may
 // come from anywhere (a file, a test buffer): copy, never cast.
 template <typename T>
@@ -150,17 +158,6 @@ void TraceData::AddProcess(const ProcessRecord& record) {
   processes_.push_back(record);
   ++counters_.accepted;
 }
-
-namespace {
-
-void FillShape(LaunchRecord& l, const KernelRecord& k) {
-  l.name_id = k.name_id;
-  std::memcpy(l.grid, k.grid, sizeof(l.grid));
-  std::memcpy(l.block, k.block, sizeof(l.block));
-  l.shared_mem_bytes = k.dynamic_shared_bytes;
-}
-
-}  // namespace
 
 void TraceData::AddLaunch(const LaunchRecord& record) {
   launches_.push_back(record);
