@@ -208,12 +208,23 @@ HookState Hook::Start() {
     g_activity_tracer.store(tracer_, std::memory_order_release);
     status = seam_.ActivityRegisterCallbacks(&Hook::BufferRequested, &Hook::BufferCompleted);
   }
+  std::vector<CUpti_CallbackId> launch_apis = LaunchApiActivity();
+  if (status.ok() && !launch_apis.empty()) {
+    // Launch records carry the launching thread's OS id, as the callbacks
+    // write it; CUPTI's default is pthread_self(). Set before any activity.
+    absl::Status s = seam_.ActivityUseSystemThreadIds();
+    if (!s.ok()) {
+      CUPROBE_LOG(kDebug, "CUPTI cannot give OS thread ids (%s); launch records from callbacks",
+                  s.message());
+      launch_apis.clear();
+      status = EnableLaunchCallbacks();
+    }
+  }
   for (CUpti_ActivityKind kind : ActivityKinds()) {
     if (!status.ok()) break;
     status = seam_.ActivityEnable(kind);
     activity_enabled_ = activity_enabled_ || status.ok();
   }
-  const std::vector<CUpti_CallbackId> launch_apis = LaunchApiActivity();
   if (status.ok() && !launch_apis.empty()) {
     absl::Status s;
     for (CUpti_CallbackId cbid : launch_apis) {

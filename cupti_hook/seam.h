@@ -61,6 +61,9 @@ class CuptiSeam {
   // Activity records (CUPTI_ACTIVITY_KIND_DRIVER) of one driver API alone.
   [[nodiscard]] virtual absl::Status ActivityEnableDriverApi(CUpti_CallbackId cbid,
                                                              bool enable) = 0;
+  // Thread ids in activity records from gettid() rather than CUPTI's default,
+  // pthread_self(); set before any activity is enabled.
+  [[nodiscard]] virtual absl::Status ActivityUseSystemThreadIds() = 0;
   [[nodiscard]] virtual absl::Status ActivityFlushAll(bool forced) = 0;
   // Next record after `previous` (nullptr: the first) in a completed buffer;
   // NOT_FOUND at the end of the buffer.

@@ -120,6 +120,11 @@ absl::Status FakeSeam::ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enabl
   return enable ? driver_api_activity_status : absl::OkStatus();
 }
 
+absl::Status FakeSeam::ActivityUseSystemThreadIds() {
+  Record("ActivityUseSystemThreadIds()");
+  return system_thread_ids_status;
+}
+
 absl::Status FakeSeam::ActivityDisable(CUpti_ActivityKind kind) {
   Record(absl::StrCat("ActivityDisable(", kind, ")"));
   return absl::OkStatus();

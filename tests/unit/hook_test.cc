@@ -215,7 +215,14 @@ TEST(Hook, LaunchRecordsFromDriverApiActivity) {
     EXPECT_FALSE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
     EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",1)")));
   }
-  EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)"));
+  // CUPTI's thread ids are the OS's (gettid) before any activity is enabled.
+  const std::vector<std::string> calls = rig.seam.calls();
+  auto position = [&](const std::string& call) {
+    return std::find(calls.begin(), calls.end(), call) - calls.begin();
+  };
+  ASSERT_THAT(calls, Contains("ActivityEnable(10)"));
+  ASSERT_THAT(calls, Contains("ActivityUseSystemThreadIds()"));
+  EXPECT_LT(position("ActivityUseSystemThreadIds()"), position("ActivityEnable(10)"));
   int k = 0;
   rig.seam.names[&k] = "_Z1kv";
   auto p = KernelParams(&k, 8, 64, nullptr);
@@ -310,6 +317,25 @@ TEST(Hook, LaunchRecordsFallBackToCallbacksWhenActivityIsRefused) {
   auto launches = rig.output.OfType(RecordType::kLaunch);
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(Body<LaunchRecord>(launches[0]).grid[0], 8u);
+  rig.hook.Stop();
+}
+
+// A CUPTI that cannot give OS thread ids would label activity launches with
+// pthread_self() values: the callbacks record launches instead.
+TEST(Hook, LaunchRecordsFromCallbacksWhenSystemThreadIdsAreRefused) {
+  Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
+  rig.seam.system_thread_ids_status = absl::UnavailableError("CUPTI_ERROR_NOT_SUPPORTED");
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  }
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains(HasSubstr("ActivityEnableDriverApi"))));
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)"));
+  int k = 0;
+  rig.seam.names[&k] = "_Z1kv";
+  auto p = KernelParams(&k, 8, 64, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 5, 10, 20);
+  ASSERT_EQ(rig.output.OfType(RecordType::kLaunch).size(), 1u);
   rig.hook.Stop();
 }
 
