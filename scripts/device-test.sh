@@ -4,14 +4,32 @@
 # logs to the results folder and prints a short summary. Every program runs
 # under `timeout`, so a hang costs its own limit only.
 #
-#   scripts/device-test.sh [--bench] [RESULTS_DIR]     (default: $OUT or ./device-results)
+#   scripts/device-test.sh [--bench] [--only REGEX] [RESULTS_DIR]
+#                                          (default RESULTS_DIR: $OUT or ./device-results)
+#
+#   --only REGEX   run only the test binaries whose names match (bash regex),
+#                  then the smoke test and the trace of vec_add as always.
+#   The hook's settings pass through the environment, so a whole suite can
+#   run under one, e.g. launch records from driver API activity:
+#     CUPROBE_LAUNCH_TIMES=activity scripts/device-test.sh --only 'trace_test|samples_test'
 #
 # Through the device tool, with build/ carried:
 #   run(command="scripts/device-test.sh", carry=["build"])
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bench=0
-if [[ "${1:-}" == "--bench" ]]; then bench=1; shift; fi
+only=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bench) bench=1; shift ;;
+    --only)
+      [[ $# -ge 2 ]] || { echo "device-test.sh: --only needs a regex" >&2; exit 2; }
+      only="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "device-test.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
 results="${1:-${OUT:-$root/device-results}}"
 build="${CUPROBE_BUILD_DIR:-$root/build}"
 export CUPROBE_BUILD_DIR="$build" CUPROBE_SOURCE_DIR="$root"
@@ -24,11 +42,14 @@ say() { echo "$*" | tee -a "$summary"; }
 
 say "== device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 say "== host: $(uname -srm), $(nproc) cores; build: $build"
+[[ -n "$only" ]] && say "== only test binaries matching: $only"
+env | grep -E '^CUPROBE_' | sort | sed 's/^/== env: /' | tee -a "$summary"
 
 # 1. Every test binary (unit tests also run here: some have a with-driver path).
 for t in "$build"/tests/*; do
   [[ -x "$t" && -f "$t" ]] || continue
   name=$(basename "$t")
+  [[ -z "$only" || "$name" =~ $only ]] || continue
   timeout 600 "$t" --gtest_output="xml:$results/logs/$name.xml" > "$results/logs/$name.log" 2>&1
   rc=$?
   line=$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$results/logs/$name.log" | tr '\n' ' ')
