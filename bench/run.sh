@@ -32,13 +32,22 @@ run_case() { local name=$1; shift; bench_case "$name" -- "$@"; }
 
 for ((r = 0; r < rounds; r++)); do
   run_case launch.native "$loop" "$launches"
-  run_case launch.cuprobe "$cuprobe" trace --format json -o "$tmp/t" -- "$loop" "$launches"
+  run_case launch.cuprobe "$cuprobe" trace --format json -o "$tmp/full" -- "$loop" "$launches"
   # What each part costs: launch callbacks only, kernel activity only.
   run_case launch.cuprobe_launches "$cuprobe" trace --trace launches --format json -o "$tmp/t" -- "$loop" "$launches"
   run_case launch.cuprobe_kernels "$cuprobe" trace --trace kernels --format json -o "$tmp/t" -- "$loop" "$launches"
-  # Launch records from driver API activity instead of callbacks.
-  run_case launch.cuprobe_launch_activity env CUPROBE_LAUNCH_TIMES=activity "$cuprobe" trace --format json -o "$tmp/t" -- "$loop" "$launches"
+  # Launch records from API activity instead of callbacks.
+  run_case launch.cuprobe_launch_activity env CUPROBE_LAUNCH_TIMES=activity "$cuprobe" trace --format json -o "$tmp/activity" -- "$loop" "$launches"
   [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
+done
+# A configuration that records nothing is cheap for the wrong reason: the
+# last round's launch and kernel counts of the two full traces.
+for t in full activity; do
+  python3 - "$tmp/$t.json" "$t" <<'PY' || echo "bench: no report from the $t trace" >&2
+import json, sys
+totals = json.load(open(sys.argv[1]))["totals"]
+print("bench: %s trace recorded %s launches and %s kernels" % (sys.argv[2], totals.get("launches"), totals.get("kernels")))
+PY
 done
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   for ((r = 0; r < rounds; r++)); do

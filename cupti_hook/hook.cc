@@ -59,7 +59,7 @@ HookConfig HookConfig::FromEnvironment() {
     }
   }
   config.serial_kernels = Tracer::DiagWord("serial-kernels");
-  // Launch records from driver API activity: opt-in until the GPU tests have
+  // Launch records from API activity: opt-in until the GPU tests have
   // run with them (docs/PERFORMANCE.md).
   if (const char* s = std::getenv("CUPROBE_LAUNCH_TIMES"); s != nullptr && *s != '\0') {
     if (std::strcmp(s, "activity") == 0) {
@@ -103,9 +103,20 @@ std::vector<CUpti_ActivityKind> Hook::ActivityKinds() const {
   return kinds;
 }
 
-std::vector<CUpti_CallbackId> Hook::LaunchApiActivity() const {
-  if (!config_.launch_api_activity || !config_.trace_launches || !config_.trace_kernels) return {};
-  return {Tracer::kLaunchCallbacks.begin(), Tracer::kLaunchCallbacks.end()};
+bool Hook::WantsLaunchApiActivity() const {
+  return config_.launch_api_activity && config_.trace_launches && config_.trace_kernels;
+}
+
+absl::Status Hook::SetLaunchApiActivity(bool enable) {
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    absl::Status s = seam_.ActivityEnableDriverApi(cbid, enable);
+    if (!s.ok() && enable) return s;
+  }
+  for (CUpti_CallbackId cbid : Tracer::kRuntimeLaunchApis) {
+    absl::Status s = seam_.ActivityEnableRuntimeApi(cbid, enable);
+    if (!s.ok() && enable) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Hook::EnableLaunchCallbacks() {
@@ -133,9 +144,9 @@ void Hook::DisableWith(const std::string& reason) {
 absl::Status Hook::EnableCallbacks() {
   // Only the callback ids we need: enabling the whole driver domain costs
   // about 5 us per launch (DESIGN.md).
-  // Launch records from driver API activity need no launch callback; late
+  // Launch records from API activity need no launch callback; late
   // attach then enables them when an attach request arrives (Tick).
-  if ((config_.trace_launches || attach_ != nullptr) && LaunchApiActivity().empty()) {
+  if ((config_.trace_launches || attach_ != nullptr) && !WantsLaunchApiActivity()) {
     absl::Status s = EnableLaunchCallbacks();
     if (!s.ok()) return s;
   }
@@ -208,15 +219,15 @@ HookState Hook::Start() {
     g_activity_tracer.store(tracer_, std::memory_order_release);
     status = seam_.ActivityRegisterCallbacks(&Hook::BufferRequested, &Hook::BufferCompleted);
   }
-  std::vector<CUpti_CallbackId> launch_apis = LaunchApiActivity();
-  if (status.ok() && !launch_apis.empty()) {
+  bool launch_apis = WantsLaunchApiActivity();
+  if (status.ok() && launch_apis) {
     // Launch records carry the launching thread's OS id, as the callbacks
     // write it; CUPTI's default is pthread_self(). Set before any activity.
     absl::Status s = seam_.ActivityUseSystemThreadIds();
     if (!s.ok()) {
       CUPROBE_LOG(kDebug, "CUPTI cannot give OS thread ids (%s); launch records from callbacks",
                   s.message());
-      launch_apis.clear();
+      launch_apis = false;
       status = EnableLaunchCallbacks();
     }
   }
@@ -225,19 +236,15 @@ HookState Hook::Start() {
     status = seam_.ActivityEnable(kind);
     activity_enabled_ = activity_enabled_ || status.ok();
   }
-  if (status.ok() && !launch_apis.empty()) {
-    absl::Status s;
-    for (CUpti_CallbackId cbid : launch_apis) {
-      s = seam_.ActivityEnableDriverApi(cbid, true);
-      if (!s.ok()) break;
-    }
+  if (status.ok() && launch_apis) {
+    absl::Status s = SetLaunchApiActivity(true);
     if (s.ok()) {
       launch_activity_.store(true);
     } else {
       // This CUPTI cannot: the launch callbacks record launches instead.
-      CUPROBE_LOG(kDebug, "launch times from driver API activity unavailable (%s); using callbacks",
+      CUPROBE_LOG(kDebug, "launch times from API activity unavailable (%s); using callbacks",
                   s.message());
-      for (CUpti_CallbackId cbid : launch_apis) (void)seam_.ActivityEnableDriverApi(cbid, false);
+      (void)SetLaunchApiActivity(false);
       status = EnableLaunchCallbacks();
     }
   }
@@ -382,11 +389,7 @@ void Hook::Stop() {
   if (attach_ != nullptr) attach_->Stop(absl::GetCurrentTimeNanos());
   if (activity_enabled_) {
     for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
-    if (launch_activity_.load()) {
-      for (CUpti_CallbackId cbid : LaunchApiActivity()) {
-        (void)seam_.ActivityEnableDriverApi(cbid, false);
-      }
-    }
+    if (launch_activity_.load()) (void)SetLaunchApiActivity(false);
     activity_enabled_ = false;
   }
   if (subscribed_) {

@@ -70,8 +70,9 @@ struct HookConfig {
   // keeps kernels of different streams from overlapping, instead of the
   // concurrent-kernel activity (bench/overhead_breakdown.sh compares them).
   bool serial_kernels = false;
-  // Launch API times from CUPTI's driver API activity for the launch calls
-  // alone (cuptiActivityEnableDriverApi) instead of launch callbacks, when
+  // Launch API times from CUPTI's API activity for the launch calls alone
+  // (cuptiActivityEnableDriverApi for the driver's, cuptiActivityEnableRuntimeApi
+  // for the runtime's) instead of launch callbacks, when
   // kernels are traced too: the activity record carries the call's times,
   // thread and result, and the kernel record of the same correlation id its
   // name, grid and block (TraceData joins them). No launch callback runs
@@ -142,10 +143,12 @@ class Hook {
   void StartProbes();
   // The activity kinds the config asks for (a subset of Tracer::kActivityKinds).
   [[nodiscard]] std::vector<CUpti_ActivityKind> ActivityKinds() const;
-  // The driver APIs whose activity records are enabled one by one
-  // (HookConfig::launch_api_activity, with launches and kernels traced), or
-  // none.
-  [[nodiscard]] std::vector<CUpti_CallbackId> LaunchApiActivity() const;
+  // Whether launch records come from the API activity of the launch calls
+  // (HookConfig::launch_api_activity, with launches and kernels traced).
+  [[nodiscard]] bool WantsLaunchApiActivity() const;
+  // Turns the per-call activity of the driver's and the runtime's launch
+  // calls on (the first refusal is returned) or off (refusals ignored).
+  absl::Status SetLaunchApiActivity(bool enable);
   // Enables the launch callbacks (tracing, or late attach's redirection);
   // any thread, once.
   absl::Status EnableLaunchCallbacks();
@@ -156,7 +159,7 @@ class Hook {
   InitStateMachine lifecycle_;
   bool subscribed_ = false;
   bool activity_enabled_ = false;
-  // Launch records come from driver API activity (not the callbacks).
+  // Launch records come from API activity (not the callbacks).
   std::atomic<bool> launch_activity_{false};
   std::atomic<bool> launch_callbacks_on_{false};
   // Leaked on purpose (never deleted): CUPTI may call back after teardown.

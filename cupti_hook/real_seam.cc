@@ -146,6 +146,10 @@ absl::Status RealSeam::ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enabl
   return CUPROBE_CUPTI_CALL(cuptiActivityEnableDriverApi(cbid, enable ? 1 : 0));
 }
 
+absl::Status RealSeam::ActivityEnableRuntimeApi(CUpti_CallbackId cbid, bool enable) {
+  return CUPROBE_CUPTI_CALL(cuptiActivityEnableRuntimeApi(cbid, enable ? 1 : 0));
+}
+
 absl::Status RealSeam::ActivityUseSystemThreadIds() {
   return CUPROBE_CUPTI_CALL(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
 }

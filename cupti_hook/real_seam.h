@@ -28,6 +28,7 @@ class RealSeam final : public CuptiSeam {
   absl::Status ActivityEnable(CUpti_ActivityKind kind) override;
   absl::Status ActivityDisable(CUpti_ActivityKind kind) override;
   absl::Status ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enable) override;
+  absl::Status ActivityEnableRuntimeApi(CUpti_CallbackId cbid, bool enable) override;
   absl::Status ActivityUseSystemThreadIds() override;
   absl::Status ActivityFlushAll(bool forced) override;
   absl::StatusOr<CUpti_Activity*> ActivityNextRecord(uint8_t* buffer, size_t valid_size,

@@ -61,6 +61,9 @@ class CuptiSeam {
   // Activity records (CUPTI_ACTIVITY_KIND_DRIVER) of one driver API alone.
   [[nodiscard]] virtual absl::Status ActivityEnableDriverApi(CUpti_CallbackId cbid,
                                                              bool enable) = 0;
+  // Activity records (CUPTI_ACTIVITY_KIND_RUNTIME) of one runtime API alone.
+  [[nodiscard]] virtual absl::Status ActivityEnableRuntimeApi(CUpti_CallbackId cbid,
+                                                              bool enable) = 0;
   // Thread ids in activity records from gettid() rather than CUPTI's default,
   // pthread_self(); set before any activity is enabled.
   [[nodiscard]] virtual absl::Status ActivityUseSystemThreadIds() = 0;

@@ -76,6 +76,32 @@ bool LaunchApiOf(CUpti_CallbackId cbid, LaunchApi* api) {
   }
 }
 
+// The same for the runtime's launch calls (runtime API activity).
+bool RuntimeLaunchApiOf(CUpti_CallbackId cbid, LaunchApi* api) {
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
+      *api = LaunchApi::kCudaLaunchKernel;
+      return true;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+      *api = LaunchApi::kCudaLaunchKernelEx;
+      return true;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+      *api = LaunchApi::kCudaLaunchCooperativeKernel;
+      return true;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
+      *api = LaunchApi::kCudaGraphLaunch;
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
   if (params == nullptr || !LaunchApiOf(cbid, &s->api)) return false;
   switch (cbid) {
@@ -279,13 +305,17 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       Emit(RecordType::kKernel, &rec, sizeof(rec));
       break;
     }
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-      // A launch call from driver API activity (Hook: launch times from
-      // activity): times, thread and result; the kernel record of the same
-      // correlation id supplies the rest when the trace is read.
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+    case CUPTI_ACTIVITY_KIND_RUNTIME: {
+      // A launch call from driver or runtime API activity (Hook: launch
+      // times from activity): times, thread and result; the kernel record of
+      // the same correlation id supplies the rest when the trace is read.
       auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
       LaunchApi api;
-      if (!LaunchApiOf(a->cbid, &api)) break;
+      if (!(record->kind == CUPTI_ACTIVITY_KIND_DRIVER ? LaunchApiOf(a->cbid, &api)
+                                                       : RuntimeLaunchApiOf(a->cbid, &api))) {
+        break;
+      }
       launches_.fetch_add(1, std::memory_order_relaxed);
       if (DiagFlags() & 1) break;
       LaunchRecord rec = {};

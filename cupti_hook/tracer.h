@@ -8,7 +8,7 @@
 //   tracer.OnLaunchApi(cbid, data);            // from the driver-API callback
 //   tracer.OnActivityBuffer(buffer, valid);    // from CUPTI's buffer-completed callback:
 //                                              // kernels, copies, sets, and launch calls
-//                                              // from driver API activity (with
+//                                              // from API activity (with
 //                                              // CUPROBE_LAUNCH_TIMES=activity)
 //   tracer.CloseSink();                        // teardown: no write after this returns
 //
@@ -56,6 +56,24 @@ class Tracer {
       CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
       CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+  };
+  // The runtime calls that launch kernels (and graphs), for launch records
+  // from API activity. CUPTI's activity records the call the app made: a
+  // published trace of its activity sample shows runtime records and no
+  // driver record for the cuLaunchKernel inside cudaLaunchKernel
+  // (bench/experiments/launch_activity.cu checks this on the GPU). Should
+  // both come, TraceData merges them by correlation id.
+  static constexpr std::array<CUpti_CallbackId, 10> kRuntimeLaunchApis = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,  // <<<>>> in CUDA 13
+      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
   };
   static constexpr std::array<CUpti_ActivityKind, 3> kActivityKinds = {
       CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,

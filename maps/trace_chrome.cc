@@ -106,11 +106,16 @@ void ChromeTraceWriter::NumberGpus() {
 }
 
 uint64_t ChromeTraceWriter::Origin() const {
+  // A start of 0 is CUPTI's "not timed": such a record is drawn at the
+  // origin rather than moving it to 1970.
   uint64_t origin = std::numeric_limits<uint64_t>::max();
-  for (const auto& l : data_.launches()) origin = std::min(origin, l.api_start_ns);
-  for (const auto& k : data_.kernels()) origin = std::min(origin, k.start_ns);
-  for (const auto& m : data_.memcpys()) origin = std::min(origin, m.start_ns);
-  for (const auto& m : data_.memsets()) origin = std::min(origin, m.start_ns);
+  auto note = [&origin](uint64_t start) {
+    if (start != 0) origin = std::min(origin, start);
+  };
+  for (const auto& l : data_.launches()) note(l.api_start_ns);
+  for (const auto& k : data_.kernels()) note(k.start_ns);
+  for (const auto& m : data_.memcpys()) note(m.start_ns);
+  for (const auto& m : data_.memsets()) note(m.start_ns);
   return origin == std::numeric_limits<uint64_t>::max() ? 0 : origin;
 }
 
@@ -187,10 +192,10 @@ void ChromeTraceWriter::AddLaunches() {
     std::string e = SliceHead(LaunchApiName(l.api), "cuda_api", l.api_start_ns, l.api_end_ns,
                               l.pid, l.tid);
     e += "\"kernel\":";
-    if (l.name_id == 0 && l.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)) {
+    if (l.name_id == 0 && IsGraphLaunch(l.api)) {
       AppendJsonString(&e, "[graph]");
     } else {
-      AppendJsonString(&e, DemangleKernelName(data_.Name(l.name_id)));
+      AppendJsonString(&e, DemangleKernelName(LaunchReportName(data_, l)));
     }
     absl::StrAppend(&e, ",\"correlation id\":", IdLocal(l.correlation_id), ",\"grid\":", Dim3(l.grid),
                     ",\"block\":", Dim3(l.block), ",\"shared memory\":", l.shared_mem_bytes,

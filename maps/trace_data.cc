@@ -9,7 +9,7 @@
 namespace cuprobe {
 namespace {
 
-// A launch from driver API activity takes its kernel's name and shape.
+// A launch from API activity takes its kernel's name and shape.
 void FillShape(LaunchRecord& l, const KernelRecord& k) {
   l.name_id = k.name_id;
   std::memcpy(l.grid, k.grid, sizeof(l.grid));
@@ -160,12 +160,27 @@ void TraceData::AddProcess(const ProcessRecord& record) {
 }
 
 void TraceData::AddLaunch(const LaunchRecord& record) {
-  launches_.push_back(record);
   ++counters_.accepted;
-  if (record.stream != kUnknownStream ||
-      record.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)) {
-    return;
+  if (record.stream == kUnknownStream) {
+    // One call may leave two activity records with one correlation id: the
+    // runtime call the app made and the driver call the runtime made inside
+    // it. One launch stays, timed as the runtime call (what the app called).
+    auto [it, first] = activity_launches_.try_emplace(record.correlation_id, launches_.size());
+    if (!first) {
+      ++counters_.merged_launches;
+      LaunchRecord& kept = launches_[it->second];
+      if (IsRuntimeLaunch(record.api) && !IsRuntimeLaunch(kept.api)) {
+        kept.api_start_ns = record.api_start_ns;
+        kept.api_end_ns = record.api_end_ns;
+        kept.api = record.api;
+        kept.result = record.result;
+      }
+      return;
+    }
   }
+  launches_.push_back(record);
+  // A failed call launched nothing: no kernel will claim it.
+  if (record.stream != kUnknownStream || IsGraphLaunch(record.api) || record.result != 0) return;
   if (!joining_) {
     joining_ = true;
     for (size_t i = 0; i < kernels_.size(); ++i) IndexKernel(i);

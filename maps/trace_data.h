@@ -50,6 +50,9 @@ struct TraceCounters {
   uint64_t invalid = 0;       // rejected by Add: short body, bad NameRecord
   uint64_t unknown_type = 0;  // skipped by Add: type this reader does not know
   uint64_t dropped = 0;       // lost before reaching us (AddDropped: ring overflow)
+  // Launch records from API activity merged into the launch of the same
+  // correlation id (a runtime call and the driver call inside it).
+  uint64_t merged_launches = 0;
 };
 
 class TraceData {
@@ -70,9 +73,12 @@ class TraceData {
   void AddName(uint64_t name_id, std::string_view name);
   void AddProcess(const ProcessRecord& record);
   // A launch record whose stream is kUnknownStream (recorded from CUPTI's
-  // driver API activity) gets its name, grid, block and shared memory from
-  // the first kernel record of the same correlation id, whichever of the
-  // two arrives first; graph launches keep theirs.
+  // driver or runtime API activity) gets its name, grid, block and shared
+  // memory from the first kernel record of the same correlation id,
+  // whichever of the two arrives first; graph launches and failed calls
+  // keep theirs. A second such record of the same correlation id (the driver
+  // call inside a runtime call) is merged into the first: one launch, with
+  // the runtime call's times, API and result.
   void AddLaunch(const LaunchRecord& record);
   void AddKernel(const KernelRecord& record);
   void AddMemcpy(const MemcpyRecord& record);
@@ -103,12 +109,14 @@ class TraceData {
   absl::Status AddNameRecord(absl::Span<const uint8_t> body);
   void IndexKernel(size_t index);
 
-  // The join of launches from driver API activity with their kernels, kept
+  // The join of launches from API activity with their kernels, kept
   // from the first such launch on: launches still waiting for their kernel,
   // and kernels no launch has claimed yet (by correlation id, to index).
   bool joining_ = false;
   absl::flat_hash_map<uint64_t, size_t> launches_waiting_;
   absl::flat_hash_map<uint64_t, size_t> kernels_unclaimed_;
+  // Every launch from API activity by correlation id, to merge a second.
+  absl::flat_hash_map<uint64_t, size_t> activity_launches_;
 
   absl::flat_hash_map<uint64_t, std::string> names_;
   std::vector<ProcessRecord> processes_;

@@ -49,13 +49,32 @@ enum class RecordType : uint16_t {
   kProbeKernel = 7,
 };
 
-// What API call a LaunchRecord describes.
+// What API call a LaunchRecord describes: a driver call (launch callbacks,
+// or driver API activity when the app calls the driver itself), or a runtime
+// call (runtime API activity: CUPTI records the call the app made, not the
+// driver call the runtime makes inside it).
 enum class LaunchApi : uint16_t {
   kLaunchKernel = 1,
   kLaunchKernelEx = 2,
   kLaunchCooperativeKernel = 3,
   kGraphLaunch = 4,
+  kCudaLaunchKernel = 5,  // cudaLaunchKernel, and <<<>>> (CUDA 13: __cudaLaunchKernel)
+  kCudaLaunchKernelEx = 6,
+  kCudaLaunchCooperativeKernel = 7,
+  kCudaGraphLaunch = 8,
 };
+
+// A graph launch: its kernels share its correlation id, and it has no name.
+inline constexpr bool IsGraphLaunch(uint16_t api) {
+  return api == static_cast<uint16_t>(LaunchApi::kGraphLaunch) ||
+         api == static_cast<uint16_t>(LaunchApi::kCudaGraphLaunch);
+}
+
+// A runtime call: LaunchRecord::result is its cudaError_t, not a CUresult.
+inline constexpr bool IsRuntimeLaunch(uint16_t api) {
+  return api >= static_cast<uint16_t>(LaunchApi::kCudaLaunchKernel) &&
+         api <= static_cast<uint16_t>(LaunchApi::kCudaGraphLaunch);
+}
 
 struct RecordHeader {
   uint32_t size;  // header + body + trailing bytes, a multiple of 8
@@ -94,14 +113,14 @@ struct LaunchRecord {
   uint32_t block[3];
   uint32_t shared_mem_bytes;
   uint16_t api;             // LaunchApi
-  uint16_t result;          // CUresult of the call (truncated)
+  uint16_t result;          // CUresult of the call (truncated); cudaError_t if IsRuntimeLaunch
 };
 
-// LaunchRecord::stream of a launch recorded from CUPTI's driver API
-// activity (the hook's default when kernels are traced too): the activity
-// carries the call's times, thread and result but not its parameters, so
-// the record's name, grid, block and shared memory are zero until the
-// kernel record of the same correlation id fills them (TraceData does).
+// LaunchRecord::stream of a launch recorded from CUPTI's driver or runtime
+// API activity (CUPROBE_LAUNCH_TIMES=activity): the activity carries the
+// call's times, thread and result but not its parameters, so the record's
+// name, grid, block and shared memory are zero until the kernel record of
+// the same correlation id fills them (TraceData does).
 inline constexpr uint64_t kUnknownStream = ~uint64_t{0};
 
 struct KernelRecord {

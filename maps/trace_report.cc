@@ -19,6 +19,7 @@ namespace cuprobe {
 namespace {
 
 constexpr std::string_view kGraphLaunchName = "[cuGraphLaunch]";
+constexpr std::string_view kCudaGraphLaunchName = "[cudaGraphLaunch]";
 
 double Percent(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
@@ -318,8 +319,26 @@ std::string LaunchApiName(uint16_t api) {
       return "cuLaunchCooperativeKernel";
     case LaunchApi::kGraphLaunch:
       return "cuGraphLaunch";
+    case LaunchApi::kCudaLaunchKernel:
+      return "cudaLaunchKernel";
+    case LaunchApi::kCudaLaunchKernelEx:
+      return "cudaLaunchKernelExC";
+    case LaunchApi::kCudaLaunchCooperativeKernel:
+      return "cudaLaunchCooperativeKernel";
+    case LaunchApi::kCudaGraphLaunch:
+      return "cudaGraphLaunch";
   }
   return absl::StrCat("cuLaunch (api ", api, ")");
+}
+
+std::string_view LaunchReportName(const TraceData& data, const LaunchRecord& l) {
+  if (l.name_id != 0) return data.Name(l.name_id);
+  if (IsGraphLaunch(l.api)) {
+    return l.api == static_cast<uint16_t>(LaunchApi::kCudaGraphLaunch) ? kCudaGraphLaunchName
+                                                                        : kGraphLaunchName;
+  }
+  if (l.stream == kUnknownStream) return kNoKernelRecordName;
+  return data.Name(l.name_id);
 }
 
 std::string_view MemcpyKindName(uint8_t copy_kind) {
@@ -359,6 +378,8 @@ TraceSummary Summarize(const TraceData& data) {
   TraceTotals& totals = summary.totals;
   bool have_time = false;
   auto note_span = [&](uint64_t start, uint64_t end) {
+    // CUPTI writes 0 for both when it could not time a call or kernel.
+    if (start == 0) return;
     end = std::max(start, end);
     if (!have_time) {
       totals.first_ns = start;
@@ -398,11 +419,7 @@ TraceSummary Summarize(const TraceData& data) {
   // Launch API calls, grouped by kernel name.
   absl::flat_hash_map<std::string_view, Group> launches;
   for (const LaunchRecord& l : data.launches()) {
-    std::string_view raw =
-        l.name_id == 0 && l.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)
-            ? kGraphLaunchName
-            : data.Name(l.name_id);
-    Group& g = launches[raw];
+    Group& g = launches[LaunchReportName(data, l)];
     const uint64_t d = DurationNs(l.api_start_ns, l.api_end_ns);
     g.durations.push_back(d);
     if (l.result != 0) {
@@ -475,7 +492,7 @@ TraceSummary Summarize(const TraceData& data) {
   // Launch latency: each kernel against the launch call of its correlation id.
   absl::flat_hash_map<uint64_t, uint64_t> launch_start;  // correlation id -> API start
   for (const LaunchRecord& l : data.launches()) {
-    if (l.api == static_cast<uint16_t>(LaunchApi::kGraphLaunch)) continue;
+    if (IsGraphLaunch(l.api)) continue;
     launch_start.emplace(l.correlation_id, l.api_start_ns);
   }
   absl::flat_hash_map<std::string_view, Group> latencies;

@@ -63,8 +63,17 @@ struct DurationStats {
 [[nodiscard]] std::string DemangleKernelName(std::string_view raw);
 
 // "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-// "cuGraphLaunch"; "cuLaunch (api N)" for other values.
+// "cuGraphLaunch", "cudaLaunchKernel", "cudaLaunchKernelExC",
+// "cudaLaunchCooperativeKernel", "cudaGraphLaunch"; "cuLaunch (api N)" for
+// other values.
 [[nodiscard]] std::string LaunchApiName(uint16_t api);
+
+// The raw name a launch is reported under: its kernel's; "[cuGraphLaunch]"
+// or "[cudaGraphLaunch]" for a graph launch; or kNoKernelRecordName for a
+// launch recorded from API activity that no kernel record joined (the call
+// failed, was captured into a graph, or its kernel record was lost).
+inline constexpr std::string_view kNoKernelRecordName = "[launch without a kernel record]";
+[[nodiscard]] std::string_view LaunchReportName(const TraceData& data, const LaunchRecord& l);
 // nsys' operation names: "[CUDA memcpy Host-to-Device]", ...; "[CUDA memcpy
 // Unknown]" for kinds outside CUpti_ActivityMemcpyKind 1..10.
 [[nodiscard]] std::string_view MemcpyKindName(uint8_t copy_kind);

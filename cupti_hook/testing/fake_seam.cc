@@ -99,6 +99,9 @@ size_t FakeSeam::ActivityRecordSize(CUpti_ActivityKind kind) {
       return sizeof(CUpti_ActivityMemcpy6);
     case CUPTI_ACTIVITY_KIND_MEMSET:
       return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      return sizeof(CUpti_ActivityAPI);
     default:
       return 0;
   }
@@ -118,6 +121,11 @@ absl::Status FakeSeam::ActivityEnable(CUpti_ActivityKind kind) {
 absl::Status FakeSeam::ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enable) {
   Record(absl::StrCat("ActivityEnableDriverApi(", cbid, ",", enable ? 1 : 0, ")"));
   return enable ? driver_api_activity_status : absl::OkStatus();
+}
+
+absl::Status FakeSeam::ActivityEnableRuntimeApi(CUpti_CallbackId cbid, bool enable) {
+  Record(absl::StrCat("ActivityEnableRuntimeApi(", cbid, ",", enable ? 1 : 0, ")"));
+  return enable ? runtime_api_activity_status : absl::OkStatus();
 }
 
 absl::Status FakeSeam::ActivityUseSystemThreadIds() {

@@ -33,8 +33,9 @@ class FakeSeam : public CuptiSeam {
   absl::Status subscribe_status;
   std::string other_tool;
   absl::Status enable_status;
-  absl::Status driver_api_activity_status;  // ActivityEnableDriverApi(..., true)
-  absl::Status system_thread_ids_status;    // ActivityUseSystemThreadIds()
+  absl::Status driver_api_activity_status;   // ActivityEnableDriverApi(..., true)
+  absl::Status runtime_api_activity_status;  // ActivityEnableRuntimeApi(..., true)
+  absl::Status system_thread_ids_status;     // ActivityUseSystemThreadIds()
   std::map<const void*, std::string> names;  // handle -> kernel name
   // Handles that are CUkernels: cuFuncGetName fails on them, as on a driver.
   std::set<const void*> kernel_handles;
@@ -106,6 +107,7 @@ class FakeSeam : public CuptiSeam {
   absl::Status ActivityEnable(CUpti_ActivityKind kind) override;
   absl::Status ActivityDisable(CUpti_ActivityKind kind) override;
   absl::Status ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enable) override;
+  absl::Status ActivityEnableRuntimeApi(CUpti_CallbackId cbid, bool enable) override;
   absl::Status ActivityUseSystemThreadIds() override;
   absl::Status ActivityFlushAll(bool forced) override;
   absl::StatusOr<CUpti_Activity*> ActivityNextRecord(uint8_t* buffer, size_t valid_size,

@@ -112,11 +112,13 @@ TEST_F(Trace, FourThreadsFourStreamsExactCounts) {
   EXPECT_EQ(s.memset["[CUDA memset]"], 4);
 }
 
-// Launch records from CUPTI's driver API activity (CUPROBE_LAUNCH_TIMES=
-// activity) count exactly what the callbacks count, with each launch's name,
-// grid and block joined from its kernel, on the launching thread's id: the
-// main thread of vec_add (its tid is the pid), and four threads of
-// multistream. No launch callback runs in these processes.
+// Launch records from CUPTI's API activity (CUPROBE_LAUNCH_TIMES=activity)
+// count exactly what the callbacks count, with each launch's name, grid and
+// block joined from its kernel, on the launching thread's id: the main
+// thread of vec_add (its tid is the pid), and four threads of multistream.
+// No launch callback runs in these processes. <<<>>> is a runtime call, so
+// each launch is one cudaLaunchKernel (a driver record of the cuLaunchKernel
+// inside it, should CUPTI write one, is merged into it).
 TEST_F(Trace, LaunchRecordsFromActivityCountAndNameEveryLaunch) {
   const std::vector<std::pair<std::string, std::string>> activity = {
       {"CUPROBE_LAUNCH_TIMES", "activity"}};
@@ -136,6 +138,7 @@ TEST_F(Trace, LaunchRecordsFromActivityCountAndNameEveryLaunch) {
       "a=[e for e in t if e.get('cat')=='cuda_api']\n"
       "assert all(e['args']['grid'][0]>0 and e['args']['block'][0]>0 for e in a), 'shape'\n"
       "assert all(e['args']['stream']=='unknown' for e in a), 'stream'\n"
+      "assert {e['name'] for e in a}=={'cudaLaunchKernel'}, {e['name'] for e in a}\n"
       "f={e['id'] for e in t if e['ph']=='f'}\n"
       "print(len(a), len({e['tid'] for e in a}), sorted({e['tid']==e['pid'] for e in a}), len(f))\n";
   ProcessResult check = RunProcess({"python3", "-c", kCheck, prefix + ".trace.json"});
@@ -159,6 +162,38 @@ TEST_F(Trace, LaunchRecordsFromActivityCountAndNameEveryLaunch) {
        prefix + ".trace.json"});
   EXPECT_EQ(check.exit_code, 0) << check.err;
   EXPECT_EQ(check.out, "200 4\n") << "work launches and the threads that made them";
+}
+
+// A CUDA graph: its kernels counted per launch of the graph in both ways of
+// recording launches. Launch callbacks count the three launches captured
+// into the graph under their kernels' names and each cuGraphLaunch as
+// "[cuGraphLaunch]"; API activity records the runtime's cudaGraphLaunch as
+// "[cudaGraphLaunch]", and the captured launches, which run no kernel of
+// their own correlation id, as launches without a kernel record.
+TEST_F(Trace, GraphLaunchesCountedInBothWaysOfRecordingLaunches) {
+  const std::string scale_add = "scale_add(float*, float, int)", bump = "bump(int*, int)";
+  for (const char* mode : {"callbacks", "activity"}) {
+    SCOPED_TRACE(mode);
+    const std::string prefix = dir_ + "/graph_" + mode;
+    ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format", "json", "--",
+                                  SamplePath("cudagraph"), "65536", "20"},
+                                 {{"CUPROBE_LAUNCH_TIMES", mode}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("cudagraph: OK"));
+    Summary s = ReadSummary(prefix + ".json");
+    EXPECT_EQ(s.kernels[scale_add], 40);
+    EXPECT_EQ(s.kernels[bump], 20);
+    if (std::string(mode) == "callbacks") {
+      EXPECT_EQ(s.launches["[cuGraphLaunch]"], 20);
+      EXPECT_EQ(s.launches[scale_add], 2);
+      EXPECT_EQ(s.launches[bump], 1);
+      EXPECT_EQ(s.launches.size(), 3u);
+    } else {
+      EXPECT_EQ(s.launches["[cudaGraphLaunch]"], 20);
+      EXPECT_EQ(s.launches["[launch without a kernel record]"], 3);
+      EXPECT_EQ(s.launches.size(), 2u);
+    }
+  }
 }
 
 TEST_F(Trace, ExitCodeAndSignalPassThrough) {

@@ -435,10 +435,11 @@ TEST(TraceDataTest, NameFallsBackToUnknown) {
   EXPECT_EQ(data.Name(7), "k2");
 }
 
-// Launches recorded from driver API activity (stream kUnknownStream) take
-// their name, grid, block and shared memory from the kernel record of the
-// same correlation id, whichever arrives first; graph launches, launches
-// with a stream handle and launches whose kernel never came keep theirs.
+// Launches recorded from API activity (stream kUnknownStream) take their
+// name, grid, block and shared memory from the kernel record of the same
+// correlation id, whichever arrives first; graph launches, launches with a
+// stream handle and launches whose kernel never came keep theirs (reported
+// as launches without a kernel record).
 TEST(TraceDataTest, LaunchesFromActivityTakeTheirShapeFromTheirKernel) {
   auto activity_launch = [](uint64_t correlation, LaunchApi api) {
     LaunchRecord l = MakeLaunch({kPid, correlation, 0, api, 100, 200, kUnknownStream, 0});
@@ -487,10 +488,95 @@ TEST(TraceDataTest, LaunchesFromActivityTakeTheirShapeFromTheirKernel) {
   EXPECT_EQ(calls["_Z7vec_addPKfS0_Pfi"], 2u);  // launches 1 and 5
   EXPECT_EQ(calls["_Z6reducePfi"], 1u);
   EXPECT_EQ(calls["[cuGraphLaunch]"], 1u);
-  EXPECT_EQ(calls[std::string(kUnknownName)], 1u);
+  EXPECT_EQ(calls[std::string(kNoKernelRecordName)], 1u);
+  EXPECT_FALSE(calls.contains(std::string(kUnknownName)));
   const std::string trace = FormatChromeTrace(data);
   EXPECT_THAT(trace, HasSubstr("\"stream\":\"unknown\""));
   EXPECT_THAT(trace, HasSubstr("\"stream\":\"0x10\""));
+  EXPECT_THAT(trace, HasSubstr("\"kernel\":\"[launch without a kernel record]\""));
+}
+
+// One launch call may leave a runtime record and a driver record with one
+// correlation id (cudaLaunchKernel and the cuLaunchKernel inside it): they
+// merge into one launch with the runtime call's times, API and result,
+// whichever comes first, and it joins its kernel once. A failed runtime
+// launch is reported without a kernel record, with its error counted; a
+// runtime graph launch as "[cudaGraphLaunch]"; a call CUPTI could not time
+// (start and end 0) neither moves the timeline's origin nor the summary's
+// first timestamp.
+TEST(TraceDataTest, RuntimeAndDriverRecordsOfOneCallMergeIntoOneLaunch) {
+  auto activity_launch = [](uint64_t correlation, LaunchApi api, uint64_t start, uint64_t end,
+                            uint16_t result = 0) {
+    LaunchRecord l = MakeLaunch({kPid, correlation, 0, api, start, end, kUnknownStream, result});
+    std::memset(l.grid, 0, sizeof(l.grid));
+    std::memset(l.block, 0, sizeof(l.block));
+    return l;
+  };
+  TraceData data;
+  data.AddName(kVecAdd, "_Z7vec_addPKfS0_Pfi");
+  data.AddLaunch(activity_launch(1, LaunchApi::kLaunchKernel, 110, 150));  // inner call first
+  data.AddLaunch(activity_launch(1, LaunchApi::kCudaLaunchKernel, 100, 200));
+  data.AddLaunch(activity_launch(2, LaunchApi::kCudaLaunchKernel, 300, 400));  // outer first
+  data.AddKernel(MakeKernel({1, kVecAdd, 0, 7, 1000, 500, 4096, 256, 16}));
+  data.AddLaunch(activity_launch(2, LaunchApi::kLaunchKernel, 310, 350));
+  data.AddKernel(MakeKernel({2, kVecAdd, 0, 7, 2000, 500, 4096, 256, 16}));
+  data.AddLaunch(activity_launch(3, LaunchApi::kCudaLaunchKernel, 500, 520, /*result=*/1));
+  data.AddLaunch(activity_launch(4, LaunchApi::kCudaGraphLaunch, 600, 700));
+  data.AddKernel(MakeKernel({4, kVecAdd, 0, 7, 3000, 500, 8, 32, 16, 9, 1}));
+  LaunchRecord untimed = activity_launch(5, LaunchApi::kCudaLaunchKernel, 0, 0);
+  untimed.api_start_ns = untimed.api_end_ns = 0;
+  data.AddLaunch(untimed);
+  data.AddKernel(MakeKernel({5, kVecAdd, 0, 7, 4000, 500, 4096, 256, 16}));
+
+  const std::vector<LaunchRecord>& l = data.launches();
+  ASSERT_EQ(l.size(), 5u);
+  EXPECT_EQ(data.counters().merged_launches, 2u);
+  for (int i : {0, 1}) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(l[i].api, static_cast<uint16_t>(LaunchApi::kCudaLaunchKernel));
+    EXPECT_EQ(data.Name(l[i].name_id), "_Z7vec_addPKfS0_Pfi");
+    EXPECT_EQ(l[i].grid[0], 4096u);
+  }
+  EXPECT_EQ(l[0].api_start_ns, kBase + 100);
+  EXPECT_EQ(l[0].api_end_ns, kBase + 200);
+  EXPECT_EQ(l[1].api_start_ns, kBase + 300);
+  EXPECT_EQ(l[1].api_end_ns, kBase + 400);
+  EXPECT_EQ(l[2].name_id, 0u) << "a failed call launched nothing";
+  EXPECT_EQ(l[3].name_id, 0u) << "a graph launch names no kernel";
+  EXPECT_EQ(data.Name(l[4].name_id), "_Z7vec_addPKfS0_Pfi");
+
+  TraceSummary summary = Summarize(data);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> calls;  // name -> (calls, errors)
+  for (const auto& r : summary.launches) calls[r.raw_name] = {r.api_ns.count, r.errors};
+  EXPECT_EQ(calls["_Z7vec_addPKfS0_Pfi"], std::make_pair(uint64_t{3}, uint64_t{0}));
+  EXPECT_EQ(calls[std::string(kNoKernelRecordName)], std::make_pair(uint64_t{1}, uint64_t{1}));
+  EXPECT_EQ(calls["[cudaGraphLaunch]"], std::make_pair(uint64_t{1}, uint64_t{0}));
+  EXPECT_EQ(summary.totals.launches, 5u);
+  EXPECT_EQ(summary.totals.first_ns, kBase + 100) << "the untimed call is not the first";
+
+  const std::string trace = FormatChromeTrace(data);
+  EXPECT_THAT(trace, HasSubstr("\"name\":\"cudaLaunchKernel\""));
+  EXPECT_THAT(trace, HasSubstr("\"name\":\"cudaGraphLaunch\""));
+  EXPECT_THAT(trace, ::testing::Not(HasSubstr("\"name\":\"cuLaunchKernel\"")))
+      << "the driver records were merged away";
+  EXPECT_THAT(trace, HasSubstr(absl::StrCat("\"origin_ns\":\"", kBase + 100, "\"")));
+}
+
+TEST(TraceReportTest, LaunchApiNames) {
+  EXPECT_EQ(LaunchApiName(static_cast<uint16_t>(LaunchApi::kLaunchKernel)), "cuLaunchKernel");
+  EXPECT_EQ(LaunchApiName(static_cast<uint16_t>(LaunchApi::kGraphLaunch)), "cuGraphLaunch");
+  EXPECT_EQ(LaunchApiName(static_cast<uint16_t>(LaunchApi::kCudaLaunchKernel)),
+            "cudaLaunchKernel");
+  EXPECT_EQ(LaunchApiName(static_cast<uint16_t>(LaunchApi::kCudaLaunchKernelEx)),
+            "cudaLaunchKernelExC");
+  EXPECT_EQ(LaunchApiName(static_cast<uint16_t>(LaunchApi::kCudaLaunchCooperativeKernel)),
+            "cudaLaunchCooperativeKernel");
+  EXPECT_EQ(LaunchApiName(static_cast<uint16_t>(LaunchApi::kCudaGraphLaunch)), "cudaGraphLaunch");
+  EXPECT_EQ(LaunchApiName(99), "cuLaunch (api 99)");
+  EXPECT_TRUE(IsGraphLaunch(static_cast<uint16_t>(LaunchApi::kCudaGraphLaunch)));
+  EXPECT_FALSE(IsGraphLaunch(static_cast<uint16_t>(LaunchApi::kCudaLaunchKernel)));
+  EXPECT_TRUE(IsRuntimeLaunch(static_cast<uint16_t>(LaunchApi::kCudaLaunchCooperativeKernel)));
+  EXPECT_FALSE(IsRuntimeLaunch(static_cast<uint16_t>(LaunchApi::kGraphLaunch)));
 }
 
 // ---- decoding ----------------------------------------------------------------

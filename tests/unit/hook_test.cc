@@ -201,19 +201,23 @@ TEST(Hook, SerialKernelsSwitchTheKernelActivityKind) {
   EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityDisable(10)")));
 }
 
-// Launch records from driver API activity (CUPROBE_LAUNCH_TIMES=activity):
-// no launch callback is enabled; the driver API activity of each launch call
-// is, one by one, after the activity kinds, and disabled at Stop. A launch
-// call's activity record becomes a launch record with its times, thread and
-// result and an unknown stream (the kernel record fills the rest when the
-// trace is read); other driver calls' records are ignored, and a launch
-// callback (as late attach enables them) writes no second record.
+// Launch records from API activity (CUPROBE_LAUNCH_TIMES=activity): no
+// launch callback is enabled; the driver API activity of each driver launch
+// call and the runtime API activity of each runtime launch call are, one by
+// one, after the activity kinds, and disabled at Stop. A launch call's
+// activity record, driver or runtime, becomes a launch record with its
+// times, thread and result and an unknown stream (the kernel record fills
+// the rest when the trace is read); other calls' records are ignored, and a
+// launch callback (as late attach enables them) writes no second record.
 TEST(Hook, LaunchRecordsFromDriverApiActivity) {
   Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     EXPECT_FALSE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
     EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",1)")));
+  }
+  for (CUpti_CallbackId cbid : Tracer::kRuntimeLaunchApis) {
+    EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableRuntimeApi(", cbid, ",1)")));
   }
   // CUPTI's thread ids are the OS's (gettid) before any activity is enabled.
   const std::vector<std::string> calls = rig.seam.calls();
@@ -242,9 +246,41 @@ TEST(Hook, LaunchRecordsFromDriverApiActivity) {
   other.cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2;
   other.correlationId = 10;
   rig.seam.QueueActivity(&other, sizeof(other));
+  // <<<>>> in CUDA 13: the runtime's __cudaLaunchKernel, failing with
+  // cudaErrorInvalidConfiguration (9).
+  CUpti_ActivityAPI runtime = launch;
+  runtime.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  runtime.cbid = CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000;
+  runtime.start = 500;
+  runtime.end = 560;
+  runtime.threadId = 4244;
+  runtime.correlationId = 11;
+  runtime.returnValue = 9;
+  rig.seam.QueueActivity(&runtime, sizeof(runtime));
+  CUpti_ActivityAPI runtime_graph = runtime;
+  runtime_graph.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
+  runtime_graph.correlationId = 12;
+  runtime_graph.returnValue = 0;
+  rig.seam.QueueActivity(&runtime_graph, sizeof(runtime_graph));
+  CUpti_ActivityAPI runtime_other = runtime;
+  runtime_other.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020;
+  runtime_other.correlationId = 13;
+  rig.seam.QueueActivity(&runtime_other, sizeof(runtime_other));
   rig.hook.Stop();
   auto launches = rig.output.OfType(RecordType::kLaunch);
-  ASSERT_EQ(launches.size(), 1u);
+  ASSERT_EQ(launches.size(), 3u);
+  LaunchRecord r = Body<LaunchRecord>(launches[1]);
+  EXPECT_EQ(r.correlation_id, ProcessQualifiedId(4242, 11));
+  EXPECT_EQ(r.api_start_ns, 500u);
+  EXPECT_EQ(r.api_end_ns, 560u);
+  EXPECT_EQ(r.stream, kUnknownStream);
+  EXPECT_EQ(r.tid, 4244u);
+  EXPECT_EQ(r.api, static_cast<uint16_t>(LaunchApi::kCudaLaunchKernel));
+  EXPECT_EQ(r.result, 9u);
+  EXPECT_TRUE(IsRuntimeLaunch(r.api));
+  LaunchRecord g = Body<LaunchRecord>(launches[2]);
+  EXPECT_EQ(g.api, static_cast<uint16_t>(LaunchApi::kCudaGraphLaunch));
+  EXPECT_TRUE(IsGraphLaunch(g.api));
   LaunchRecord l = Body<LaunchRecord>(launches[0]);
   EXPECT_EQ(l.correlation_id, ProcessQualifiedId(4242, 9));
   EXPECT_EQ(l.api_start_ns, 300u);
@@ -256,9 +292,12 @@ TEST(Hook, LaunchRecordsFromDriverApiActivity) {
   EXPECT_EQ(l.result, 1u);
   EXPECT_EQ(l.name_id, 0u);
   EXPECT_EQ(l.grid[0], 0u);
-  EXPECT_EQ(rig.output.last_stats().launches, 1u);
+  EXPECT_EQ(rig.output.last_stats().launches, 3u);
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",0)")));
+  }
+  for (CUpti_CallbackId cbid : Tracer::kRuntimeLaunchApis) {
+    EXPECT_THAT(rig.seam.calls(), Contains(absl::StrCat("ActivityEnableRuntimeApi(", cbid, ",0)")));
   }
 }
 
@@ -301,23 +340,35 @@ TEST(Hook, LaunchRecordsFromActivityNeedKernelsTraced) {
   rig.hook.Stop();
 }
 
-// A CUPTI that cannot give driver API activity per call: the callbacks
-// record launches instead, and tracing goes on.
+// A CUPTI that cannot give driver or runtime API activity per call: the
+// callbacks record launches instead, what was enabled is turned off again,
+// and tracing goes on.
 TEST(Hook, LaunchRecordsFallBackToCallbacksWhenActivityIsRefused) {
-  Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
-  rig.seam.driver_api_activity_status = absl::UnavailableError("CUPTI_ERROR_NOT_SUPPORTED");
-  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
-  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
-    EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  for (bool runtime_refused : {false, true}) {
+    SCOPED_TRACE(runtime_refused ? "runtime API activity refused" : "driver API activity refused");
+    Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
+    (runtime_refused ? rig.seam.runtime_api_activity_status
+                     : rig.seam.driver_api_activity_status) =
+        absl::UnavailableError("CUPTI_ERROR_NOT_SUPPORTED");
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+      EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+      EXPECT_THAT(rig.seam.calls(),
+                  Contains(absl::StrCat("ActivityEnableDriverApi(", cbid, ",0)")));
+    }
+    for (CUpti_CallbackId cbid : Tracer::kRuntimeLaunchApis) {
+      EXPECT_THAT(rig.seam.calls(),
+                  Contains(absl::StrCat("ActivityEnableRuntimeApi(", cbid, ",0)")));
+    }
+    int k = 0;
+    rig.seam.names[&k] = "_Z1kv";
+    auto p = KernelParams(&k, 8, 64, nullptr);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 5, 10, 20);
+    auto launches = rig.output.OfType(RecordType::kLaunch);
+    ASSERT_EQ(launches.size(), 1u);
+    EXPECT_EQ(Body<LaunchRecord>(launches[0]).grid[0], 8u);
+    rig.hook.Stop();
   }
-  int k = 0;
-  rig.seam.names[&k] = "_Z1kv";
-  auto p = KernelParams(&k, 8, 64, nullptr);
-  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 5, 10, 20);
-  auto launches = rig.output.OfType(RecordType::kLaunch);
-  ASSERT_EQ(launches.size(), 1u);
-  EXPECT_EQ(Body<LaunchRecord>(launches[0]).grid[0], 8u);
-  rig.hook.Stop();
 }
 
 // A CUPTI that cannot give OS thread ids would label activity launches with
