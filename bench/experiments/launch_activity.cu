@@ -18,7 +18,8 @@
 //     under MODE, one of: native, kernels (kernel activity), api (kernel
 //     activity + per-call driver and runtime API activity of the launch
 //     calls), callbacks (kernel activity + driver launch callbacks taking a
-//     timestamp at ENTER and EXIT), callbacks_only. Prints "MODE seconds".
+//     timestamp at ENTER and EXIT), callbacks_only, api_only (the launch
+//     calls' API activity without kernel activity). Prints "MODE seconds".
 //     Run each mode in its own process, rounds interleaved:
 //       for r in 1 2 3; do for m in native kernels api callbacks; do
 //         ./launch_activity time $m; done; done
@@ -204,19 +205,19 @@ int Count() {
 }
 
 int Time(const std::string& mode, long launches) {
-  const bool kernels = mode != "native" && mode != "callbacks_only";
+  if (mode != "native" && mode != "kernels" && mode != "api" && mode != "callbacks" &&
+      mode != "callbacks_only" && mode != "api_only") {
+    std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+    return 2;
+  }
+  const bool kernels = mode != "native" && mode != "callbacks_only" && mode != "api_only";
   if (mode != "native") {
     CHECK_CUPTI(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
     CHECK_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
   }
   if (kernels) CHECK_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  if (mode == "api") EnableLaunchApiActivity();
+  if (mode == "api" || mode == "api_only") EnableLaunchApiActivity();
   if (mode == "callbacks" || mode == "callbacks_only") EnableLaunchCallbacks();
-  if (mode != "native" && mode != "kernels" && mode != "api" && mode != "callbacks" &&
-      mode != "callbacks_only") {
-    std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
-    return 2;
-  }
   CHECK_CUDA(cudaFree(nullptr));
   for (int i = 0; i < 1000; ++i) empty_kernel<<<1, 32>>>();  // warm up
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -239,7 +240,7 @@ int main(int argc, char** argv) {
   if (what == "time" && argc > 2) return Time(argv[2], argc > 3 ? std::atol(argv[3]) : 100000);
   std::fprintf(stderr,
                "usage: launch_activity count\n"
-               "       launch_activity time native|kernels|api|callbacks|callbacks_only "
-               "[LAUNCHES]\n");
+               "       launch_activity time "
+               "native|kernels|api|callbacks|callbacks_only|api_only [LAUNCHES]\n");
   return 2;
 }
