@@ -19,7 +19,8 @@
 //     activity + per-call driver and runtime API activity of the launch
 //     calls), callbacks (kernel activity + driver launch callbacks taking a
 //     timestamp at ENTER and EXIT), callbacks_only, api_only (the launch
-//     calls' API activity without kernel activity). Prints "MODE seconds".
+//     calls' API activity without kernel activity). Prints "MODE seconds
+//     records=N" (and seconds=S on stderr, for bench/launch_activity.sh).
 //     Run each mode in its own process, rounds interleaved:
 //       for r in 1 2 3; do for m in native kernels api callbacks; do
 //         ./launch_activity time $m; done; done
@@ -229,6 +230,7 @@ int Time(const std::string& mode, long launches) {
   if (mode != "native") CHECK_CUPTI(cuptiActivityFlushAll(1));
   std::printf("%s %.4f records=%llu\n", mode.c_str(), seconds,
               static_cast<unsigned long long>(g_seen.records.load()));
+  std::fprintf(stderr, "seconds=%.6f\n", seconds);  // for bench/lib.sh
   return 0;
 }
 

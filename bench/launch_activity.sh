@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# On the GPU machine: which CUPTI records each way of launching leaves, and
+# what each way of recording launches costs a launch-bound loop in isolation
+# from the hook (bench/experiments/launch_activity.cu, built here with nvcc).
+#
+#   bench/launch_activity.sh [RESULTS_DIR]
+#
+# 1. `launch_activity count`: for <<<>>>, cudaLaunchKernel and cuLaunchKernel,
+#    how many kernels a driver record, a runtime record, or both share the
+#    correlation id with (launch_activity_count.txt); fails when a kernel has
+#    no launch record.
+# 2. `launch_activity time MODE`, rounds interleaved (CUPROBE_BENCH_ROUNDS,
+#    default 5): native, kernels, api, callbacks, callbacks_only, api_only.
+#    Prints a markdown table of median seconds and ratios against native.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init launch_activity.tsv "${1:-}"
+rounds="${CUPROBE_BENCH_ROUNDS:-5}"
+exe="$tmp/launch_activity"
+cupti=/usr/local/cuda/extras/CUPTI
+if ! timeout 180 nvcc -O2 -arch=sm_90 -I"$cupti/include" -o "$exe" \
+     "$root/bench/experiments/launch_activity.cu" -L"$cupti/lib64" -L/usr/local/cuda/lib64 \
+     -Xlinker -rpath -Xlinker "$cupti/lib64:/usr/local/cuda/lib64" -lcuda -lcupti \
+     > "$tmp/build.log" 2>&1; then
+  echo "bench: cannot build launch_activity: $(tail -5 "$tmp/build.log")" >&2
+  exit 1
+fi
+timeout 120 "$exe" count | tee "$results/launch_activity_count.txt"
+count_rc=${PIPESTATUS[0]}
+modes=(native kernels api callbacks callbacks_only api_only)
+for ((r = 0; r < rounds; r++)); do
+  for mode in "${modes[@]}"; do bench_case "$mode" -- "$exe" time "$mode"; done
+done
+python3 - "$tsv" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, s = line.split("\t")
+    rows[name].append(float(s))
+if "native" not in rows:
+    sys.exit("bench: no native run")
+b = statistics.median(rows["native"])
+print("| launch loop, recording launches by | runs | median s | ratio vs native |")
+print("| --- | --- | --- | --- |")
+for name in rows:
+    m = statistics.median(rows[name])
+    print("| %s | %d | %.4f | %.3f |" % (name, len(rows[name]), m, m / b))
+PY
+exit "$count_rc"
