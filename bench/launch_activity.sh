@@ -31,19 +31,5 @@ modes=(native kernels api callbacks callbacks_only api_only)
 for ((r = 0; r < rounds; r++)); do
   for mode in "${modes[@]}"; do bench_case "$mode" -- "$exe" time "$mode"; done
 done
-python3 - "$tsv" <<'PY'
-import collections, statistics, sys
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    name, s = line.split("\t")
-    rows[name].append(float(s))
-if "native" not in rows:
-    sys.exit("bench: no native run")
-b = statistics.median(rows["native"])
-print("| launch loop, recording launches by | runs | median s | ratio vs native |")
-print("| --- | --- | --- | --- |")
-for name in rows:
-    m = statistics.median(rows[name])
-    print("| %s | %d | %.4f | %.3f |" % (name, len(rows[name]), m, m / b))
-PY
+bench_table "launch loop, recording launches by"
 exit "$count_rc"

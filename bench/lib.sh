@@ -3,6 +3,7 @@
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #   bench_init NAME.tsv [RESULTS_DIR]     # sets root, build, results, tsv, tmp, cuprobe
 #   bench_case NAME [VAR=value...] -- command...   # appends "NAME<TAB>seconds" to $tsv
+#   bench_table [FIRST_COLUMN_TITLE]      # markdown: median seconds, ratio vs native
 #
 # A case's program prints "seconds=S" on stderr (launch_loop, probe_workload,
 # torch_loop.py); a case that prints none is reported as failed, with the
@@ -28,4 +29,25 @@ bench_case() {
   local s; s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$tmp/err" | tail -1)
   if [[ -n "$s" ]]; then printf '%s\t%s\n' "$name" "$s" >> "$tsv"; else
     echo "bench: $name failed: $(tail -3 "$tmp/err")" >&2; fi
+}
+
+# Every case of $tsv, in first-seen order: runs, median seconds and the
+# ratio against the native case of its group ("G.native" for a case named
+# "G.X", when there is one), else against "native"; "-" without either.
+bench_table() {
+  python3 - "$tsv" "${1:-configuration}" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, s = line.split("\t")
+    rows[name].append(float(s))
+print("| %s | runs | median s | ratio vs native |" % sys.argv[2])
+print("| --- | --- | --- | --- |")
+for name, runs in rows.items():
+    group = name.rsplit(".", 1)[0] + "." if "." in name else ""
+    base = rows.get(group + "native") or rows.get("native")
+    m = statistics.median(runs)
+    ratio = "%.3f" % (m / statistics.median(base)) if base else "-"
+    print("| %s | %d | %.4f | %s |" % (name, len(runs), m, ratio))
+PY
 }

@@ -32,16 +32,4 @@ for ((r = 0; r < rounds; r++)); do
   bench_case all.launch_activity CUPROBE_LAUNCH_TIMES=activity -- $(trace) "$loop" "$launches"
   bench_case standalone.all -- env CUDA_INJECTION64_PATH="$build/lib/libcuprobe_hook.so" CUPROBE_OUTPUT="$tmp/s.json" "$loop" "$launches"
 done
-python3 - "$tsv" <<'PY'
-import collections, statistics, sys
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    name, s = line.split("\t")
-    rows[name].append(float(s))
-b = statistics.median(rows["native"])
-print("| configuration | runs | median s | ratio vs native |")
-print("| --- | --- | --- | --- |")
-for name in rows:
-    m = statistics.median(rows[name])
-    print("| %s | %d | %.4f | %.3f |" % (name, len(rows[name]), m, m / b))
-PY
+bench_table configuration

@@ -57,20 +57,4 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   done
 fi
 
-python3 - "$tsv" <<'PY'
-import collections, statistics, sys
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    name, s = line.split("\t")
-    rows[name].append(float(s))
-print("| workload | configuration | runs | median s | ratio vs native |")
-print("| --- | --- | --- | --- | --- |")
-for group in ("launch", "torch"):
-    base = rows.get(group + ".native")
-    if not base:
-        continue
-    b = statistics.median(base)
-    for name in sorted(k for k in rows if k.startswith(group + ".")):
-        m = statistics.median(rows[name])
-        print("| %s | %s | %d | %.4f | %.3f |" % (group, name.split(".", 1)[1], len(rows[name]), m, m / b))
-PY
+bench_table "workload.configuration"
