@@ -438,7 +438,6 @@ void CUPTIAPI Hook::BufferCompleted(CUcontext context, uint32_t stream_id, uint8
 }
 
 void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
-  callbacks_seen_.fetch_add(1, std::memory_order_relaxed);
   // The end of a launch that late attach redirected is counted whatever the
   // state: a detach at teardown waits for it.
   if (attach_ != nullptr && domain == CUPTI_CB_DOMAIN_DRIVER_API &&

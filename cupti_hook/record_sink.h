@@ -29,11 +29,18 @@ class RecordSink {
                      const void* extra = nullptr, uint32_t extra_size = 0) = 0;
 };
 
+// Enter (users_ up, then open_ read) and CloseAndWait (open_ cleared, then
+// users_ read) each write one word and read the other: with acquire/release
+// alone both could miss the other's write (a store may wait in a store
+// buffer while the later load goes ahead), and a user would enter a gate
+// its closer saw empty. Sequentially consistent operations on both sides
+// forbid that. On x86 Enter's cost is unchanged (the locked add orders it
+// anyway); CloseAndWait's store becomes an xchg, once per teardown.
 class ActiveGate {
  public:
   [[nodiscard]] bool Enter() {
-    users_.fetch_add(1, std::memory_order_acq_rel);
-    if (!open_.load(std::memory_order_acquire)) {
+    users_.fetch_add(1, std::memory_order_seq_cst);
+    if (!open_.load(std::memory_order_seq_cst)) {
       users_.fetch_sub(1, std::memory_order_acq_rel);
       return false;
     }
@@ -45,9 +52,9 @@ class ActiveGate {
   // Returns false if some user is still inside after the timeout; the caller
   // must then leak the resource rather than release it.
   bool CloseAndWait(std::chrono::milliseconds timeout = std::chrono::milliseconds(2000)) {
-    open_.store(false, std::memory_order_release);
+    open_.store(false, std::memory_order_seq_cst);
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (users_.load(std::memory_order_acquire) != 0) {
+    while (users_.load(std::memory_order_seq_cst) != 0) {
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::yield();
     }
