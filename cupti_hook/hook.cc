@@ -391,6 +391,14 @@ void Hook::Stop() {
     for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
     if (launch_activity_.load()) (void)SetLaunchApiActivity(false);
     activity_enabled_ = false;
+    // Again, now that nothing adds records: what completed since the first
+    // flush (the kernels late attach waited for above, launches still on
+    // their way) reaches the sink while it is open.
+    absl::Status s = seam_.ActivityFlushAll(true);
+    if (!s.ok()) CUPROBE_LOG(kDebug, "teardown: %s", s.ToString());
+    if (output_ != nullptr && tracer_ != nullptr) {
+      output_->PublishStats(tracer_->stats(), seam_.Timestamp());
+    }
   }
   if (subscribed_) {
     absl::Status s = seam_.Unsubscribe();

@@ -582,10 +582,33 @@ TEST(Hook, TeardownOrder) {
       tail.push_back(e);
     }
   }
-  EXPECT_THAT(tail, ElementsAre("ActivityFlushAll(1)", "ActivityDisable(10)", "Unsubscribe",
-                                "Status(STOPPED)", "Finish", "Release"));
+  EXPECT_THAT(tail, ElementsAre("ActivityFlushAll(1)", "ActivityDisable(10)", "ActivityFlushAll(1)",
+                                "Unsubscribe", "Status(STOPPED)", "Finish", "Release"));
   EXPECT_GE(rig.output.stats_published(), 2) << "heartbeats while running, plus the final one";
   EXPECT_EQ(rig.hook.lifecycle().state(), HookState::kStopped);
+}
+
+// Records that complete after teardown's first flush (a kernel late attach
+// waited for, a launch still on its way) are flushed again once activity is
+// off, while the sink is still open, and counted in the final stats.
+TEST(Hook, TeardownFlushesAgainAfterActivityIsOff) {
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  CUpti_ActivityKernel10 k = {};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.name = "_Z4latev";
+  k.start = 5000;
+  k.end = 9000;
+  k.correlationId = 21;
+  k.streamId = 13;
+  rig.seam.on_call = [&](const std::string& call) {
+    if (call == "ActivityDisable(10)") rig.seam.QueueActivity(&k, sizeof(k));
+  };
+  rig.hook.Stop();
+  auto kernels = rig.output.OfType(RecordType::kKernel);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(Body<KernelRecord>(kernels[0]).correlation_id, ProcessQualifiedId(4242, 21));
+  EXPECT_EQ(rig.output.last_stats().records_written, rig.output.written().size());
 }
 
 // A child of fork() inherits the hook but not its watcher thread or CUDA:
