@@ -27,7 +27,7 @@ for ((r = 0; r < rounds; r++)); do
   # instrument kernels (the launch loop uses one stream: nothing to overlap).
   bench_case all.serial_kernels CUPROBE_DIAG=serial-kernels -- $(trace) "$loop" "$launches"
   bench_case kernels.serial_kernels CUPROBE_DIAG=serial-kernels -- $(trace --trace kernels) "$loop" "$launches"
-  # Launch records from CUPTI's driver API activity for the launch calls
+  # Launch records from CUPTI's API activity for the launch calls
   # instead of launch callbacks (CUPROBE_LAUNCH_TIMES=activity).
   bench_case all.launch_activity CUPROBE_LAUNCH_TIMES=activity -- $(trace) "$loop" "$launches"
   bench_case standalone.all -- env CUDA_INJECTION64_PATH="$build/lib/libcuprobe_hook.so" CUPROBE_OUTPUT="$tmp/s.json" "$loop" "$launches"

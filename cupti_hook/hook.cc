@@ -225,7 +225,9 @@ HookState Hook::Start() {
     // write it; CUPTI's default is pthread_self(). Set before any activity.
     absl::Status s = seam_.ActivityUseSystemThreadIds();
     if (!s.ok()) {
-      CUPROBE_LOG(kDebug, "CUPTI cannot give OS thread ids (%s); launch records from callbacks",
+      CUPROBE_LOG(kWarning,
+                  "CUPROBE_LAUNCH_TIMES=activity: CUPTI cannot give OS thread ids (%s); "
+                  "recording launches with callbacks",
                   s.message());
       launch_apis = false;
       status = EnableLaunchCallbacks();
@@ -242,7 +244,9 @@ HookState Hook::Start() {
       launch_activity_.store(true);
     } else {
       // This CUPTI cannot: the launch callbacks record launches instead.
-      CUPROBE_LOG(kDebug, "launch times from API activity unavailable (%s); using callbacks",
+      CUPROBE_LOG(kWarning,
+                  "CUPROBE_LAUNCH_TIMES=activity: CUPTI cannot record the launch calls' API "
+                  "activity (%s); recording launches with callbacks",
                   s.message());
       (void)SetLaunchApiActivity(false);
       status = EnableLaunchCallbacks();

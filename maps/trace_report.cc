@@ -420,6 +420,7 @@ TraceSummary Summarize(const TraceData& data) {
   absl::flat_hash_map<std::string_view, Group> launches;
   for (const LaunchRecord& l : data.launches()) {
     Group& g = launches[LaunchReportName(data, l)];
+    if (l.stream == kUnknownStream) ++totals.launches_from_activity;
     const uint64_t d = DurationNs(l.api_start_ns, l.api_end_ns);
     g.durations.push_back(d);
     if (l.result != 0) {
@@ -583,7 +584,11 @@ std::string FormatSummaryText(const TraceSummary& summary) {
   section("CUDA launch latency (launch call on the CPU to kernel start on the GPU)",
           summary.latency.empty(), FormatLatencySummaryTable(summary.latency));
   absl::StrAppend(&out, "Totals: ", t.kernels, " kernels (", t.kernel_ns, " ns), ", t.launches,
-                  " launches (", t.launch_errors, " failed), ", t.memcpys, " memcpys (",
+                  " launches (", t.launch_errors, " failed",
+                  t.launches_from_activity != 0
+                      ? absl::StrCat(", ", t.launches_from_activity, " from API activity")
+                      : std::string(),
+                  "), ", t.memcpys, " memcpys (",
                   t.memcpy_bytes, " bytes, ", t.memcpy_ns, " ns), ", t.memsets, " memsets (",
                   t.memset_bytes, " bytes, ", t.memset_ns, " ns); trace span ", t.span_ns,
                   " ns\n");
@@ -744,6 +749,9 @@ std::string FormatSummaryJson(const TraceSummary& summary) {
   AppendField(&out, "kernels", t.kernels, /*first=*/true);
   AppendField(&out, "kernel_ns", t.kernel_ns);
   AppendField(&out, "launches", t.launches);
+  AppendField(&out, "launches_from_activity", t.launches_from_activity);
+  // A runtime and a driver record of one call, folded into one launch.
+  AppendField(&out, "launch_records_merged", summary.counters.merged_launches);
   AppendField(&out, "launch_errors", t.launch_errors);
   AppendField(&out, "launch_api_ns", t.launch_api_ns);
   AppendField(&out, "memcpys", t.memcpys);

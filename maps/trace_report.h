@@ -122,6 +122,9 @@ struct TraceTotals {
   uint64_t kernels = 0;
   uint64_t kernel_ns = 0;
   uint64_t launches = 0;
+  // Of those, recorded from CUPTI's API activity (CUPROBE_LAUNCH_TIMES=
+  // activity) rather than launch callbacks.
+  uint64_t launches_from_activity = 0;
   uint64_t launch_errors = 0;
   uint64_t launch_api_ns = 0;
   uint64_t memcpys = 0;

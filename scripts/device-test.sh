@@ -10,7 +10,7 @@
 #   --only REGEX   run only the test binaries whose names match (bash regex),
 #                  then the smoke test and the trace of vec_add as always.
 #   The hook's settings pass through the environment, so a whole suite can
-#   run under one, e.g. launch records from driver API activity:
+#   run under one, e.g. launch records from API activity:
 #     CUPROBE_LAUNCH_TIMES=activity scripts/device-test.sh --only 'trace_test|samples_test'
 #
 # Through the device tool, with build/ carried:
@@ -43,7 +43,7 @@ say() { echo "$*" | tee -a "$summary"; }
 say "== device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 say "== host: $(uname -srm), $(nproc) cores; build: $build"
 [[ -n "$only" ]] && say "== only test binaries matching: $only"
-env | grep -E '^CUPROBE_' | sort | sed 's/^/== env: /' | tee -a "$summary"
+env | grep -E '^CUPROBE_' | grep -vE '^CUPROBE_(BUILD|SOURCE)_DIR=' | sort | sed 's/^/== env: /' | tee -a "$summary"
 
 # 1. Every test binary (unit tests also run here: some have a with-driver path).
 for t in "$build"/tests/*; do

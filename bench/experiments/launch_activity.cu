@@ -20,7 +20,10 @@
 //     calls), callbacks (kernel activity + driver launch callbacks taking a
 //     timestamp at ENTER and EXIT), callbacks_only, api_only (the launch
 //     calls' API activity without kernel activity). Prints "MODE seconds
-//     records=N" (and seconds=S on stderr, for bench/launch_activity.sh).
+//     records=N callbacks=M" (and seconds=S on stderr, for
+//     bench/launch_activity.sh), or fails when the mode recorded less than it
+//     asked for (a record per kernel, per launch call; two callbacks per
+//     launch).
 //     Run each mode in its own process, rounds interleaved:
 //       for r in 1 2 3; do for m in native kernels api callbacks; do
 //         ./launch_activity time $m; done; done
@@ -40,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -90,6 +94,7 @@ const CUpti_CallbackId kRuntimeLaunches[] = {
 // What the buffers delivered: correlation ids by record kind, and the
 // cbids and thread ids of the API records.
 struct Seen {
+  std::mutex mu;  // BufferCompleted may run on CUPTI's thread
   std::set<uint32_t> kernels, driver, runtime;
   std::map<std::string, int> api_calls;  // "DRIVER cbid 307" -> count
   std::set<uint32_t> thread_ids;
@@ -109,6 +114,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
     g_seen.records.fetch_add(1, std::memory_order_relaxed);
     if (!g_collect) continue;
+    std::lock_guard<std::mutex> lock(g_seen.mu);
     if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       g_seen.kernels.insert(reinterpret_cast<CUpti_ActivityKernel10*>(r)->correlationId);
     } else if (r->kind == CUPTI_ACTIVITY_KIND_DRIVER || r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
@@ -124,11 +130,13 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
 }
 
 std::atomic<uint64_t> g_callback_ns{0};
+std::atomic<uint64_t> g_callbacks{0};
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
   auto* d = static_cast<const CUpti_CallbackData*>(data);
   uint64_t t = 0;
   cuptiGetTimestamp(&t);
+  g_callbacks.fetch_add(1, std::memory_order_relaxed);
   if (d->callbackSite == CUPTI_API_ENTER) {
     if (d->correlationData != nullptr) *d->correlationData = t;
   } else if (d->correlationData != nullptr) {
@@ -166,9 +174,12 @@ int Count() {
   std::printf("%-18s %8s %8s %8s %8s %8s\n", "launched with", "kernels", "driver", "runtime",
               "both", "neither");
   for (int way = 0; way < 3; ++way) {
-    g_seen.kernels.clear();
-    g_seen.driver.clear();
-    g_seen.runtime.clear();
+    {
+      std::lock_guard<std::mutex> lock(g_seen.mu);
+      g_seen.kernels.clear();
+      g_seen.driver.clear();
+      g_seen.runtime.clear();
+    }
     for (int i = 0; i < 100; ++i) {
       if (way == 0) {
         empty_kernel<<<1, 32>>>();
@@ -183,6 +194,7 @@ int Count() {
     }
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUPTI(cuptiActivityFlushAll(1));
+    std::lock_guard<std::mutex> lock(g_seen.mu);
     int driver = 0, runtime = 0, both = 0, neither = 0;
     for (uint32_t c : g_seen.kernels) {
       const bool d = g_seen.driver.count(c) > 0, r = g_seen.runtime.count(c) > 0;
@@ -195,6 +207,7 @@ int Count() {
                 both, neither);
     every_kernel_has_a_record = every_kernel_has_a_record && neither == 0 && !g_seen.kernels.empty();
   }
+  std::lock_guard<std::mutex> lock(g_seen.mu);
   std::printf("API records by kind and cbid:\n");
   for (const auto& [what, n] : g_seen.api_calls) std::printf("  %-22s %d\n", what.c_str(), n);
   std::printf("thread ids in API records: %zu distinct; the OS's (gettid %u) %s\n",
@@ -228,8 +241,24 @@ int Time(const std::string& mode, long launches) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (mode != "native") CHECK_CUPTI(cuptiActivityFlushAll(1));
-  std::printf("%s %.4f records=%llu\n", mode.c_str(), seconds,
-              static_cast<unsigned long long>(g_seen.records.load()));
+  // A mode that recorded nothing is cheap for the wrong reason: each mode
+  // checks it saw what it asked for (1,000 warm-up launches included).
+  const uint64_t records = g_seen.records.load(), callbacks = g_callbacks.load();
+  const uint64_t n = static_cast<uint64_t>(launches) + 1000;
+  uint64_t want_records = 0, want_callbacks = 0;
+  if (kernels) want_records += n;
+  if (mode == "api" || mode == "api_only") want_records += n;
+  if (mode == "callbacks" || mode == "callbacks_only") want_callbacks = 2 * n;
+  std::printf("%s %.4f records=%llu callbacks=%llu\n", mode.c_str(), seconds,
+              static_cast<unsigned long long>(records), static_cast<unsigned long long>(callbacks));
+  if (records < want_records || callbacks < want_callbacks) {
+    std::fprintf(stderr, "%s: %llu records and %llu callbacks, expected at least %llu and %llu\n",
+                 mode.c_str(), static_cast<unsigned long long>(records),
+                 static_cast<unsigned long long>(callbacks),
+                 static_cast<unsigned long long>(want_records),
+                 static_cast<unsigned long long>(want_callbacks));
+    return 1;
+  }
   std::fprintf(stderr, "seconds=%.6f\n", seconds);  // for bench/lib.sh
   return 0;
 }

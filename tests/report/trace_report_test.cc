@@ -521,17 +521,24 @@ TEST(TraceDataTest, RuntimeAndDriverRecordsOfOneCallMergeIntoOneLaunch) {
   data.AddLaunch(activity_launch(2, LaunchApi::kLaunchKernel, 310, 350));
   data.AddKernel(MakeKernel({2, kVecAdd, 0, 7, 2000, 500, 4096, 256, 16}));
   data.AddLaunch(activity_launch(3, LaunchApi::kCudaLaunchKernel, 500, 520, /*result=*/1));
+  // A kernel record with the failed call's correlation id (it cannot happen;
+  // here it shows the failed launch is not waiting to be joined).
+  data.AddKernel(MakeKernel({3, kReduce, 0, 7, 2500, 100, 1, 1, 16}));
   data.AddLaunch(activity_launch(4, LaunchApi::kCudaGraphLaunch, 600, 700));
   data.AddKernel(MakeKernel({4, kVecAdd, 0, 7, 3000, 500, 8, 32, 16, 9, 1}));
   LaunchRecord untimed = activity_launch(5, LaunchApi::kCudaLaunchKernel, 0, 0);
   untimed.api_start_ns = untimed.api_end_ns = 0;
   data.AddLaunch(untimed);
   data.AddKernel(MakeKernel({5, kVecAdd, 0, 7, 4000, 500, 4096, 256, 16}));
+  // The driver record joins its kernel before the runtime record comes.
+  data.AddLaunch(activity_launch(6, LaunchApi::kLaunchKernel, 810, 850));
+  data.AddKernel(MakeKernel({6, kVecAdd, 0, 7, 5000, 500, 4096, 256, 16}));
+  data.AddLaunch(activity_launch(6, LaunchApi::kCudaLaunchKernel, 800, 900));
 
   const std::vector<LaunchRecord>& l = data.launches();
-  ASSERT_EQ(l.size(), 5u);
-  EXPECT_EQ(data.counters().merged_launches, 2u);
-  for (int i : {0, 1}) {
+  ASSERT_EQ(l.size(), 6u);
+  EXPECT_EQ(data.counters().merged_launches, 3u);
+  for (int i : {0, 1, 5}) {
     SCOPED_TRACE(i);
     EXPECT_EQ(l[i].api, static_cast<uint16_t>(LaunchApi::kCudaLaunchKernel));
     EXPECT_EQ(data.Name(l[i].name_id), "_Z7vec_addPKfS0_Pfi");
@@ -541,18 +548,25 @@ TEST(TraceDataTest, RuntimeAndDriverRecordsOfOneCallMergeIntoOneLaunch) {
   EXPECT_EQ(l[0].api_end_ns, kBase + 200);
   EXPECT_EQ(l[1].api_start_ns, kBase + 300);
   EXPECT_EQ(l[1].api_end_ns, kBase + 400);
+  EXPECT_EQ(l[5].api_start_ns, kBase + 800);
+  EXPECT_EQ(l[5].api_end_ns, kBase + 900);
   EXPECT_EQ(l[2].name_id, 0u) << "a failed call launched nothing";
+  EXPECT_EQ(l[2].grid[0], 0u);
   EXPECT_EQ(l[3].name_id, 0u) << "a graph launch names no kernel";
   EXPECT_EQ(data.Name(l[4].name_id), "_Z7vec_addPKfS0_Pfi");
 
   TraceSummary summary = Summarize(data);
   std::map<std::string, std::pair<uint64_t, uint64_t>> calls;  // name -> (calls, errors)
   for (const auto& r : summary.launches) calls[r.raw_name] = {r.api_ns.count, r.errors};
-  EXPECT_EQ(calls["_Z7vec_addPKfS0_Pfi"], std::make_pair(uint64_t{3}, uint64_t{0}));
+  EXPECT_EQ(calls["_Z7vec_addPKfS0_Pfi"], std::make_pair(uint64_t{4}, uint64_t{0}));
   EXPECT_EQ(calls[std::string(kNoKernelRecordName)], std::make_pair(uint64_t{1}, uint64_t{1}));
   EXPECT_EQ(calls["[cudaGraphLaunch]"], std::make_pair(uint64_t{1}, uint64_t{0}));
-  EXPECT_EQ(summary.totals.launches, 5u);
+  EXPECT_EQ(summary.totals.launches, 6u);
+  EXPECT_EQ(summary.totals.launches_from_activity, 6u);
   EXPECT_EQ(summary.totals.first_ns, kBase + 100) << "the untimed call is not the first";
+  const std::string json = FormatSummaryJson(summary);
+  EXPECT_THAT(json, HasSubstr("\"launches\":6,\"launches_from_activity\":6,\"launch_records_merged\":3"));
+  EXPECT_THAT(FormatSummaryText(summary), HasSubstr("6 launches (1 failed, 6 from API activity)"));
 
   const std::string trace = FormatChromeTrace(data);
   EXPECT_THAT(trace, HasSubstr("\"name\":\"cudaLaunchKernel\""));

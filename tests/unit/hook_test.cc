@@ -209,7 +209,7 @@ TEST(Hook, SerialKernelsSwitchTheKernelActivityKind) {
 // times, thread and result and an unknown stream (the kernel record fills
 // the rest when the trace is read); other calls' records are ignored, and a
 // launch callback (as late attach enables them) writes no second record.
-TEST(Hook, LaunchRecordsFromDriverApiActivity) {
+TEST(Hook, LaunchRecordsFromApiActivity) {
   Rig rig(60000, "", [](HookConfig& c) { c.launch_api_activity = true; });
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
@@ -227,6 +227,10 @@ TEST(Hook, LaunchRecordsFromDriverApiActivity) {
   ASSERT_THAT(calls, Contains("ActivityEnable(10)"));
   ASSERT_THAT(calls, Contains("ActivityUseSystemThreadIds()"));
   EXPECT_LT(position("ActivityUseSystemThreadIds()"), position("ActivityEnable(10)"));
+  EXPECT_LT(position("ActivityEnable(10)"),
+            position(absl::StrCat("ActivityEnableDriverApi(", Tracer::kLaunchCallbacks[0], ",1)")));
+  EXPECT_LT(position("ActivityEnable(10)"),
+            position(absl::StrCat("ActivityEnableRuntimeApi(", Tracer::kRuntimeLaunchApis[0], ",1)")));
   int k = 0;
   rig.seam.names[&k] = "_Z1kv";
   auto p = KernelParams(&k, 8, 64, nullptr);
@@ -381,6 +385,7 @@ TEST(Hook, LaunchRecordsFromCallbacksWhenSystemThreadIdsAreRefused) {
     EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
   }
   EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains(HasSubstr("ActivityEnableDriverApi"))));
+  EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains(HasSubstr("ActivityEnableRuntimeApi"))));
   EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)"));
   int k = 0;
   rig.seam.names[&k] = "_Z1kv";
