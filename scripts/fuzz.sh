@@ -9,7 +9,7 @@
 # OUT/summary.txt (docs/RELIABILITY.md quotes it).
 #
 #   scripts/fuzz.sh [TARGET...]     targets: image ptx bpf_object bundle maps_region segment
-#                                            ring_pump
+#                                            ring_pump trace_records
 #                                   (default: all)
 #   CUPROBE_FUZZ_RUNS=1000000       executions per target (default 1,000,000)
 #   CUPROBE_FUZZ_DIR=build/fuzz     build folder; CUPROBE_FUZZ_OUT=build/fuzz/campaigns
@@ -25,7 +25,7 @@ build="${CUPROBE_FUZZ_DIR:-$root/build/fuzz}"
 main="${CUPROBE_BUILD_DIR:-$root/build}"
 out="${CUPROBE_FUZZ_OUT:-$build/campaigns}"
 runs="${CUPROBE_FUZZ_RUNS:-1000000}"
-all=(image ptx bpf_object bundle maps_region segment ring_pump)
+all=(image ptx bpf_object bundle maps_region segment ring_pump trace_records)
 targets=("${@:-${all[@]}}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (one of: ${all[*]})" >&2; exit 64; }
@@ -53,6 +53,7 @@ seeds_of() {  # target -> seed folders
     maps_region) echo "$build/tests/fuzz/maps_region_seeds" ;;
     segment) echo "$root/tests/corpus/segment" ;;
     ring_pump) echo "$root/tests/corpus/ring_pump" ;;
+    trace_records) echo "$root/tests/corpus/trace_records" ;;
   esac
 }
 mkdir -p "$out"
