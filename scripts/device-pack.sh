@@ -26,7 +26,7 @@ for t in injection_test trace_test resilience_test run_test maps_gpu_test real_s
          hook_library_test instrument_gpu_test samples_test lifecycle_test multiprocess_test; do
   [[ -x "$build/tests/$t" ]] && copy "tests/$t"
 done
-for b in launch_loop probe_workload maps_bench rewrite_bench; do [[ -x "$build/bench/$b" ]] && copy "bench/$b"; done
+for b in launch_loop probe_workload maps_bench rewrite_bench hook_bench; do [[ -x "$build/bench/$b" ]] && copy "bench/$b"; done
 copy generated/cuprobe_helpers.ptx
 copy tests/maps/gpu/map_kernels.ptx
 copy tests/gpu/instrument_kernels.ptx
