@@ -236,40 +236,33 @@ TEST(Hook, LaunchRecordsFromApiActivity) {
   auto p = KernelParams(&k, 8, 64, nullptr);
   Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 5, 10, 20);
   EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty()) << "no record from a callback";
-  CUpti_ActivityAPI launch = {};
-  launch.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  launch.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
-  launch.start = 300;
-  launch.end = 340;
-  launch.processId = 4242;
-  launch.threadId = 4243;
-  launch.correlationId = 9;
-  launch.returnValue = 1;
-  rig.seam.QueueActivity(&launch, sizeof(launch));
-  CUpti_ActivityAPI other = launch;
-  other.cbid = CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2;
-  other.correlationId = 10;
-  rig.seam.QueueActivity(&other, sizeof(other));
+  // An API activity record as CUPTI writes it: kind, call, times, thread,
+  // correlation id and result.
+  auto queue_api = [&](CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint64_t start,
+                       uint64_t end, uint32_t tid, uint32_t correlation, uint32_t result) {
+    CUpti_ActivityAPI a = {};
+    a.kind = kind;
+    a.cbid = cbid;
+    a.start = start;
+    a.end = end;
+    a.processId = 4242;
+    a.threadId = tid;
+    a.correlationId = correlation;
+    a.returnValue = result;
+    rig.seam.QueueActivity(&a, sizeof(a));
+  };
+  queue_api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, 300, 340,
+            4243, 9, 1);
+  queue_api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, 300, 340, 4243,
+            10, 1);
   // <<<>>> in CUDA 13: the runtime's __cudaLaunchKernel, failing with
   // cudaErrorInvalidConfiguration (9).
-  CUpti_ActivityAPI runtime = launch;
-  runtime.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  runtime.cbid = CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000;
-  runtime.start = 500;
-  runtime.end = 560;
-  runtime.threadId = 4244;
-  runtime.correlationId = 11;
-  runtime.returnValue = 9;
-  rig.seam.QueueActivity(&runtime, sizeof(runtime));
-  CUpti_ActivityAPI runtime_graph = runtime;
-  runtime_graph.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
-  runtime_graph.correlationId = 12;
-  runtime_graph.returnValue = 0;
-  rig.seam.QueueActivity(&runtime_graph, sizeof(runtime_graph));
-  CUpti_ActivityAPI runtime_other = runtime;
-  runtime_other.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020;
-  runtime_other.correlationId = 13;
-  rig.seam.QueueActivity(&runtime_other, sizeof(runtime_other));
+  queue_api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 500,
+            560, 4244, 11, 9);
+  queue_api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000, 500,
+            560, 4244, 12, 0);
+  queue_api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, 500, 560, 4244,
+            13, 9);
   rig.hook.Stop();
   auto launches = rig.output.OfType(RecordType::kLaunch);
   ASSERT_EQ(launches.size(), 3u);
