@@ -77,6 +77,10 @@ function(cuprobe_cc_test)
   _cuprobe_common(${t})
   target_link_libraries(${t} PRIVATE ${A_DEPS} GTest::gmock GTest::gtest_main)
   set_target_properties(${t} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  if(TARGET cuprobe_test_pch)
+    target_precompile_headers(${t} REUSE_FROM cuprobe_test_pch)
+    target_compile_definitions(${t} PRIVATE ${CUPROBE_TEST_PCH_DEFINITIONS})
+  endif()
   target_compile_definitions(${t} PRIVATE
       CUPROBE_BINARY_DIR="${PROJECT_BINARY_DIR}"
       CUPROBE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

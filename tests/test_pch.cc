@@ -1,0 +1,1 @@
+// Compiles tests/CMakeLists.txt's precompiled header once; the tests reuse it.
