@@ -138,15 +138,14 @@ bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
   }
 }
 
-// The last handle each thread launched, named. A launch loop hits it every
-// time and skips the lock. Keyed by the tracer's serial number, not its
-// address, so a later tracer at a reused address cannot see stale names.
-struct LastHandle {
+// Each thread's ThreadState in the tracer it last called, keyed by the
+// tracer's serial number, not its address, so that a later tracer at a
+// reused address cannot see a freed one.
+struct ThreadCache {
   uint64_t tracer_serial = 0;
-  const void* handle = nullptr;
-  uint64_t name_id = 0;
+  void* state = nullptr;
 };
-thread_local LastHandle tls_last_handle;
+thread_local ThreadCache tls_tracer_thread;
 std::atomic<uint64_t> g_tracer_serials{0};
 
 }  // namespace
@@ -159,12 +158,59 @@ bool Tracer::IsLaunchCallback(CUpti_CallbackId cbid) {
 Tracer::Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid)
     : seam_(seam), sink_(sink), pid_(pid), serial_(g_tracer_serials.fetch_add(1) + 1) {}
 
+Tracer::~Tracer() {
+  ThreadState* t = threads_.load(std::memory_order_acquire);
+  while (t != nullptr) {
+    ThreadState* next = t->next;
+    delete t;
+    t = next;
+  }
+}
+
+Tracer::ThreadState& Tracer::ThisThread() {
+  ThreadCache& cache = tls_tracer_thread;
+  if (cache.tracer_serial == serial_) return *static_cast<ThreadState*>(cache.state);
+  return AttachThread();
+}
+
+// A thread's first call into this tracer (or its first since it called
+// another one): find the slot its thread id already has, else push a new one.
+Tracer::ThreadState& Tracer::AttachThread() {
+  const uint64_t tid = CurrentThreadId();
+  ThreadState* head = threads_.load(std::memory_order_acquire);
+  ThreadState* mine = nullptr;
+  for (ThreadState* t = head; t != nullptr; t = t->next) {
+    if (t->tid == tid) {
+      mine = t;
+      break;
+    }
+  }
+  if (mine == nullptr) {
+    mine = new ThreadState;
+    mine->tid = tid;
+    mine->next = head;
+    while (!threads_.compare_exchange_weak(mine->next, mine, std::memory_order_release,
+                                           std::memory_order_acquire)) {
+    }
+  }
+  tls_tracer_thread = {serial_, mine};
+  return *mine;
+}
+
+uint64_t Tracer::SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) const {
+  uint64_t sum = 0;
+  for (ThreadState* t = threads_.load(std::memory_order_acquire); t != nullptr; t = t->next) {
+    sum += (t->*counter).load(std::memory_order_relaxed);
+  }
+  return sum;
+}
+
 bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* extra,
                   uint32_t extra_size) {
   GateScope scope(gate_);
   if (!scope.entered()) return false;
   if (sink_.Write(static_cast<uint16_t>(type), body, size, extra, extra_size)) {
-    written_.fetch_add(1, std::memory_order_relaxed);
+    Add(ThisThread().written);
     return true;
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -193,13 +239,14 @@ uint64_t Tracer::InternName(std::string_view name) {
 
 uint64_t Tracer::NameForHandle(const void* handle) {
   if (handle == nullptr) return 0;
-  LastHandle& last = tls_last_handle;
-  if (last.tracer_serial == serial_ && last.handle == handle) return last.name_id;
+  ThreadState& me = ThisThread();
+  if (me.last_handle == handle) return me.last_name_id;
   {
     absl::MutexLock lock(&names_mu_);
     auto it = ids_by_handle_.find(handle);
     if (it != ids_by_handle_.end()) {
-      last = {serial_, handle, it->second};
+      me.last_handle = handle;
+      me.last_name_id = it->second;
       return it->second;
     }
   }
@@ -215,7 +262,8 @@ uint64_t Tracer::NameForHandle(const void* handle) {
   }
   absl::MutexLock lock(&names_mu_);
   auto [it, inserted] = ids_by_handle_.emplace(handle, id);
-  last = {serial_, handle, it->second};
+  me.last_handle = handle;
+  me.last_name_id = it->second;
   return it->second;
 }
 
@@ -243,7 +291,7 @@ uint32_t DiagFlags() {
 void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (data == nullptr) return;
   if (DiagFlags() & 1) {
-    if (data->callbackSite == CUPTI_API_EXIT) launches_.fetch_add(1, std::memory_order_relaxed);
+    if (data->callbackSite == CUPTI_API_EXIT) Add(ThisThread().launches);
     return;
   }
   if (DiagFlags() & 4) {
@@ -254,7 +302,8 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
     return;
   }
   uint64_t end = seam_.Timestamp();
-  launches_.fetch_add(1, std::memory_order_relaxed);
+  ThreadState& me = ThisThread();
+  Add(me.launches);
   LaunchShape shape;
   if (!ReadShape(cbid, data->functionParams, &shape)) return;
   LaunchRecord rec = {};
@@ -264,7 +313,7 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
   rec.api_end_ns = end;
   rec.stream = shape.stream;
   rec.pid = pid_;
-  rec.tid = static_cast<uint32_t>(CurrentThreadId());
+  rec.tid = static_cast<uint32_t>(me.tid);
   std::memcpy(rec.grid, shape.grid, sizeof(rec.grid));
   std::memcpy(rec.block, shape.block, sizeof(rec.block));
   rec.shared_mem_bytes = shape.shared;
@@ -316,7 +365,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
                                                        : RuntimeLaunchApiOf(a->cbid, &api))) {
         break;
       }
-      launches_.fetch_add(1, std::memory_order_relaxed);
+      Add(ThisThread().launches);
       if (DiagFlags() & 1) break;
       LaunchRecord rec = {};
       rec.correlation_id = ProcessQualifiedId(pid_, a->correlationId);
@@ -409,8 +458,8 @@ bool Tracer::Ignored(uint32_t stream_id) const {
 
 TracerStats Tracer::stats() const {
   TracerStats s;
-  s.launches = launches_.load();
-  s.records_written = written_.load();
+  s.launches = SumOverThreads(&ThreadState::launches);
+  s.records_written = SumOverThreads(&ThreadState::written);
   s.records_dropped = dropped_.load();
   s.activity_buffers = activity_buffers_.load();
   s.activity_records = activity_records_.load();

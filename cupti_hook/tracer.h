@@ -13,8 +13,11 @@
 //   tracer.CloseSink();                        // teardown: no write after this returns
 //
 // Hot path (every launch): one timestamp at ENTER; at EXIT the name cache
-// (a hash lookup under a mutex that is never held while calling out) and one
-// ring write. Names are interned once per handle and once per string.
+// (the thread's last handle, else a hash lookup under a mutex that is never
+// held while calling out) and one ring write. Names are interned once per
+// handle and once per string. The counters a launch adds to are the
+// thread's own: no locked instruction and no cache line shared with CUPTI's
+// activity thread or the app's other launching threads.
 #ifndef CUPROBE_CUPTI_HOOK_TRACER_H_
 #define CUPROBE_CUPTI_HOOK_TRACER_H_
 
@@ -86,6 +89,7 @@ class Tracer {
   [[nodiscard]] static bool DiagWord(std::string_view word);
 
   Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid);
+  ~Tracer();
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
@@ -125,11 +129,33 @@ class Tracer {
   void HandleActivity(const CUpti_Activity* record);
   [[nodiscard]] bool Ignored(uint32_t stream_id) const;
 
+  // What one thread keeps for this tracer: counters that only it adds to
+  // (plain relaxed load and store; stats() sums every thread's) and the last
+  // handle it named. Made on a thread's first call, on its own cache line,
+  // linked into threads_ (never unlinked: a thread that exits leaves its
+  // counts, and a later thread with its id takes the slot over) and freed
+  // with the tracer.
+  struct alignas(64) ThreadState {
+    std::atomic<uint64_t> launches{0};
+    std::atomic<uint64_t> written{0};
+    const void* last_handle = nullptr;
+    uint64_t last_name_id = 0;
+    uint64_t tid = 0;
+    ThreadState* next = nullptr;
+  };
+  ThreadState& ThisThread();
+  ThreadState& AttachThread();
+  static void Add(std::atomic<uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  uint64_t SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) const;
+
   CuptiSeam& seam_;
   RecordSink& sink_;
   const uint32_t pid_;
-  const uint64_t serial_;  // process-unique, for the per-thread name cache
+  const uint64_t serial_;  // process-unique: keys each thread's ThreadState cache
   ActiveGate gate_;
+  std::atomic<ThreadState*> threads_{nullptr};
 
   absl::Mutex names_mu_;
   absl::flat_hash_map<std::string, uint64_t> ids_by_name_ ABSL_GUARDED_BY(names_mu_);
@@ -138,9 +164,7 @@ class Tracer {
 
   std::array<std::atomic<uint32_t>, kMaxIgnoredStreams> ignored_streams_{};  // 0: empty
   std::atomic<int> ignored_count_{0};
-  std::atomic<uint64_t> launches_{0};
-  std::atomic<uint64_t> written_{0};
-  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> dropped_{0};  // rare: shared
   std::atomic<uint64_t> activity_buffers_{0};
   std::atomic<uint64_t> activity_records_{0};
   std::atomic<uint64_t> activity_dropped_{0};

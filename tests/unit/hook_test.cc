@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -719,7 +720,7 @@ TEST(Hook, CallbackDuringInitFallsThrough) {
 TEST(Hook, ReentrantCallbackFallsThrough) {
   Rig rig;
   int k = 0;
-  rig.seam.names[&k] = "k";
+  rig.seam.names.emplace(&k, "k");
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   auto p = KernelParams(&k, 1, 1, nullptr);
   {
@@ -744,7 +745,7 @@ TEST(Hook, ReentrantCallbackFallsThrough) {
 TEST(Hook, FatalErrorDisablesAndLaunchesFallThrough) {
   Rig rig;
   int k = 0;
-  rig.seam.names[&k] = "k";
+  rig.seam.names.emplace(&k, "k");
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   CUpti_StateData state = {};
   state.notification.result = CUPTI_ERROR_UNKNOWN;
@@ -775,7 +776,7 @@ TEST(Hook, StopWhileThreadsLaunchNeverWritesAfterRelease) {
   for (int round = 0; round < 20; ++round) {
     Rig rig(/*interval_ms=*/1);
     int k = 0;
-    rig.seam.names[&k] = "k";
+    rig.seam.names.emplace(&k, "k");
     ASSERT_EQ(rig.hook.Start(), HookState::kReady);
     std::atomic<bool> stop{false};
     std::vector<std::thread> threads;
@@ -805,6 +806,89 @@ TEST(Hook, StopWhileThreadsLaunchNeverWritesAfterRelease) {
     ASSERT_EQ(rig.output.writes_after_release(), 0) << "round " << round;
     ASSERT_THAT(rig.events, Contains("Release"));
   }
+}
+
+// Each thread adds to its own counters; stats() sums them. Exact totals
+// from four threads, and sums that never go backwards while they run.
+TEST(Hook, StatsSumEveryLaunchingThreadExactly) {
+  Rig rig;
+  int k = 0;
+  rig.seam.names.emplace(&k, "k");
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  constexpr int kThreads = 4;
+  constexpr uint32_t kPerThread = 5000;
+  std::atomic<int> running{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto p = KernelParams(&k, 1, 1, nullptr);
+      for (uint32_t i = 0; i < kPerThread; ++i) {
+        uint64_t scratch = 0;
+        CUpti_CallbackData data = {};
+        data.functionParams = &p;
+        data.correlationId = (static_cast<uint32_t>(t) << 24) + i;
+        data.correlationData = &scratch;
+        data.callbackSite = CUPTI_API_ENTER;
+        Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
+                       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+        data.callbackSite = CUPTI_API_EXIT;
+        Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
+                       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+      }
+      running.fetch_sub(1);
+    });
+  }
+  TracerStats last;
+  while (running.load() > 0) {
+    TracerStats now = rig.hook.tracer()->stats();
+    ASSERT_GE(now.launches, last.launches);
+    ASSERT_GE(now.records_written, last.records_written);
+    last = now;
+  }
+  for (auto& t : threads) t.join();
+
+  TracerStats stats = rig.hook.tracer()->stats();
+  EXPECT_EQ(stats.launches, uint64_t{kThreads} * kPerThread);
+  EXPECT_EQ(stats.records_written, rig.output.written().size());
+  EXPECT_EQ(stats.records_dropped, 0u);
+  std::map<uint32_t, int> per_tid;
+  for (const auto& w : rig.output.OfType(RecordType::kLaunch)) ++per_tid[Body<LaunchRecord>(w).tid];
+  ASSERT_EQ(per_tid.size(), size_t{kThreads});
+  for (const auto& [tid, n] : per_tid) {
+    EXPECT_NE(tid, static_cast<uint32_t>(CurrentThreadId()));
+    EXPECT_EQ(n, static_cast<int>(kPerThread)) << "thread " << tid;
+  }
+  rig.hook.Stop();
+}
+
+// One thread launching under two hooks in turn (two tracers): each keeps
+// its own counts and names the same handle by its own seam.
+TEST(Hook, TwoTracersOnOneThreadKeepTheirOwnCountsAndNames) {
+  Rig a;
+  Rig b;
+  int k = 0;
+  a.seam.names[&k] = "kernel_in_a";
+  b.seam.names[&k] = "kernel_in_b";
+  ASSERT_EQ(a.hook.Start(), HookState::kReady);
+  ASSERT_EQ(b.hook.Start(), HookState::kReady);
+  auto p = KernelParams(&k, 1, 1, nullptr);
+  for (uint32_t i = 0; i < 10; ++i) {
+    Launch(a.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 2 * i, 10, 20);
+    Launch(b.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 2 * i + 1, 10, 20);
+  }
+  Launch(a.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 100, 10, 20);
+  EXPECT_EQ(a.hook.tracer()->stats().launches, 11u);
+  EXPECT_EQ(b.hook.tracer()->stats().launches, 10u);
+  EXPECT_EQ(a.hook.tracer()->stats().records_written, a.output.written().size());
+  EXPECT_EQ(b.hook.tracer()->stats().records_written, b.output.written().size());
+  for (const auto& w : a.output.OfType(RecordType::kLaunch)) {
+    EXPECT_EQ(NameOf(a.output, Body<LaunchRecord>(w).name_id), "kernel_in_a");
+  }
+  for (const auto& w : b.output.OfType(RecordType::kLaunch)) {
+    EXPECT_EQ(NameOf(b.output, Body<LaunchRecord>(w).name_id), "kernel_in_b");
+  }
+  a.hook.Stop();
+  b.hook.Stop();
 }
 
 TEST(HookConfig, ReadsEnvironment) {
