@@ -113,17 +113,23 @@ void RecordRing::CountDrop(uint64_t size) {
   control_->dropped_bytes.fetch_add(size, std::memory_order_relaxed);
 }
 
-void RecordRing::CopyIn(uint64_t pos, const void* src, uint64_t len) {
-  if (len == 0) return;  // src may be null then; memcpy(_, nullptr, 0) is UB
-  const uint64_t index = pos % capacity_;
+// Positions become data indices with one division per record; after that
+// an index only moves forward by less than the capacity, so it wraps with a
+// compare and subtract.
+uint64_t RecordRing::Wrap(uint64_t index) const {
+  return index >= capacity_ ? index - capacity_ : index;
+}
+
+uint64_t RecordRing::CopyIn(uint64_t index, const void* src, uint64_t len) {
+  if (len == 0) return index;  // src may be null then; memcpy(_, nullptr, 0) is UB
   const uint64_t first = std::min(len, capacity_ - index);
   std::memcpy(data_ + index, src, first);
   if (first < len) std::memcpy(data_, static_cast<const uint8_t*>(src) + first, len - first);
+  return Wrap(index + len);
 }
 
-void RecordRing::ZeroRange(uint64_t pos, uint64_t len) {
+void RecordRing::ZeroRange(uint64_t index, uint64_t len) {
   if (len == 0) return;
-  const uint64_t index = pos % capacity_;
   const uint64_t first = std::min(len, capacity_ - index);
   std::memset(data_ + index, 0, first);
   if (first < len) std::memset(data_, 0, len - first);
@@ -167,12 +173,12 @@ bool RecordRing::Write(uint16_t type, const void* body, uint32_t body_size, cons
   const uint16_t flags = 0;
   std::memcpy(data_ + index + kTypeOffset, &type, sizeof(type));
   std::memcpy(data_ + index + kFlagsOffset, &flags, sizeof(flags));
-  CopyIn(head + sizeof(RecordHeader), body, body_size);
-  CopyIn(head + sizeof(RecordHeader) + body_size, extra, extra_size);
+  uint64_t at = CopyIn(Wrap(index + sizeof(RecordHeader)), body, body_size);
+  at = CopyIn(at, extra, extra_size);
   // Padding: normally already zero (the consumer zeroes what it consumed),
   // but the memory is shared, so do not leak whatever is there.
   const uint64_t unpadded = sizeof(RecordHeader) + uint64_t{body_size} + extra_size;
-  ZeroRange(head + unpadded, size - unpadded);
+  ZeroRange(at, size - unpadded);
   // The commit: the consumer treats a non-zero size word as "complete".
   SizeWord(data_, index).store(static_cast<uint32_t>(size), std::memory_order_release);
   control_->written.fetch_add(1, std::memory_order_relaxed);
@@ -245,7 +251,7 @@ size_t RecordRing::Drain(
     // Zero before publishing the new tail: a producer may reuse these bytes
     // as soon as it sees it, and a stale size word must never read as a
     // commit on the next lap.
-    ZeroRange(tail, size);
+    ZeroRange(index, size);
     tail += size;
     control_->tail.store(tail, std::memory_order_release);
     ++consumed;

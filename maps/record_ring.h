@@ -125,8 +125,10 @@ class RecordRing {
       : control_(control), data_(data), capacity_(capacity), writable_(writable) {}
 
   void CountDrop(uint64_t size);
-  void CopyIn(uint64_t pos, const void* src, uint64_t len);
-  void ZeroRange(uint64_t pos, uint64_t len);
+  [[nodiscard]] uint64_t Wrap(uint64_t index) const;  // index < 2 * capacity
+  // Both take a data index; CopyIn returns the index after what it copied.
+  uint64_t CopyIn(uint64_t index, const void* src, uint64_t len);
+  void ZeroRange(uint64_t index, uint64_t len);
   void MarkCorrupt(uint64_t pos, uint64_t size, uint64_t head, const char* why);
 
   RingControl* control_ = nullptr;
