@@ -121,6 +121,21 @@ void Launch(FakeSeam& seam, CUpti_CallbackId cbid, void* params, uint32_t correl
   seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &data);
 }
 
+// Fires one cuLaunchKernel (ENTER then EXIT) straight into the hook, as
+// CUPTI does on the launching thread; unlike Launch, it touches no shared
+// fake state, so many threads may call it at once.
+void LaunchFromThisThread(Hook& hook, cuLaunchKernel_params* params, uint32_t correlation) {
+  uint64_t scratch = 0;
+  CUpti_CallbackData data = {};
+  data.functionParams = params;
+  data.correlationId = correlation;
+  data.correlationData = &scratch;
+  data.callbackSite = CUPTI_API_ENTER;
+  Hook::Callback(&hook, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  data.callbackSite = CUPTI_API_EXIT;
+  Hook::Callback(&hook, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+}
+
 cuLaunchKernel_params KernelParams(void* f, unsigned gx, unsigned bx, void* stream) {
   cuLaunchKernel_params p = {};
   p.f = static_cast<CUfunction>(f);
@@ -785,17 +800,7 @@ TEST(Hook, StopWhileThreadsLaunchNeverWritesAfterRelease) {
         auto p = KernelParams(&k, 1, 1, nullptr);
         uint32_t corr = static_cast<uint32_t>(t) << 24;
         while (!stop.load()) {
-          uint64_t scratch = 0;
-          CUpti_CallbackData data = {};
-          data.functionParams = &p;
-          data.correlationId = ++corr;
-          data.correlationData = &scratch;
-          data.callbackSite = CUPTI_API_ENTER;
-          Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
-                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
-          data.callbackSite = CUPTI_API_EXIT;
-          Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
-                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+          LaunchFromThisThread(rig.hook, &p, ++corr);
         }
       });
     }
@@ -823,17 +828,7 @@ TEST(Hook, StatsSumEveryLaunchingThreadExactly) {
     threads.emplace_back([&, t] {
       auto p = KernelParams(&k, 1, 1, nullptr);
       for (uint32_t i = 0; i < kPerThread; ++i) {
-        uint64_t scratch = 0;
-        CUpti_CallbackData data = {};
-        data.functionParams = &p;
-        data.correlationId = (static_cast<uint32_t>(t) << 24) + i;
-        data.correlationData = &scratch;
-        data.callbackSite = CUPTI_API_ENTER;
-        Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
-                       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
-        data.callbackSite = CUPTI_API_EXIT;
-        Hook::Callback(&rig.hook, CUPTI_CB_DOMAIN_DRIVER_API,
-                       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+        LaunchFromThisThread(rig.hook, &p, (static_cast<uint32_t>(t) << 24) + i);
       }
       running.fetch_sub(1);
     });
