@@ -156,7 +156,9 @@ bool Tracer::IsLaunchCallback(CUpti_CallbackId cbid) {
 }
 
 Tracer::Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid)
-    : seam_(seam), sink_(sink), pid_(pid), serial_(g_tracer_serials.fetch_add(1) + 1) {}
+    : seam_(seam), sink_(sink), pid_(pid), serial_(g_tracer_serials.fetch_add(1) + 1) {
+  overflow_.shared = true;
+}
 
 Tracer::~Tracer() {
   ThreadState* t = threads_.load(std::memory_order_acquire);
@@ -185,7 +187,9 @@ Tracer::ThreadState& Tracer::AttachThread() {
       break;
     }
   }
-  if (mine == nullptr) {
+  if (mine == nullptr && thread_slots_.fetch_add(1, std::memory_order_relaxed) >= kMaxThreadSlots) {
+    mine = &overflow_;
+  } else if (mine == nullptr) {
     mine = new ThreadState;
     mine->tid = tid;
     mine->next = head;
@@ -198,7 +202,7 @@ Tracer::ThreadState& Tracer::AttachThread() {
 }
 
 uint64_t Tracer::SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) const {
-  uint64_t sum = 0;
+  uint64_t sum = (overflow_.*counter).load(std::memory_order_relaxed);
   for (ThreadState* t = threads_.load(std::memory_order_acquire); t != nullptr; t = t->next) {
     sum += (t->*counter).load(std::memory_order_relaxed);
   }
@@ -210,7 +214,8 @@ bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* 
   GateScope scope(gate_);
   if (!scope.entered()) return false;
   if (sink_.Write(static_cast<uint16_t>(type), body, size, extra, extra_size)) {
-    Add(ThisThread().written);
+    ThreadState& me = ThisThread();
+    Add(me, me.written);
     return true;
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -240,13 +245,15 @@ uint64_t Tracer::InternName(std::string_view name) {
 uint64_t Tracer::NameForHandle(const void* handle) {
   if (handle == nullptr) return 0;
   ThreadState& me = ThisThread();
-  if (me.last_handle == handle) return me.last_name_id;
+  if (!me.shared && me.last_handle == handle) return me.last_name_id;
   {
     absl::MutexLock lock(&names_mu_);
     auto it = ids_by_handle_.find(handle);
     if (it != ids_by_handle_.end()) {
-      me.last_handle = handle;
-      me.last_name_id = it->second;
+      if (!me.shared) {
+        me.last_handle = handle;
+        me.last_name_id = it->second;
+      }
       return it->second;
     }
   }
@@ -262,8 +269,10 @@ uint64_t Tracer::NameForHandle(const void* handle) {
   }
   absl::MutexLock lock(&names_mu_);
   auto [it, inserted] = ids_by_handle_.emplace(handle, id);
-  me.last_handle = handle;
-  me.last_name_id = it->second;
+  if (!me.shared) {
+    me.last_handle = handle;
+    me.last_name_id = it->second;
+  }
   return it->second;
 }
 
@@ -291,7 +300,10 @@ uint32_t DiagFlags() {
 void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (data == nullptr) return;
   if (DiagFlags() & 1) {
-    if (data->callbackSite == CUPTI_API_EXIT) Add(ThisThread().launches);
+    if (data->callbackSite == CUPTI_API_EXIT) {
+      ThreadState& me = ThisThread();
+      Add(me, me.launches);
+    }
     return;
   }
   if (DiagFlags() & 4) {
@@ -303,7 +315,7 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
   }
   uint64_t end = seam_.Timestamp();
   ThreadState& me = ThisThread();
-  Add(me.launches);
+  Add(me, me.launches);
   LaunchShape shape;
   if (!ReadShape(cbid, data->functionParams, &shape)) return;
   LaunchRecord rec = {};
@@ -313,7 +325,7 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
   rec.api_end_ns = end;
   rec.stream = shape.stream;
   rec.pid = pid_;
-  rec.tid = static_cast<uint32_t>(me.tid);
+  rec.tid = static_cast<uint32_t>(me.shared ? CurrentThreadId() : me.tid);
   std::memcpy(rec.grid, shape.grid, sizeof(rec.grid));
   std::memcpy(rec.block, shape.block, sizeof(rec.block));
   rec.shared_mem_bytes = shape.shared;
@@ -365,7 +377,8 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
                                                        : RuntimeLaunchApiOf(a->cbid, &api))) {
         break;
       }
-      Add(ThisThread().launches);
+      ThreadState& me = ThisThread();
+      Add(me, me.launches);
       if (DiagFlags() & 1) break;
       LaunchRecord rec = {};
       rec.correlation_id = ProcessQualifiedId(pid_, a->correlationId);

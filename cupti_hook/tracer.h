@@ -134,19 +134,27 @@ class Tracer {
   // handle it named. Made on a thread's first call, on its own cache line,
   // linked into threads_ (never unlinked: a thread that exits leaves its
   // counts, and a later thread with its id takes the slot over) and freed
-  // with the tracer.
+  // with the tracer. Past kMaxThreadSlots threads (a program that starts a
+  // thread per request), the rest share overflow_: locked adds, no handle
+  // cache, and the list stays short for the first-call search and stats().
   struct alignas(64) ThreadState {
     std::atomic<uint64_t> launches{0};
     std::atomic<uint64_t> written{0};
     const void* last_handle = nullptr;
     uint64_t last_name_id = 0;
     uint64_t tid = 0;
+    bool shared = false;  // overflow_: many threads add to it
     ThreadState* next = nullptr;
   };
+  static constexpr int kMaxThreadSlots = 256;
   ThreadState& ThisThread();
   ThreadState& AttachThread();
-  static void Add(std::atomic<uint64_t>& counter) {
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  static void Add(const ThreadState& state, std::atomic<uint64_t>& counter) {
+    if (state.shared) {
+      counter.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
   }
   uint64_t SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) const;
 
@@ -156,6 +164,8 @@ class Tracer {
   const uint64_t serial_;  // process-unique: keys each thread's ThreadState cache
   ActiveGate gate_;
   std::atomic<ThreadState*> threads_{nullptr};
+  std::atomic<int> thread_slots_{0};
+  ThreadState overflow_;
 
   absl::Mutex names_mu_;
   absl::flat_hash_map<std::string, uint64_t> ids_by_name_ ABSL_GUARDED_BY(names_mu_);

@@ -43,9 +43,10 @@ echo "sanitize: built in ${SECONDS}s"
 
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-# The binaries run $jobs at a time, the longest first (they take from a few
-# milliseconds to a minute; run one after another they took 3.5 of CI's 30
-# minutes). Each writes its own log; a failure prints its report lines.
+# The binaries run $jobs (the machine's cores) at a time, the longest first
+# (they take from a few milliseconds to a minute; run one after another they
+# took 3.5 of CI's 30 minutes). Each writes its own log; a failure prints its
+# report lines.
 run() {  # name, command...
   local name=$1; shift
   local log="$build/$name.log"
@@ -64,6 +65,8 @@ for t in "${tests[@]}"; do
   [[ " ${longest_first[*]} " == *" $t "* ]] || ordered+=("$t")
 done
 corpus="$root/tests/corpus"
+# Background jobs of a script ignore SIGINT: stop them ourselves on Ctrl-C.
+trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
 rm -f "$build"/*.failed
 for t in "${ordered[@]}" "${fuzz[@]}"; do
   while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done

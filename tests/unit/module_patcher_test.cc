@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cupti_hook/testing/fake_seam.h"
