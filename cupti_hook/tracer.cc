@@ -3,9 +3,11 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 #include "cupti_hook/init_state.h"
 
@@ -209,20 +211,63 @@ uint64_t Tracer::SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) con
   return sum;
 }
 
-bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* extra,
-                  uint32_t extra_size) {
-  GateScope scope(gate_);
-  if (!scope.entered()) return false;
-  if (sink_.Write(static_cast<uint16_t>(type), body, size, extra, extra_size)) {
-    ThreadState& me = ThisThread();
-    Add(me, me.written);
-    return true;
-  }
-  dropped_.fetch_add(1, std::memory_order_relaxed);
+// A writer raises its own count, then (after a full fence) reads whether the
+// gate is open; CloseSink closes the gate, then (after a full fence) reads
+// every writer's count. Both fences are seq_cst, so they are ordered: if the
+// writer's comes first, the closer sees its flag and waits for it; if the
+// closer's comes first, the writer sees the gate closed and leaves. A thread
+// whose slot CloseSink's walk did not see pushed it after the walk began:
+// its fence then follows the closer's, and it sees the gate closed. (The
+// list's head is read after the closer's fence; a push it missed comes later
+// in the head's modification order, so the pusher's fence cannot precede
+// the closer's.)
+bool Tracer::EnterSink(ThreadState& me) {
+  if (me.shared) return gate_.Enter();
+  // A count, not a flag, should a write ever nest in another on one thread.
+  const uint32_t depth = me.inside.load(std::memory_order_relaxed);
+  me.inside.store(depth + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (gate_.open()) return true;
+  me.inside.store(depth, std::memory_order_release);
   return false;
 }
 
-bool Tracer::CloseSink() { return gate_.CloseAndWait(); }
+void Tracer::ExitSink(ThreadState& me) {
+  if (me.shared) {
+    gate_.Exit();
+  } else {
+    me.inside.store(me.inside.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+  }
+}
+
+bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* extra,
+                  uint32_t extra_size) {
+  ThreadState& me = ThisThread();
+  if (!EnterSink(me)) return false;
+  const bool written = sink_.Write(static_cast<uint16_t>(type), body, size, extra, extra_size);
+  ExitSink(me);
+  if (written) {
+    Add(me, me.written);
+  } else {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return written;
+}
+
+bool Tracer::CloseSink() {
+  // Closes the gate and waits for its counted users (overflow_'s threads,
+  // WhileSinkOpen).
+  bool quiet = gate_.CloseAndWait();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  for (ThreadState* t = threads_.load(std::memory_order_acquire); t != nullptr; t = t->next) {
+    while (t->inside.load(std::memory_order_acquire) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+  }
+  return quiet;
+}
 
 uint64_t Tracer::InternName(std::string_view name) {
   uint64_t id;

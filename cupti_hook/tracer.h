@@ -145,6 +145,9 @@ class Tracer {
     uint64_t tid = 0;
     bool shared = false;  // overflow_: many threads add to it
     ThreadState* next = nullptr;
+    // Non-zero while this thread writes to the sink (not for overflow_,
+    // whose threads count themselves in gate_): see EnterSink and CloseSink.
+    std::atomic<uint32_t> inside{0};
   };
   static constexpr int kMaxThreadSlots = 256;
   ThreadState& ThisThread();
@@ -157,6 +160,11 @@ class Tracer {
     }
   }
   uint64_t SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) const;
+  // The record gate, per thread: a thread's own flag and a fence instead of
+  // a locked add and sub on a word every writer shares (the app's launching
+  // threads and CUPTI's activity thread all write records).
+  [[nodiscard]] bool EnterSink(ThreadState& me);
+  void ExitSink(ThreadState& me);
 
   CuptiSeam& seam_;
   RecordSink& sink_;

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "cupti_hook/testing/fake_output.h"
 #include "cupti_hook/testing/fake_seam.h"
+#include "cupti_hook/tracer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "maps/segment.h"
@@ -920,6 +923,82 @@ TEST(Hook, ThreadsBeyondTheSlotsShareOneAndCountExactly) {
   }
   EXPECT_EQ(recorded_by, launched_by);
   rig.hook.Stop();
+}
+
+// A sink whose writes wait until the test lets them go.
+class HeldSink : public RecordSink {
+ public:
+  bool Write(uint16_t, const void*, uint32_t, const void*, uint32_t) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++writes_;
+    cv_.notify_all();
+    if (hold_) cv_.wait(lock, [&] { return !hold_; });
+    return true;
+  }
+  void Hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = true;
+  }
+  void WaitForWrites(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return writes_ >= n; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = false;
+    cv_.notify_all();
+  }
+  int writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return writes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;
+  int writes_ = 0;
+};
+
+// CloseSink (teardown, before the segment is unmapped) waits for a thread
+// that is inside a write, and a write after it returns is dropped. Both
+// kinds of writer: a thread with its own slot, and one of the threads past
+// the tracer's slots, which share one (`fill_slots`).
+void CloseSinkWaitsForTheWriterInside(bool fill_slots) {
+  FakeSeam seam;
+  HeldSink sink;
+  Tracer tracer(seam, sink, 7);
+  int before = 0;
+  if (fill_slots) {
+    for (int t = 0; t < 256; ++t) {
+      std::thread([&, t] { (void)tracer.InternName(absl::StrCat("name", t)); }).join();
+    }
+    before = sink.writes();
+    ASSERT_EQ(before, 256);
+  }
+  sink.Hold();
+  std::thread writer([&] { tracer.Begin("./app"); });  // a name record, then the process record
+  sink.WaitForWrites(before + 1);
+  std::atomic<bool> closed{false};
+  bool quiet = false;
+  std::thread closer([&] {
+    quiet = tracer.CloseSink();
+    closed.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(closed.load()) << "CloseSink returned while a writer was inside";
+  sink.Release();
+  writer.join();
+  closer.join();
+  EXPECT_TRUE(quiet);
+  EXPECT_EQ(sink.writes(), before + 1) << "the process record, written after the close, was dropped";
+  (void)tracer.InternName("late");
+  EXPECT_EQ(sink.writes(), before + 1);
+}
+
+TEST(Tracer, CloseSinkWaitsForAWriterInside) { CloseSinkWaitsForTheWriterInside(false); }
+TEST(Tracer, CloseSinkWaitsForAWriterInsideTheSharedSlot) {
+  CloseSinkWaitsForTheWriterInside(true);
 }
 
 TEST(HookConfig, ReadsEnvironment) {
