@@ -9,6 +9,7 @@
 #include <string_view>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "cupti_hook/init_state.h"
 
 namespace cuprobe {
@@ -189,7 +190,9 @@ Tracer::ThreadState& Tracer::AttachThread() {
       break;
     }
   }
-  if (mine == nullptr && thread_slots_.fetch_add(1, std::memory_order_relaxed) >= kMaxThreadSlots) {
+  // The count saturates at the cap: it is only added to below it.
+  if (mine == nullptr && (thread_slots_.load(std::memory_order_relaxed) >= kMaxThreadSlots ||
+                          thread_slots_.fetch_add(1, std::memory_order_relaxed) >= kMaxThreadSlots)) {
     mine = &overflow_;
   } else if (mine == nullptr) {
     mine = new ThreadState;
@@ -214,8 +217,11 @@ uint64_t Tracer::SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) con
 // A writer raises its own count, then (after a full fence) reads whether the
 // gate is open; CloseSink closes the gate, then (after a full fence) reads
 // every writer's count. Both fences are seq_cst, so they are ordered: if the
-// writer's comes first, the closer sees its flag and waits for it; if the
-// closer's comes first, the writer sees the gate closed and leaves. A thread
+// writer's comes first, the closer sees its raised count (or its release
+// store on leaving) and waits for it; if the closer's comes first, the
+// writer sees the gate closed and leaves. A slot has one live owner at a
+// time (thread ids are unique among live threads), which is what lets the
+// count be a plain load and store. A thread
 // whose slot CloseSink's walk did not see pushed it after the walk began:
 // its fence then follows the closer's, and it sees the gate closed. (The
 // list's head is read after the closer's fence; a push it missed comes later
@@ -244,8 +250,13 @@ bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* 
                   uint32_t extra_size) {
   ThreadState& me = ThisThread();
   if (!EnterSink(me)) return false;
-  const bool written = sink_.Write(static_cast<uint16_t>(type), body, size, extra, extra_size);
-  ExitSink(me);
+  bool written;
+  {
+    // Left even should the write throw: a count left raised would make
+    // every later CloseSink time out.
+    absl::Cleanup exit = [&] { ExitSink(me); };
+    written = sink_.Write(static_cast<uint16_t>(type), body, size, extra, extra_size);
+  }
   if (written) {
     Add(me, me.written);
   } else {
@@ -255,18 +266,20 @@ bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* 
 }
 
 bool Tracer::CloseSink() {
-  // Closes the gate and waits for its counted users (overflow_'s threads,
-  // WhileSinkOpen).
-  bool quiet = gate_.CloseAndWait();
+  // One deadline for both waits. First the gate closes and its counted users
+  // (overflow_'s threads, WhileSinkOpen) leave; then, after the fence that
+  // pairs with EnterSink's, every thread's own count goes to zero.
+  const auto timeout = std::chrono::milliseconds(2000);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!gate_.CloseAndWait(timeout)) return false;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
   for (ThreadState* t = threads_.load(std::memory_order_acquire); t != nullptr; t = t->next) {
     while (t->inside.load(std::memory_order_acquire) != 0) {
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::yield();
     }
   }
-  return quiet;
+  return true;
 }
 
 uint64_t Tracer::InternName(std::string_view name) {

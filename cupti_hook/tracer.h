@@ -10,16 +10,16 @@
 //                                              // kernels, copies, sets, and launch calls
 //                                              // from API activity (with
 //                                              // CUPROBE_LAUNCH_TIMES=activity)
-//   tracer.CloseSink();                        // teardown: no write after this returns
+//   tracer.CloseSink();                        // teardown: no write after it returns true
 //
 // Hot path (every launch): one timestamp at ENTER; at EXIT the name cache
 // (the thread's last handle, else a hash lookup under a mutex that is never
 // held while calling out) and one ring write. Names are interned once per
 // handle and once per string. The counters a launch adds to, and its entry
 // in the record gate (which keeps teardown from releasing the sink under a
-// writer), are the thread's own: no cache line shared with CUPTI's activity
-// thread or the app's other launching threads, and the only locked
-// instruction is the ring's reservation.
+// writer), are the thread's own (for a program's first 256 threads): no
+// cache line shared with CUPTI's activity thread or the app's other
+// launching threads; what is shared is the ring's reservation.
 #ifndef CUPROBE_CUPTI_HOOK_TRACER_H_
 #define CUPROBE_CUPTI_HOOK_TRACER_H_
 

@@ -912,6 +912,7 @@ TEST(Hook, ThreadsBeyondTheSlotsShareOneAndCountExactly) {
     }).join();
     launched_by[tid] += 3;
   }
+  ASSERT_EQ(launched_by.size(), size_t{kThreads}) << "thread ids were reused: fewer slots taken";
   TracerStats stats = rig.hook.tracer()->stats();
   EXPECT_EQ(stats.launches, uint64_t{kThreads} * 3);
   EXPECT_EQ(stats.records_written, rig.output.written().size());
@@ -969,22 +970,34 @@ void CloseSinkWaitsForTheWriterInside(bool fill_slots) {
   HeldSink sink;
   Tracer tracer(seam, sink, 7);
   int before = 0;
+  std::set<uint64_t> tids;
   if (fill_slots) {
     for (int t = 0; t < 256; ++t) {
-      std::thread([&, t] { (void)tracer.InternName(absl::StrCat("name", t)); }).join();
+      std::thread([&, t] {
+        tids.insert(CurrentThreadId());
+        (void)tracer.InternName(absl::StrCat("name", t));
+      }).join();
     }
     before = sink.writes();
     ASSERT_EQ(before, 256);
+    ASSERT_EQ(tids.size(), 256u) << "thread ids were reused: the slots are not all taken";
   }
   sink.Hold();
-  std::thread writer([&] { tracer.Begin("./app"); });  // a name record, then the process record
+  std::thread writer([&] {  // a name record, then the process record
+    tids.insert(CurrentThreadId());
+    tracer.Begin("./app");
+  });
   sink.WaitForWrites(before + 1);
+  ASSERT_EQ(tids.size(), fill_slots ? 257u : 1u);
   std::atomic<bool> closed{false};
   bool quiet = false;
   std::thread closer([&] {
     quiet = tracer.CloseSink();
     closed.store(true);
   });
+  // Once the gate is seen closed the closer is waiting for the writer; give
+  // it time to (wrongly) return before letting the writer go.
+  while (tracer.WhileSinkOpen([] {})) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(closed.load()) << "CloseSink returned while a writer was inside";
   sink.Release();
