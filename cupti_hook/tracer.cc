@@ -219,14 +219,13 @@ uint64_t Tracer::SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) con
 // every writer's count. Both fences are seq_cst, so they are ordered: if the
 // writer's comes first, the closer sees its raised count (or its release
 // store on leaving) and waits for it; if the closer's comes first, the
-// writer sees the gate closed and leaves. A slot has one live owner at a
-// time (thread ids are unique among live threads), which is what lets the
-// count be a plain load and store. A thread
-// whose slot CloseSink's walk did not see pushed it after the walk began:
-// its fence then follows the closer's, and it sees the gate closed. (The
-// list's head is read after the closer's fence; a push it missed comes later
-// in the head's modification order, so the pusher's fence cannot precede
-// the closer's.)
+// writer sees the gate closed and leaves. A thread whose slot CloseSink's
+// walk did not see pushed it after the walk began: its fence then follows
+// the closer's, and it sees the gate closed. (The list's head is read after
+// the closer's fence; a push it missed comes later in the head's
+// modification order, so the pusher's fence cannot precede the closer's.)
+// A slot has one live owner at a time (thread ids are unique among live
+// threads), which is what lets the count be a plain load and store.
 bool Tracer::EnterSink(ThreadState& me) {
   if (me.shared) return gate_.Enter();
   // A count, not a flag, should a write ever nest in another on one thread.

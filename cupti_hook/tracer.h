@@ -162,8 +162,8 @@ class Tracer {
     }
   }
   uint64_t SumOverThreads(std::atomic<uint64_t> ThreadState::*counter) const;
-  // The record gate, per thread: a thread's own flag and a fence instead of
-  // a locked add and sub on a word every writer shares (the app's launching
+  // The record gate, per thread: a thread's own count and a fence instead
+  // of a locked add and sub on a word every writer shares (the app's launching
   // threads and CUPTI's activity thread all write records).
   [[nodiscard]] bool EnterSink(ThreadState& me);
   void ExitSink(ThreadState& me);
