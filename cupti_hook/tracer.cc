@@ -247,7 +247,11 @@ void Tracer::ExitSink(ThreadState& me) {
 
 bool Tracer::Emit(RecordType type, const void* body, uint32_t size, const void* extra,
                   uint32_t extra_size) {
-  ThreadState& me = ThisThread();
+  return EmitAs(ThisThread(), type, body, size, extra, extra_size);
+}
+
+bool Tracer::EmitAs(ThreadState& me, RecordType type, const void* body, uint32_t size,
+                    const void* extra, uint32_t extra_size) {
   if (!EnterSink(me)) return false;
   bool written;
   {
@@ -299,9 +303,8 @@ uint64_t Tracer::InternName(std::string_view name) {
   return id;
 }
 
-uint64_t Tracer::NameForHandle(const void* handle) {
+uint64_t Tracer::NameForHandle(ThreadState& me, const void* handle) {
   if (handle == nullptr) return 0;
-  ThreadState& me = ThisThread();
   if (!me.shared && me.last_handle == handle) return me.last_name_id;
   {
     absl::MutexLock lock(&names_mu_);
@@ -377,7 +380,7 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
   if (!ReadShape(cbid, data->functionParams, &shape)) return;
   LaunchRecord rec = {};
   rec.correlation_id = ProcessQualifiedId(pid_, data->correlationId);
-  rec.name_id = shape.api == LaunchApi::kGraphLaunch ? 0 : NameForHandle(shape.handle);
+  rec.name_id = shape.api == LaunchApi::kGraphLaunch ? 0 : NameForHandle(me, shape.handle);
   rec.api_start_ns = data->correlationData != nullptr ? *data->correlationData : end;
   rec.api_end_ns = end;
   rec.stream = shape.stream;
@@ -390,7 +393,7 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
   if (data->functionReturnValue != nullptr) {
     rec.result = static_cast<uint16_t>(*static_cast<const CUresult*>(data->functionReturnValue));
   }
-  Emit(RecordType::kLaunch, &rec, sizeof(rec));
+  EmitAs(me, RecordType::kLaunch, &rec, sizeof(rec));
 }
 
 void Tracer::HandleActivity(const CUpti_Activity* record) {

@@ -125,7 +125,6 @@ class Tracer {
   [[nodiscard]] uint64_t InternName(std::string_view name);
 
  private:
-  uint64_t NameForHandle(const void* handle);
   bool Emit(RecordType type, const void* body, uint32_t size, const void* extra = nullptr,
             uint32_t extra_size = 0);
   void HandleActivity(const CUpti_Activity* record);
@@ -167,6 +166,11 @@ class Tracer {
   // threads and CUPTI's activity thread all write records).
   [[nodiscard]] bool EnterSink(ThreadState& me);
   void ExitSink(ThreadState& me);
+  // Emit for the calling thread's `me`, which the launch path has looked up
+  // already; the handle's name id, through `me`'s last-handle cache.
+  bool EmitAs(ThreadState& me, RecordType type, const void* body, uint32_t size,
+              const void* extra = nullptr, uint32_t extra_size = 0);
+  uint64_t NameForHandle(ThreadState& me, const void* handle);
 
   CuptiSeam& seam_;
   RecordSink& sink_;
