@@ -6,6 +6,11 @@
 #
 #   scripts/device-pack.sh [BUILD_DIR] [OUT_DIR]    (defaults: build, .device/build)
 #   run(command="CUPROBE_BUILD_DIR=$PWD/.device/build scripts/device-test.sh", carry=[".device"])
+#
+# The pack also goes into OUT_DIR.tar.xz (about a quarter of its size): with
+# the statically linked CLI it can pass 64 MiB, so carry the archive instead:
+#   run(command="tar -C .device -xJf .device/build.tar.xz && CUPROBE_BUILD_DIR=$PWD/.device/build scripts/device-test.sh",
+#       carry=[".device/build.tar.xz"])
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
@@ -37,3 +42,5 @@ for p in "$build"/tests/compiler/corpus/bpf_object/*.o; do
   [[ -f "$p" ]] && copy "tests/compiler/corpus/bpf_object/$(basename "$p")"
 done
 du -sh "$out" | sed 's/^/device-pack: /'
+tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 > "$out.tar.xz"
+du -sh "$out.tar.xz" | sed 's/^/device-pack: /'
