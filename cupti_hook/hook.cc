@@ -69,6 +69,14 @@ HookConfig HookConfig::FromEnvironment() {
                   "or callbacks)", s);
     }
   }
+  if (const char* s = std::getenv("CUPROBE_CAPTURE_RANGE"); s != nullptr && *s != '\0') {
+    if (std::strcmp(s, "cudaProfilerApi") == 0) {
+      config.capture_profiler_api = true;
+    } else if (std::strcmp(s, "none") != 0) {
+      CUPROBE_LOG(kWarning, "CUPROBE_CAPTURE_RANGE: ignoring unknown value '%s' (expected "
+                  "cudaProfilerApi or none); tracing the whole run", s);
+    }
+  }
   config.program = ProgramName();
   return config;
 }
@@ -160,6 +168,19 @@ absl::Status Hook::EnableCallbacks() {
     absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     if (!s.ok()) return s;
   }
+  // Both APIs' profiler calls: the runtime's may reach the driver's without
+  // a callback of its own, and a program may call either. When both fire
+  // (one inside the other), the second is a no-op (CaptureRanges).
+  if (capture_ != nullptr) {
+    for (CUpti_CallbackId cbid : kProfilerDriverCallbacks) {
+      absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+      if (!s.ok()) return s;
+    }
+    for (CUpti_CallbackId cbid : kProfilerRuntimeCallbacks) {
+      absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+      if (!s.ok()) return s;
+    }
+  }
   // Best effort: older CUPTI builds may not have the state domain.
   (void)seam_.EnableCallback(true, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
   return absl::OkStatus();
@@ -207,6 +228,10 @@ HookState Hook::Start() {
   subscribed_ = true;
 
   tracer_ = KeptForever(new Tracer(seam_, *output_, config_.pid));
+  if (config_.capture_profiler_api) {
+    capture_ = KeptForever(new CaptureRanges);
+    tracer_->SetCaptureRanges(capture_);
+  }
   if (!output_->BundleBytes().empty()) {
     StartProbes();
   } else if (config_.late_attach && output_->AttachSession() != nullptr) {
@@ -476,6 +501,10 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         if (config_.trace_launches && !launch_activity_.load(std::memory_order_relaxed)) {
           tracer_->OnLaunchApi(cbid, data);
         }
+      } else if (capture_ != nullptr && (cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart ||
+                                         cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop)) {
+        OnProfilerCall(cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart,
+                       static_cast<const CUpti_CallbackData*>(cbdata));
       } else if (ModulePatcher::IsModuleCallback(cbid)) {
         auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
         if (patcher_ != nullptr) {
@@ -493,6 +522,13 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
             }
           }
         }
+      }
+      break;
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+      if (capture_ != nullptr && (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000 ||
+                                  cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000)) {
+        OnProfilerCall(cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000,
+                       static_cast<const CUpti_CallbackData*>(cbdata));
       }
       break;
     case CUPTI_CB_DOMAIN_RESOURCE:
@@ -528,6 +564,27 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
       }
       break;
     default:
+      break;
+  }
+}
+
+void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
+  // At ENTER: a start's range holds the calls after it; a stop's ends
+  // before it. Both sites carry the same correlation id.
+  if (data == nullptr || data->callbackSite != CUPTI_API_ENTER) return;
+  switch (start ? capture_->Open(data->correlationId) : capture_->Close(data->correlationId)) {
+    case CaptureRanges::Change::kOpened:
+      CUPROBE_LOG(kInfo, "capture range %d: %s, tracing", capture_->count(), data->functionName);
+      break;
+    case CaptureRanges::Change::kClosed:
+      CUPROBE_LOG(kInfo, "capture range %d: %s, not tracing", capture_->count(),
+                  data->functionName);
+      break;
+    case CaptureRanges::Change::kFull:
+      CUPROBE_LOG(kWarning, "--capture-range: %d ranges captured; later ranges are not traced",
+                  CaptureRanges::kMaxRanges);
+      break;
+    case CaptureRanges::Change::kUnchanged:
       break;
   }
 }

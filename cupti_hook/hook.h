@@ -20,6 +20,7 @@
 
 #include <cupti.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cupti_hook/capture_range.h"
 #include "cupti_hook/init_state.h"
 #include "cupti_hook/late_attach.h"
 #include "cupti_hook/module_patcher.h"
@@ -79,6 +81,11 @@ struct HookConfig {
   // then, until a late attach asks for one. CUPROBE_LAUNCH_TIMES=activity or
   // callbacks (the default, until the GPU tests have run with activity).
   bool launch_api_activity = false;
+  // CUPROBE_CAPTURE_RANGE=cudaProfilerApi (`cuprobe trace --capture-range`):
+  // only calls between the program's cudaProfilerStart and cudaProfilerStop
+  // (or the driver's cuProfilerStart and cuProfilerStop) are traced
+  // (cupti_hook/capture_range.h). CUPROBE_CAPTURE_RANGE=none: everything.
+  bool capture_profiler_api = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).
@@ -117,6 +124,15 @@ class Hook {
   // its own; cupti_hook/late_attach.h).
   [[nodiscard]] const LateAttach* late_attach() const { return attach_; }
   [[nodiscard]] const ImageRegistry* images() const { return images_; }
+  // Non-null with HookConfig::capture_profiler_api.
+  [[nodiscard]] const CaptureRanges* capture_ranges() const { return capture_; }
+
+  // The calls that open and close a capture range.
+  static constexpr std::array<CUpti_CallbackId, 2> kProfilerDriverCallbacks = {
+      CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop};
+  static constexpr std::array<CUpti_CallbackId, 2> kProfilerRuntimeCallbacks = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000};
 
   // The CUPTI callback; userdata is the Hook.
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -151,6 +167,8 @@ class Hook {
   // Enables the launch callbacks (tracing, or late attach's redirection);
   // any thread, once.
   absl::Status EnableLaunchCallbacks();
+  // A profiler start or stop call (either API): opens or closes a range.
+  void OnProfilerCall(bool start, const CUpti_CallbackData* data);
 
   CuptiSeam& seam_;
   HookConfig config_;
@@ -171,6 +189,7 @@ class Hook {
   ModulePatcher* patcher_ = nullptr;
   ImageRegistry* images_ = nullptr;
   LateAttach* attach_ = nullptr;
+  CaptureRanges* capture_ = nullptr;
   // Callbacks that fell through (not READY, re-entered, forked child). No
   // counter of every callback: its locked add, twice per launch, cost about
   // 5-10 of the hook's 90-105 ns per launch (bench/hook_bench).

@@ -358,7 +358,7 @@ uint32_t DiagFlags() {
 }
 
 void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  if (data == nullptr) return;
+  if (data == nullptr || !Captured(data->correlationId)) return;
   if (DiagFlags() & 1) {
     if (data->callbackSite == CUPTI_API_EXIT) {
       ThreadState& me = ThisThread();
@@ -402,7 +402,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       if (DiagFlags() & 2) break;
       auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      if (Ignored(k->streamId)) break;
+      if (Ignored(k->streamId) || !Captured(k->correlationId)) break;
       KernelRecord rec = {};
       rec.correlation_id = ProcessQualifiedId(pid_, k->correlationId);
       rec.name_id = InternName(k->name != nullptr ? k->name : "<unnamed>");
@@ -437,6 +437,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
                                                        : RuntimeLaunchApiOf(a->cbid, &api))) {
         break;
       }
+      if (!Captured(a->correlationId)) break;
       ThreadState& me = ThisThread();
       Add(me, me.launches);
       if (DiagFlags() & 1) break;
@@ -454,7 +455,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      if (Ignored(m->streamId)) break;
+      if (Ignored(m->streamId) || !Captured(m->correlationId)) break;
       MemcpyRecord rec = {};
       rec.correlation_id = ProcessQualifiedId(pid_, m->correlationId);
       rec.start_ns = m->start;
@@ -472,7 +473,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      if (Ignored(m->streamId)) break;
+      if (Ignored(m->streamId) || !Captured(m->correlationId)) break;
       MemsetRecord rec = {};
       rec.correlation_id = ProcessQualifiedId(pid_, m->correlationId);
       rec.start_ns = m->start;

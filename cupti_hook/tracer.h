@@ -33,6 +33,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "cupti_hook/capture_range.h"
 #include "cupti_hook/record_sink.h"
 #include "cupti_hook/seam.h"
 #include "maps/trace_records.h"
@@ -95,6 +96,9 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
+  // Only launches, kernels and copies of calls inside these ranges are
+  // traced (--capture-range); every call is without it. Set before Begin.
+  void SetCaptureRanges(const CaptureRanges* ranges) { capture_ = ranges; }
   // Writes the ProcessRecord (and the program's name).
   void Begin(std::string_view program);
   // A launch callback (ENTER and EXIT). `data` is CUPTI's CUpti_CallbackData.
@@ -129,6 +133,9 @@ class Tracer {
             uint32_t extra_size = 0);
   void HandleActivity(const CUpti_Activity* record);
   [[nodiscard]] bool Ignored(uint32_t stream_id) const;
+  [[nodiscard]] bool Captured(uint32_t correlation_id) const {
+    return capture_ == nullptr || capture_->Contains(correlation_id);
+  }
 
   // What one thread keeps for this tracer: counters that only it adds to
   // (plain relaxed load and store; stats() sums every thread's) and the last
@@ -176,6 +183,7 @@ class Tracer {
   RecordSink& sink_;
   const uint32_t pid_;
   const uint64_t serial_;  // process-unique: keys each thread's ThreadState cache
+  const CaptureRanges* capture_ = nullptr;
   ActiveGate gate_;
   std::atomic<ThreadState*> threads_{nullptr};
   std::atomic<int> thread_slots_{0};

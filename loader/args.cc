@@ -77,6 +77,13 @@ OPTIONS
                                       kernel activity; costs most on programs
                                       that launch many tiny kernels)
                             memory    every memcpy and memset on the GPU
+  -c, --capture-range R   what part of the run to trace (default: none, all of it):
+                            cudaProfilerApi  only what the program launches
+                                      between cudaProfilerStart and
+                                      cudaProfilerStop (cuProfilerStart/Stop,
+                                      torch.cuda.profiler.start/stop); every
+                                      such range of the run, as nsys'
+                                      --capture-range-end=repeat
       --buffer-mb N       size of the record ring in the session (default: 64)
       --interval MS       how often the hook publishes heartbeats (default: 100)
       --keep              keep the session segment in /dev/shm after the run
@@ -87,6 +94,8 @@ EXAMPLES
   cuprobe trace -o matmul --format table,json -- python3 matmul.py
   cuprobe trace --format chrome -o timeline -- ./app && echo open timeline.trace.json
   cuprobe trace --trace launches -- ./launch_heavy_app    # counts only, lowest overhead
+  cuprobe trace -c cudaProfilerApi -- python3 train.py    # the steps between
+                                      # torch.cuda.profiler.start() and stop()
   torchrun --nproc_per_node=2 --no-python \
       cuprobe trace -o job/rank%q{RANK} --format table,prom,chrome -- python3 train.py
 )";
@@ -120,6 +129,8 @@ OPTIONS
                           PREFIX.maps.txt and PREFIX.events (lines or JSON)
   -f, --format LIST       trace report formats, as for `cuprobe trace`
   -t, --trace LIST        what to trace, as for `cuprobe trace`
+  -c, --capture-range R   what part of the run to trace, as for `cuprobe
+                          trace` (the trace alone: probes run throughout)
       --buffer-mb N       trace record ring size (default: 64)
       --keep              keep the session segment (read it with `cuprobe maps`)
   -h, --help              this text
@@ -407,6 +418,17 @@ absl::Status ParseTracedRun(const std::vector<std::string>& argv, size_t i, std:
     } else if (r.Match("-t", "--trace", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(t.trace_selection, ParseTraceSelection(value));
+    } else if (r.Match("-c", "--capture-range", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value == "cudaProfilerApi") {
+        t.capture_profiler_api = true;
+      } else if (value == "none") {
+        t.capture_profiler_api = false;
+      } else {
+        return Invalid(absl::StrCat("unknown --capture-range '", value,
+                                    "' (expected cudaProfilerApi or none)"),
+                       topic);
+      }
     } else if (r.Match("", "--buffer-mb", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(uint64_t mb,

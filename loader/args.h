@@ -34,6 +34,9 @@ struct TraceOptions {
   uint32_t interval_ms = 100;
   // What the hook traces (CUPROBE_TRACE): "launches,kernels,memory".
   std::string trace_selection = "launches,kernels,memory";
+  // --capture-range cudaProfilerApi (CUPROBE_CAPTURE_RANGE): only what is
+  // launched between the program's cudaProfilerStart and cudaProfilerStop.
+  bool capture_profiler_api = false;
   std::vector<std::string> command;  // the program and its arguments
 };
 

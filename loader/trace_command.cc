@@ -179,7 +179,9 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
       options.command, {{"CUDA_INJECTION64_PATH", hook},
                         {"CUPROBE_SESSION", session.name()},
                         {"CUPROBE_INTERVAL_MS", absl::StrCat(options.interval_ms)},
-                        {"CUPROBE_TRACE", options.trace_selection}});
+                        {"CUPROBE_TRACE", options.trace_selection},
+                        {"CUPROBE_CAPTURE_RANGE",
+                         options.capture_profiler_api ? "cudaProfilerApi" : "none"}});
   if (!child.ok()) {
     drainer.Stop();
     if (!options.keep_session) (void)session.Remove();
@@ -247,6 +249,13 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   }
 
   TraceSummary summary = Summarize(data);
+  if (options.capture_profiler_api && summary.kernels.empty() && summary.launches.empty() &&
+      summary.memcpy.empty() && summary.memset.empty() &&
+      (state == SessionState::kHookReady || state == SessionState::kHookStopped)) {
+    CUPROBE_LOG(kWarning,
+                "--capture-range cudaProfilerApi: nothing was traced; the program launched "
+                "nothing between cudaProfilerStart and cudaProfilerStop (does it call them?)");
+  }
   absl::Status write_status;
   for (ReportFormat f : options.formats) {
     std::string path = ReportPath(options, f);

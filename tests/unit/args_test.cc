@@ -46,6 +46,26 @@ TEST(Args, TraceDefaults) {
   EXPECT_EQ(a->trace.interval_ms, 100u);
   EXPECT_EQ(a->trace.trace_selection, "launches,kernels,memory");
   EXPECT_FALSE(a->trace.keep_session);
+  EXPECT_FALSE(a->trace.capture_profiler_api);
+}
+
+TEST(Args, CaptureRange) {
+  absl::StatusOr<CliArgs> a = Parse({"trace", "-c", "cudaProfilerApi", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->trace.capture_profiler_api);
+  a = Parse({"trace", "--capture-range=cudaProfilerApi", "--capture-range", "none", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->trace.capture_profiler_api) << "the last one wins";
+  a = Parse({"run", "-p", "x.cpb", "--capture-range=cudaProfilerApi", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->run.trace.capture_profiler_api);
+  absl::StatusOr<CliArgs> bad = Parse({"trace", "-c", "nvtx", "--", "./app"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("unknown --capture-range 'nvtx' (expected cudaProfilerApi or none)"));
+  bad = Parse({"trace", "--capture-range"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--capture-range needs a value"));
 }
 
 TEST(Args, TraceSelection) {

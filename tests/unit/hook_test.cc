@@ -1038,6 +1038,231 @@ TEST(HookConfig, ReadsEnvironment) {
   ::setenv("CUPROBE_LAUNCH_TIMES", "bogus", 1);  // a warning; the default
   EXPECT_FALSE(HookConfig::FromEnvironment().launch_api_activity);
   ::unsetenv("CUPROBE_LAUNCH_TIMES");
+  EXPECT_FALSE(c.capture_profiler_api) << "the whole run by default";
+  ::setenv("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", 1);
+  EXPECT_TRUE(HookConfig::FromEnvironment().capture_profiler_api);
+  ::setenv("CUPROBE_CAPTURE_RANGE", "none", 1);
+  EXPECT_FALSE(HookConfig::FromEnvironment().capture_profiler_api);
+  ::setenv("CUPROBE_CAPTURE_RANGE", "nvtx", 1);  // a warning; the whole run
+  EXPECT_FALSE(HookConfig::FromEnvironment().capture_profiler_api);
+  ::unsetenv("CUPROBE_CAPTURE_RANGE");
+}
+
+TEST(CaptureRanges, ContainsTheCallsBetweenEachStartAndStop) {
+  CaptureRanges r;
+  EXPECT_FALSE(r.Contains(0));
+  EXPECT_FALSE(r.Contains(5));
+  EXPECT_EQ(r.Close(3), CaptureRanges::Change::kUnchanged) << "a stop with no start";
+  EXPECT_EQ(r.count(), 0);
+  EXPECT_EQ(r.Open(10), CaptureRanges::Change::kOpened);
+  EXPECT_EQ(r.Open(11), CaptureRanges::Change::kUnchanged) << "the driver call inside";
+  EXPECT_TRUE(r.open());
+  EXPECT_FALSE(r.Contains(9));
+  EXPECT_TRUE(r.Contains(10));
+  EXPECT_TRUE(r.Contains(4000000000u)) << "an open range holds every later call";
+  EXPECT_EQ(r.Close(20), CaptureRanges::Change::kClosed);
+  EXPECT_EQ(r.Close(21), CaptureRanges::Change::kUnchanged);
+  EXPECT_FALSE(r.open());
+  EXPECT_TRUE(r.Contains(19));
+  EXPECT_FALSE(r.Contains(20)) << "the stop call itself is outside";
+  EXPECT_FALSE(r.Contains(25));
+  EXPECT_EQ(r.Open(30), CaptureRanges::Change::kOpened);
+  EXPECT_EQ(r.Close(40), CaptureRanges::Change::kClosed);
+  EXPECT_EQ(r.Open(50), CaptureRanges::Change::kOpened);  // open at exit
+  EXPECT_EQ(r.count(), 3);
+  std::vector<uint32_t> inside;
+  for (uint32_t id = 0; id < 60; ++id) {
+    if (r.Contains(id)) inside.push_back(id);
+  }
+  std::vector<uint32_t> want;
+  for (uint32_t id = 10; id < 20; ++id) want.push_back(id);
+  for (uint32_t id = 30; id < 40; ++id) want.push_back(id);
+  for (uint32_t id = 50; id < 60; ++id) want.push_back(id);
+  EXPECT_EQ(inside, want);
+}
+
+// A start on one thread may have taken its id before a stop on another:
+// the ranges stay sorted and disjoint (the search needs it), and an empty
+// range holds nothing.
+TEST(CaptureRanges, IdsOutOfOrderKeepRangesDisjoint) {
+  CaptureRanges r;
+  ASSERT_EQ(r.Open(100), CaptureRanges::Change::kOpened);
+  ASSERT_EQ(r.Close(90), CaptureRanges::Change::kClosed);  // before its start: empty
+  EXPECT_FALSE(r.Contains(95));
+  EXPECT_FALSE(r.Contains(100));
+  ASSERT_EQ(r.Open(80), CaptureRanges::Change::kOpened);  // begins at 100, not 80
+  EXPECT_FALSE(r.Contains(85));
+  EXPECT_TRUE(r.Contains(100));
+  ASSERT_EQ(r.Close(120), CaptureRanges::Change::kClosed);
+  EXPECT_TRUE(r.Contains(119));
+  EXPECT_FALSE(r.Contains(120));
+}
+
+TEST(CaptureRanges, PastTheLastRangeNothingMoreIsCaptured) {
+  CaptureRanges r;
+  for (int i = 0; i < CaptureRanges::kMaxRanges; ++i) {
+    ASSERT_EQ(r.Open(10 * i), CaptureRanges::Change::kOpened) << i;
+    ASSERT_EQ(r.Close(10 * i + 5), CaptureRanges::Change::kClosed) << i;
+  }
+  const uint32_t next = 10 * CaptureRanges::kMaxRanges;
+  EXPECT_EQ(r.Open(next), CaptureRanges::Change::kFull) << "reported once";
+  EXPECT_EQ(r.Open(next + 10), CaptureRanges::Change::kUnchanged);
+  EXPECT_EQ(r.count(), CaptureRanges::kMaxRanges);
+  EXPECT_FALSE(r.Contains(next + 1));
+  EXPECT_TRUE(r.Contains(10 * (CaptureRanges::kMaxRanges - 1) + 4));
+  EXPECT_FALSE(r.Contains(10 * (CaptureRanges::kMaxRanges - 1) + 5));
+  for (int i = 0; i < CaptureRanges::kMaxRanges; i += 97) {
+    EXPECT_TRUE(r.Contains(10 * i)) << i;
+    EXPECT_TRUE(r.Contains(10 * i + 4)) << i;
+    EXPECT_FALSE(r.Contains(10 * i + 5)) << i;
+    EXPECT_FALSE(r.Contains(10 * i + 9)) << i;
+  }
+}
+
+// Readers (launching threads, CUPTI's activity thread) run while ranges open
+// and close: a call made before any start is never captured, one made inside
+// a range that has been opened always is.
+TEST(CaptureRanges, ReadersRaceWithStartAndStop) {
+  CaptureRanges r;
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      if (r.Contains(5)) wrong.fetch_add(1);
+      int n = r.count();
+      // Range i spans [100 + 10i, 105 + 10i) once closed; its start is in
+      // it as soon as it is counted.
+      if (n > 0 && !r.Contains(100 + 10 * (n - 1))) wrong.fetch_add(1);
+    }
+  });
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(r.Open(100 + 10 * i), CaptureRanges::Change::kOpened);
+    ASSERT_EQ(r.Close(105 + 10 * i), CaptureRanges::Change::kClosed);
+  }
+  done.store(true);
+  reader.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// The profiler calls fired as CUPTI fires them (ENTER and EXIT).
+void ProfilerCall(FakeSeam& seam, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                  uint32_t correlation) {
+  CUpti_CallbackData data = {};
+  data.functionName = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "cudaProfilerStart" : "cuProfilerStart";
+  data.correlationId = correlation;
+  data.callbackSite = CUPTI_API_ENTER;
+  seam.Fire(domain, cbid, &data);
+  data.callbackSite = CUPTI_API_EXIT;
+  seam.Fire(domain, cbid, &data);
+}
+
+// --capture-range cudaProfilerApi: launches, kernels, copies and sets are
+// traced when the call that made them lies between a start and a stop, in
+// either API; a kernel that ran after the stop but was launched before it
+// counts, and one launched after the stop does not.
+TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
+  for (bool from_activity : {false, true}) {
+    SCOPED_TRACE(from_activity ? "launch records from API activity" : "launch callbacks");
+    Rig rig(60000, "", [&](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.launch_api_activity = from_activity;
+    });
+    int k = 0;
+    rig.seam.names[&k] = "_Z4stepv";
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    ASSERT_NE(rig.hook.capture_ranges(), nullptr);
+    for (CUpti_CallbackId cbid : Hook::kProfilerDriverCallbacks) {
+      EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+    }
+    for (CUpti_CallbackId cbid : Hook::kProfilerRuntimeCallbacks) {
+      EXPECT_TRUE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_RUNTIME_API, cbid})) << cbid;
+    }
+    auto p = KernelParams(&k, 1, 32, nullptr);
+    // What CUPTI writes for a launch call, in the mode that asks for it.
+    auto api = [&](uint32_t correlation) {
+      if (!from_activity) return;
+      CUpti_ActivityAPI a = {};
+      a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+      a.cbid = CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000;
+      a.start = 100 * correlation;
+      a.end = 100 * correlation + 50;
+      a.threadId = 4242;
+      a.correlationId = correlation;
+      rig.seam.QueueActivity(&a, sizeof(a));
+    };
+    auto kernel = [&](uint32_t correlation, uint64_t start) {
+      CUpti_ActivityKernel10 a = {};
+      a.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+      a.name = "_Z4stepv";
+      a.start = start;
+      a.end = start + 10;
+      a.correlationId = correlation;
+      a.streamId = 7;
+      rig.seam.QueueActivity(&a, sizeof(a));
+    };
+    auto launch = [&](uint32_t correlation) {
+      Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, correlation, 100 * correlation,
+             100 * correlation + 50);
+      api(correlation);
+      kernel(correlation, 100 * correlation + 60);
+    };
+    launch(1);  // before any range
+    // cudaProfilerStart, and the driver's cuProfilerStart inside it.
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
+                 CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, 5);
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 5);
+    launch(6);
+    CUpti_ActivityMemcpy6 m = {};
+    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m.correlationId = 7;
+    rig.seam.QueueActivity(&m, sizeof(m));
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 8, 800, 850);
+    api(8);
+    // The driver's stop alone; kernel 8 runs after it.
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 9);
+    kernel(8, 2000);
+    launch(10);
+    CUpti_ActivityMemset4 s = {};
+    s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    s.correlationId = 11;
+    rig.seam.QueueActivity(&s, sizeof(s));
+    // A second range, never closed.
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
+                 CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, 12);
+    launch(13);
+    rig.hook.Stop();
+
+    auto correlations = [&](RecordType type) {
+      std::vector<uint64_t> ids;
+      for (const auto& w : rig.output.OfType(type)) {
+        uint64_t id = 0;  // every record of these types opens with its correlation id
+        std::memcpy(&id, w.bytes.data(), sizeof(id));
+        ids.push_back(id);
+      }
+      return ids;
+    };
+    const uint64_t c6 = ProcessQualifiedId(4242, 6), c8 = ProcessQualifiedId(4242, 8),
+                   c13 = ProcessQualifiedId(4242, 13);
+    EXPECT_THAT(correlations(RecordType::kLaunch), ElementsAre(c6, c8, c13));
+    EXPECT_THAT(correlations(RecordType::kKernel), ElementsAre(c6, c8, c13));
+    EXPECT_THAT(correlations(RecordType::kMemcpy), ElementsAre(ProcessQualifiedId(4242, 7)));
+    EXPECT_TRUE(rig.output.OfType(RecordType::kMemset).empty());
+    EXPECT_EQ(rig.output.last_stats().launches, 3u) << "only captured launches are counted";
+    EXPECT_EQ(rig.hook.capture_ranges()->count(), 2);
+  }
+}
+
+TEST(Hook, NoCaptureRangeEnablesNoProfilerCallback) {
+  Rig rig;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  EXPECT_EQ(rig.hook.capture_ranges(), nullptr);
+  for (CUpti_CallbackId cbid : Hook::kProfilerDriverCallbacks) {
+    EXPECT_FALSE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_DRIVER_API, cbid})) << cbid;
+  }
+  for (CUpti_CallbackId cbid : Hook::kProfilerRuntimeCallbacks) {
+    EXPECT_FALSE(rig.seam.enabled().count({CUPTI_CB_DOMAIN_RUNTIME_API, cbid})) << cbid;
+  }
+  rig.hook.Stop();
 }
 
 }  // namespace
