@@ -3,7 +3,8 @@
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #   bench_init NAME.tsv [RESULTS_DIR]     # sets root, build, results, tsv, tmp, cuprobe
 #   bench_case NAME [VAR=value...] -- command...   # appends "NAME<TAB>seconds" to $tsv
-#   bench_table [FIRST_COLUMN_TITLE]      # markdown: median seconds, ratio vs native
+#   bench_table [FIRST_COLUMN_TITLE]      # markdown: median seconds, ratio vs native,
+#                                         # and the ratios of each round against its own native
 #
 # A case's program prints "seconds=S" on stderr (launch_loop, probe_workload,
 # torch_loop.py); a case that prints none is reported as failed, with the
@@ -34,6 +35,12 @@ bench_case() {
 # Every case of $tsv, in first-seen order: runs, median seconds and the
 # ratio against the native case of its group ("G.native" for a case named
 # "G.X", when there is one), else against "native"; "-" without either.
+# Rounds are interleaved, so round i of a case also gets the ratio against
+# round i of its native: their median and range show what the machine's
+# drift between rounds does to the first ratio (on a noisy day the medians'
+# ratio and the paired one can differ by 0.1). "-" when a case has a round
+# fewer than its native (a failed run leaves no row, so rounds cannot be
+# paired).
 bench_table() {
   python3 - "$tsv" "${1:-configuration}" <<'PY'
 import collections, statistics, sys
@@ -41,13 +48,19 @@ rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     name, s = line.split("\t")
     rows[name].append(float(s))
-print("| %s | runs | median s | ratio vs native |" % sys.argv[2])
-print("| --- | --- | --- | --- |")
+print("| %s | runs | median s | ratio vs native | paired: median | paired: range |" % sys.argv[2])
+print("| --- | --- | --- | --- | --- | --- |")
 for name, runs in rows.items():
     group = name.rsplit(".", 1)[0] + "." if "." in name else ""
     base = rows.get(group + "native") or rows.get("native")
     m = statistics.median(runs)
     ratio = "%.3f" % (m / statistics.median(base)) if base else "-"
-    print("| %s | %d | %.4f | %s |" % (name, len(runs), m, ratio))
+    paired_median = paired_range = "-"
+    if base and len(base) == len(runs):
+        paired = [r / b for r, b in zip(runs, base)]
+        paired_median = "%.3f" % statistics.median(paired)
+        paired_range = "%.3f-%.3f" % (min(paired), max(paired))
+    print("| %s | %d | %.4f | %s | %s | %s |" % (name, len(runs), m, ratio, paired_median,
+                                                 paired_range))
 PY
 }

@@ -60,8 +60,8 @@ HookConfig HookConfig::FromEnvironment() {
   }
   config.serial_kernels = Tracer::DiagWord("serial-kernels");
   // Launch records from API activity: opt-in. The GPU tests pass with
-  // them, but on the H200 they cost more than the launch callbacks
-  // (docs/PERFORMANCE.md, 2026-12-05), which also give the stream handle.
+  // them, but on the H200 they were not measurably cheaper than the launch
+  // callbacks (docs/PERFORMANCE.md, 2026-12-05), which also give the stream.
   if (const char* s = std::getenv("CUPROBE_LAUNCH_TIMES"); s != nullptr && *s != '\0') {
     if (std::strcmp(s, "activity") == 0) {
       config.launch_api_activity = true;

@@ -79,8 +79,8 @@ struct HookConfig {
   // thread and result, and the kernel record of the same correlation id its
   // name, grid and block (TraceData joins them). No launch callback runs
   // then, until a late attach asks for one. CUPROBE_LAUNCH_TIMES=activity or
-  // callbacks (the default: activity passes the GPU tests but costs more on
-  // the H200, docs/PERFORMANCE.md).
+  // callbacks (the default: activity passes the GPU tests but was not
+  // measurably cheaper on the H200, docs/PERFORMANCE.md).
   bool launch_api_activity = false;
   // CUPROBE_CAPTURE_RANGE=cudaProfilerApi (`cuprobe trace --capture-range`):
   // only calls between the program's cudaProfilerStart and cudaProfilerStop
