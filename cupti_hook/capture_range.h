@@ -2,9 +2,8 @@
 //
 // `cuprobe trace --capture-range cudaProfilerApi`: only what the program
 // launches between its cudaProfilerStart and cudaProfilerStop calls (or
-// cuProfilerStart/Stop, or torch.cuda.profiler.start/stop) is traced, as
-// Nsight Systems' option of the same name does. Every start/stop pair is a
-// range; a range still open at exit ends there.
+// cuProfilerStart/Stop, or torch.cuda.profiler.start/stop) is traced. Every
+// start/stop pair is a range; a range still open at exit ends there.
 //
 // A range is kept as the span of CUPTI correlation ids between the start
 // call and the stop call. Correlation ids come from one counter that every
@@ -14,6 +13,12 @@
 // stop call still counts when its launch came before it; a time window
 // could not tell that kernel from one launched later.
 //
+// The ids are 32 bits and wrap after 2^32 API calls (hours of a busy
+// program). Each id is widened to 64 bits against the highest id seen so
+// far, which moves forward whenever an id is more than 2^30 past it: right
+// as long as a record arrives less than 2^31 calls after its call, and at
+// least one launch, record, start or stop is seen every 2^30 calls.
+//
 //   CaptureRanges ranges;
 //   ranges.Open(start_call_correlation_id);    // from the start call's callback
 //   ranges.Close(stop_call_correlation_id);    // from the stop call's callback
@@ -21,6 +26,11 @@
 //
 // Open and Close come from the program's threads and are serialized by a
 // mutex; Contains runs on every launch and activity record and takes no lock.
+// At the edges a range is exact for the calls of the thread that starts and
+// stops it. A call that another thread makes at the same moment may fall on
+// either side, and its launch record (decided when the launch returns) and
+// its kernel record (decided when CUPTI hands it over) may then fall on
+// different sides.
 #ifndef CUPROBE_CUPTI_HOOK_CAPTURE_RANGE_H_
 #define CUPROBE_CUPTI_HOOK_CAPTURE_RANGE_H_
 
@@ -45,10 +55,11 @@ class CaptureRanges {
   // A start call: opens a range from `correlation_id` on. kUnchanged if one
   // is open already (a second start, or the driver call inside the
   // runtime's). kFull, once, when kMaxRanges ranges have been opened.
-  Change Open(uint32_t correlation_id);
+  // *number: the range's number from 1 (for messages), when opened.
+  Change Open(uint32_t correlation_id, int* number = nullptr);
   // A stop call: the open range ends before `correlation_id`. kUnchanged if
-  // none is open.
-  Change Close(uint32_t correlation_id);
+  // none is open. *number: the range's number, when closed.
+  Change Close(uint32_t correlation_id, int* number = nullptr);
 
   // Whether the call with this correlation id was made inside a range: the
   // last range opened at or before it, and not yet closed before it.
@@ -58,11 +69,14 @@ class CaptureRanges {
   [[nodiscard]] bool open() const;
 
  private:
-  static constexpr uint32_t kOpenEnd = std::numeric_limits<uint32_t>::max();
+  static constexpr int64_t kOpenEnd = std::numeric_limits<int64_t>::max();
   struct Range {
-    std::atomic<uint32_t> begin{0};
-    std::atomic<uint32_t> end{kOpenEnd};  // exclusive; kOpenEnd while open
+    std::atomic<int64_t> begin{0};
+    std::atomic<int64_t> end{kOpenEnd};  // exclusive; kOpenEnd while open
   };
+  // The id widened against high_, which it moves forward when more than
+  // 2^30 past it.
+  int64_t Widen(uint32_t correlation_id) const;
 
   mutable absl::Mutex mu_;  // serializes Open and Close
   bool is_open_ ABSL_GUARDED_BY(mu_) = false;
@@ -71,6 +85,8 @@ class CaptureRanges {
   // only the last one's end changes after that.
   std::array<Range, kMaxRanges> ranges_;
   std::atomic<int> count_{0};
+  // The highest widened id seen, give or take 2^30: readers move it forward.
+  mutable std::atomic<int64_t> high_{0};
 };
 
 }  // namespace cuprobe

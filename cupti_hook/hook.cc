@@ -171,15 +171,23 @@ absl::Status Hook::EnableCallbacks() {
   }
   // Both APIs' profiler calls: the runtime's may reach the driver's without
   // a callback of its own, and a program may call either. When both fire
-  // (one inside the other), the second is a no-op (CaptureRanges).
+  // (one inside the other), the second is a no-op (CaptureRanges). Without
+  // them the whole run is traced, rather than none of it.
   if (capture_ != nullptr) {
+    absl::Status s;
     for (CUpti_CallbackId cbid : kProfilerDriverCallbacks) {
-      absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-      if (!s.ok()) return s;
+      if (s.ok()) s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     }
     for (CUpti_CallbackId cbid : kProfilerRuntimeCallbacks) {
-      absl::Status s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-      if (!s.ok()) return s;
+      if (s.ok()) s = seam_.EnableCallback(true, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+    }
+    if (!s.ok()) {
+      CUPROBE_LOG(kWarning,
+                  "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: cannot watch the profiler start and "
+                  "stop calls (%s); tracing the whole run",
+                  s.message());
+      tracer_->SetCaptureRanges(nullptr);  // not READY yet: no callback reads it
+      capture_ = nullptr;
     }
   }
   // Best effort: older CUPTI builds may not have the state domain.
@@ -407,6 +415,11 @@ void Hook::Stop() {
   if (output_ != nullptr && tracer_ != nullptr) {
     output_->PublishStats(tracer_->stats(), seam_.Timestamp());
   }
+  if (capture_ != nullptr && capture_->count() == 0) {
+    CUPROBE_LOG(kWarning,
+                "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: the program never called "
+                "cudaProfilerStart or cuProfilerStart; nothing was traced");
+  }
   // The maps live in device memory and (rings) in the segment: final
   // snapshot and free them now, while the context is valid and before the
   // segment is unmapped below.
@@ -573,16 +586,19 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
   // At ENTER: a start's range holds the calls after it; a stop's ends
   // before it. Both sites carry the same correlation id.
   if (data == nullptr || data->callbackSite != CUPTI_API_ENTER) return;
-  switch (start ? capture_->Open(data->correlationId) : capture_->Close(data->correlationId)) {
+  const char* call = data->functionName != nullptr ? data->functionName : "?";
+  int number = 0;
+  switch (start ? capture_->Open(data->correlationId, &number)
+                : capture_->Close(data->correlationId, &number)) {
     case CaptureRanges::Change::kOpened:
-      CUPROBE_LOG(kInfo, "capture range %d: %s, tracing", capture_->count(), data->functionName);
+      CUPROBE_LOG(kInfo, "capture range %d: %s, tracing", number, call);
       break;
     case CaptureRanges::Change::kClosed:
-      CUPROBE_LOG(kInfo, "capture range %d: %s, not tracing", capture_->count(),
-                  data->functionName);
+      CUPROBE_LOG(kInfo, "capture range %d: %s, not tracing", number, call);
       break;
     case CaptureRanges::Change::kFull:
-      CUPROBE_LOG(kWarning, "--capture-range: %d ranges captured; later ranges are not traced",
+      CUPROBE_LOG(kWarning,
+                  "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: %d ranges traced; later ranges are not",
                   CaptureRanges::kMaxRanges);
       break;
     case CaptureRanges::Change::kUnchanged:

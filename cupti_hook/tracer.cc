@@ -358,7 +358,7 @@ uint32_t DiagFlags() {
 }
 
 void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  if (data == nullptr || !Captured(data->correlationId)) return;
+  if (data == nullptr) return;
   if (DiagFlags() & 1) {
     if (data->callbackSite == CUPTI_API_EXIT) {
       ThreadState& me = ThisThread();
@@ -373,6 +373,9 @@ void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) 
     if (data->correlationData != nullptr) *data->correlationData = seam_.Timestamp();
     return;
   }
+  // Decided once, here: ENTER always stores its time, so a range that opens
+  // on another thread between the two leaves no start time unset.
+  if (!Captured(data->correlationId)) return;
   uint64_t end = seam_.Timestamp();
   ThreadState& me = ThisThread();
   Add(me, me.launches);

@@ -82,8 +82,7 @@ OPTIONS
                                       between cudaProfilerStart and
                                       cudaProfilerStop (cuProfilerStart/Stop,
                                       torch.cuda.profiler.start/stop); every
-                                      such range of the run, as nsys'
-                                      --capture-range-end=repeat
+                                      such range of the run, in one report
       --buffer-mb N       size of the record ring in the session (default: 64)
       --interval MS       how often the hook publishes heartbeats (default: 100)
       --keep              keep the session segment in /dev/shm after the run

@@ -253,8 +253,8 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
       summary.memcpy.empty() && summary.memset.empty() &&
       (state == SessionState::kHookReady || state == SessionState::kHookStopped)) {
     CUPROBE_LOG(kWarning,
-                "--capture-range cudaProfilerApi: nothing was traced; the program launched "
-                "nothing between cudaProfilerStart and cudaProfilerStop (does it call them?)");
+                "--capture-range cudaProfilerApi: no launch, kernel, copy or set was traced "
+                "inside the program's profiler ranges");
   }
   absl::Status write_status;
   for (ReportFormat f : options.formats) {

@@ -66,7 +66,9 @@ absl::Status FakeSeam::Unsubscribe() {
 absl::Status FakeSeam::EnableCallback(bool enable, CUpti_CallbackDomain domain,
                                       CUpti_CallbackId cbid) {
   Record(absl::StrCat("EnableCallback(", enable ? 1 : 0, ",", domain, ",", cbid, ")"));
-  if (!enable_status.ok()) return enable_status;
+  if (!enable_status.ok() && (!enable_status_domain.has_value() || *enable_status_domain == domain)) {
+    return enable_status;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (enable) {
     enabled_.insert({domain, cbid});

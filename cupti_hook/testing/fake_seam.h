@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -33,6 +34,9 @@ class FakeSeam : public CuptiSeam {
   absl::Status subscribe_status;
   std::string other_tool;
   absl::Status enable_status;
+  // EnableCallback(true, ...) of this domain alone fails with enable_status
+  // (every domain when unset).
+  std::optional<CUpti_CallbackDomain> enable_status_domain;
   absl::Status driver_api_activity_status;   // ActivityEnableDriverApi(..., true)
   absl::Status runtime_api_activity_status;  // ActivityEnableRuntimeApi(..., true)
   absl::Status system_thread_ids_status;     // ActivityUseSystemThreadIds()

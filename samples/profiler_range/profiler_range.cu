@@ -5,16 +5,17 @@
 //
 // Outside any range: 10 `warmup` launches and a host-to-device copy, then 2
 // `between` launches after each step. Each step is one range opened with
-// cudaProfilerStart: 5 `step` launches, a memset, a device-to-host copy and
-// one `spin` that runs for about 2 ms, launched right before
-// cudaProfilerStop, so that it runs after the range has closed (it was
-// launched inside it and is counted). A last range is opened with the
-// driver's cuProfilerStart, holds one `tail` launch, and is never closed:
-// the program exits inside it.
+// cudaProfilerStart: 5 `step` launches, a memset, a device-to-host copy,
+// then one `spin` that runs for about 2 ms and one `late` queued behind it,
+// launched right before cudaProfilerStop: `late` starts on the GPU about
+// 2 ms after the range has closed, and counts, because it was launched
+// inside it. A last range is opened with the driver's cuProfilerStart,
+// holds one `tail` launch, and is never closed: the program exits inside it.
 //
-// Captured: steps*5 `step`, steps `spin`, 1 `tail`, steps memsets and
-// steps+1 device-to-host copies (one per step, and the last range's check);
-// nothing of `warmup` or `between`, and no host-to-device copy.
+// Captured: steps*5 `step`, steps `spin`, steps `late`, 1 `tail`, steps
+// memsets and steps+1 device-to-host copies (one per step, and the last
+// range's check); nothing of `warmup` or `between`, and no host-to-device
+// copy.
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include <cuda_profiler_api.h>
@@ -27,6 +28,7 @@ __global__ void warmup(int* x) { atomicAdd(x, 1); }
 __global__ void step(int* x) { atomicAdd(x, 10); }
 __global__ void between(int* x) { atomicAdd(x, 100); }
 __global__ void tail(int* x) { atomicAdd(x, 1000); }
+__global__ void late(int* x) { atomicAdd(x, 10000); }
 __global__ void spin(long long cycles) {
   long long start = clock64();
   while (clock64() - start < cycles) {
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMemsetAsync(scratch, 0, 4096));
     CHECK(cudaMemcpy(&host, x, sizeof(host), cudaMemcpyDeviceToHost));
     spin<<<1, 1>>>(4000000);  // ~2 ms at 2 GHz
+    late<<<1, 1>>>(x);        // runs after spin, so after the stop below
     CHECK(cudaProfilerStop());
     for (int i = 0; i < 2; ++i) between<<<1, 1>>>(x);
   }
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(&host, x, sizeof(host), cudaMemcpyDeviceToHost));
   CHECK(cudaFree(scratch));
   CHECK(cudaFree(x));
-  const int want = 10 + steps * (50 + 200) + 1000;
+  const int want = 10 + steps * (50 + 200 + 10000) + 1000;
   if (host != want) {
     std::fprintf(stderr, "profiler_range: counted %d, want %d\n", host, want);
     return 1;

@@ -199,12 +199,14 @@ TEST_F(Trace, GraphLaunchesCountedInBothWaysOfRecordingLaunches) {
 // --capture-range cudaProfilerApi on a program with known launches inside
 // and outside its cudaProfilerStart/Stop ranges (samples/profiler_range):
 // three ranges opened with the runtime's call, a last one with the driver's
-// that is still open at exit, and a kernel launched inside a range that runs
-// after the range's stop, in both ways of recording launches. Without the
-// option the same program shows its other kernels; with it, on a program
-// that never calls cudaProfilerStart, the run says nothing was traced.
+// that is still open at exit, and a kernel (`late`) launched inside each
+// range but queued behind a 2 ms one, so that it starts after the range's
+// stop, in both ways of recording launches. Without the option the same
+// program shows its other kernels; with it, on a program that never calls
+// cudaProfilerStart, the run says so.
 TEST_F(Trace, CaptureRangeTracesOnlyBetweenProfilerStartAndStop) {
-  const std::string step = "step(int*)", spin = "spin(long long)", tail = "tail(int*)";
+  const std::string step = "step(int*)", spin = "spin(long long)", tail = "tail(int*)",
+                    late = "late(int*)";
   for (const char* mode : {"callbacks", "activity"}) {
     SCOPED_TRACE(mode);
     const std::string prefix = dir_ + "/range_" + mode;
@@ -213,16 +215,19 @@ TEST_F(Trace, CaptureRangeTracesOnlyBetweenProfilerStartAndStop) {
                                  {{"CUPROBE_LAUNCH_TIMES", mode}});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("profiler_range: OK steps=3"));
-    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("nothing was traced")));
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("never called")));
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("was traced inside")));
     Summary s = ReadSummary(prefix + ".json");
     EXPECT_EQ(s.kernels[step], 15);
-    EXPECT_EQ(s.kernels[spin], 3) << "launched inside a range, run after its stop";
+    EXPECT_EQ(s.kernels[spin], 3);
+    EXPECT_EQ(s.kernels[late], 3) << "launched inside a range, started after its stop";
     EXPECT_EQ(s.kernels[tail], 1) << "the driver's cuProfilerStart, open at exit";
-    EXPECT_EQ(s.kernels.size(), 3u) << "no warmup or between";
+    EXPECT_EQ(s.kernels.size(), 4u) << "no warmup or between";
     EXPECT_EQ(s.launches[step], 15);
     EXPECT_EQ(s.launches[spin], 3);
+    EXPECT_EQ(s.launches[late], 3);
     EXPECT_EQ(s.launches[tail], 1);
-    EXPECT_EQ(s.launches.size(), 3u);
+    EXPECT_EQ(s.launches.size(), 4u);
     EXPECT_EQ(s.memset["[CUDA memset]"], 3);
     EXPECT_EQ(s.memcpy["[CUDA memcpy Device-to-Host]"], 4);
     EXPECT_EQ(s.memcpy.count("[CUDA memcpy Host-to-Device]"), 0u);
@@ -240,7 +245,9 @@ TEST_F(Trace, CaptureRangeTracesOnlyBetweenProfilerStartAndStop) {
   r = RunProcess({Cuprobe(), "trace", "-c", "cudaProfilerApi", "-o", dir_ + "/none", "--format",
                   "json", "--", SamplePath("vec_add"), "1024", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("--capture-range cudaProfilerApi: nothing was traced"));
+  EXPECT_THAT(r.err, HasSubstr("the program never called cudaProfilerStart or cuProfilerStart"));
+  EXPECT_THAT(r.err, HasSubstr("--capture-range cudaProfilerApi: no launch, kernel, copy or set "
+                               "was traced inside the program's profiler ranges"));
 }
 
 TEST_F(Trace, ExitCodeAndSignalPassThrough) {

@@ -1059,7 +1059,7 @@ TEST(CaptureRanges, ContainsTheCallsBetweenEachStartAndStop) {
   EXPECT_TRUE(r.open());
   EXPECT_FALSE(r.Contains(9));
   EXPECT_TRUE(r.Contains(10));
-  EXPECT_TRUE(r.Contains(4000000000u)) << "an open range holds every later call";
+  EXPECT_TRUE(r.Contains((1u << 30) + 5)) << "an open range holds every later call";
   EXPECT_EQ(r.Close(20), CaptureRanges::Change::kClosed);
   EXPECT_EQ(r.Close(21), CaptureRanges::Change::kUnchanged);
   EXPECT_FALSE(r.open());
@@ -1119,6 +1119,33 @@ TEST(CaptureRanges, PastTheLastRangeNothingMoreIsCaptured) {
   }
 }
 
+// Correlation ids are 32 bits: past 2^32 calls they start again from 0. A
+// range open across the wrap holds the calls after it, ranges after it work
+// as before, and an old range does not claim the new calls with its ids.
+TEST(CaptureRanges, WorkAcrossTheWrapOfCorrelationIds) {
+  CaptureRanges r;
+  ASSERT_EQ(r.Open(10), CaptureRanges::Change::kOpened);
+  ASSERT_EQ(r.Close(20), CaptureRanges::Change::kClosed);
+  // The calls the hook sees on the way (every launch asks).
+  for (uint64_t id = 1000; id < 0xFFFF0000u; id += 0x10000000u) {
+    EXPECT_FALSE(r.Contains(static_cast<uint32_t>(id)));
+  }
+  ASSERT_EQ(r.Open(0xFFFFFFF0u), CaptureRanges::Change::kOpened);
+  EXPECT_TRUE(r.Contains(0xFFFFFFF5u));
+  EXPECT_TRUE(r.Contains(5)) << "after the wrap, inside the open range";
+  EXPECT_TRUE(r.Contains(15)) << "not range 1's [10, 20): a call after the wrap";
+  ASSERT_EQ(r.Close(100), CaptureRanges::Change::kClosed);
+  EXPECT_TRUE(r.Contains(50));
+  EXPECT_FALSE(r.Contains(150));
+  EXPECT_TRUE(r.Contains(0xFFFFFFF8u)) << "a late record of a call before the wrap";
+  EXPECT_FALSE(r.Contains(0xFFFFFFE0u));
+  ASSERT_EQ(r.Open(200), CaptureRanges::Change::kOpened);
+  ASSERT_EQ(r.Close(300), CaptureRanges::Change::kClosed);
+  EXPECT_TRUE(r.Contains(250));
+  EXPECT_FALSE(r.Contains(300));
+  EXPECT_FALSE(r.Contains(199));
+}
+
 // Readers (launching threads, CUPTI's activity thread) run while ranges open
 // and close: a call made before any start is never captured, one made inside
 // a range that has been opened always is.
@@ -1147,11 +1174,15 @@ TEST(CaptureRanges, ReadersRaceWithStartAndStop) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
-// The profiler calls fired as CUPTI fires them (ENTER and EXIT).
+// A profiler call fired as CUPTI fires it (ENTER and EXIT).
 void ProfilerCall(FakeSeam& seam, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                   uint32_t correlation) {
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  const bool start = runtime ? cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000
+                             : cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart;
   CUpti_CallbackData data = {};
-  data.functionName = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "cudaProfilerStart" : "cuProfilerStart";
+  data.functionName = runtime ? (start ? "cudaProfilerStart" : "cudaProfilerStop")
+                              : (start ? "cuProfilerStart" : "cuProfilerStop");
   data.correlationId = correlation;
   data.callbackSite = CUPTI_API_ENTER;
   seam.Fire(domain, cbid, &data);
@@ -1161,8 +1192,10 @@ void ProfilerCall(FakeSeam& seam, CUpti_CallbackDomain domain, CUpti_CallbackId 
 
 // --capture-range cudaProfilerApi: launches, kernels, copies and sets are
 // traced when the call that made them lies between a start and a stop, in
-// either API; a kernel that ran after the stop but was launched before it
-// counts, and one launched after the stop does not.
+// either API, alone or one inside the other; a kernel that ran after the
+// stop but was launched before it counts, and one launched after the stop
+// does not. A launch whose ENTER came before another thread's start
+// callback, and its EXIT after, keeps the start time its ENTER took.
 TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
   for (bool from_activity : {false, true}) {
     SCOPED_TRACE(from_activity ? "launch records from API activity" : "launch callbacks");
@@ -1209,11 +1242,17 @@ TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
       api(correlation);
       kernel(correlation, 100 * correlation + 60);
     };
+    auto runtime = [&](CUpti_CallbackId cbid, uint32_t correlation) {
+      ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, correlation);
+    };
+    auto driver = [&](CUpti_CallbackId cbid, uint32_t correlation) {
+      ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, cbid, correlation);
+    };
     launch(1);  // before any range
-    // cudaProfilerStart, and the driver's cuProfilerStart inside it.
-    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
-                 CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, 5);
-    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 5);
+    // Range 1: cudaProfilerStart with the driver's cuProfilerStart inside
+    // it; closed by the driver's stop alone.
+    runtime(CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, 5);
+    driver(CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 5);
     launch(6);
     CUpti_ActivityMemcpy6 m = {};
     m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
@@ -1221,18 +1260,38 @@ TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
     rig.seam.QueueActivity(&m, sizeof(m));
     Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 8, 800, 850);
     api(8);
-    // The driver's stop alone; kernel 8 runs after it.
-    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 9);
-    kernel(8, 2000);
+    driver(CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 9);
+    kernel(8, 2000);  // runs after the stop
     launch(10);
     CUpti_ActivityMemset4 s = {};
     s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     s.correlationId = 11;
     rig.seam.QueueActivity(&s, sizeof(s));
-    // A second range, never closed.
-    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
-                 CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, 12);
+    // Range 2: the runtime's start alone; its stop with the driver's inside.
+    runtime(CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, 12);
     launch(13);
+    runtime(CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, 14);
+    driver(CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 14);
+    launch(15);
+    // Range 3, never closed: the driver's start (id 16) is called back
+    // between the ENTER and the EXIT of another thread's launch 18.
+    uint64_t scratch = 0;
+    CUresult ret = CUDA_SUCCESS;
+    CUpti_CallbackData enter_exit = {};
+    enter_exit.functionParams = &p;
+    enter_exit.functionReturnValue = &ret;
+    enter_exit.correlationId = 18;
+    enter_exit.correlationData = &scratch;
+    enter_exit.callbackSite = CUPTI_API_ENTER;
+    rig.seam.now_ns = 1800;
+    rig.seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &enter_exit);
+    driver(CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 16);
+    enter_exit.callbackSite = CUPTI_API_EXIT;
+    rig.seam.now_ns = 1850;
+    rig.seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &enter_exit);
+    api(18);
+    kernel(18, 1900);
+    launch(19);
     rig.hook.Stop();
 
     auto correlations = [&](RecordType type) {
@@ -1240,19 +1299,57 @@ TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
       for (const auto& w : rig.output.OfType(type)) {
         uint64_t id = 0;  // every record of these types opens with its correlation id
         std::memcpy(&id, w.bytes.data(), sizeof(id));
-        ids.push_back(id);
+        ids.push_back(id - ProcessQualifiedId(4242, 0));
       }
       return ids;
     };
-    const uint64_t c6 = ProcessQualifiedId(4242, 6), c8 = ProcessQualifiedId(4242, 8),
-                   c13 = ProcessQualifiedId(4242, 13);
-    EXPECT_THAT(correlations(RecordType::kLaunch), ElementsAre(c6, c8, c13));
-    EXPECT_THAT(correlations(RecordType::kKernel), ElementsAre(c6, c8, c13));
-    EXPECT_THAT(correlations(RecordType::kMemcpy), ElementsAre(ProcessQualifiedId(4242, 7)));
+    EXPECT_THAT(correlations(RecordType::kLaunch), ElementsAre(6, 8, 13, 18, 19));
+    EXPECT_THAT(correlations(RecordType::kKernel), ElementsAre(6, 8, 13, 18, 19));
+    EXPECT_THAT(correlations(RecordType::kMemcpy), ElementsAre(7));
     EXPECT_TRUE(rig.output.OfType(RecordType::kMemset).empty());
-    EXPECT_EQ(rig.output.last_stats().launches, 3u) << "only captured launches are counted";
-    EXPECT_EQ(rig.hook.capture_ranges()->count(), 2);
+    EXPECT_EQ(rig.output.last_stats().launches, 5u) << "only captured launches are counted";
+    EXPECT_EQ(rig.hook.capture_ranges()->count(), 3);
+    EXPECT_TRUE(rig.hook.capture_ranges()->open());
+    auto launches = rig.output.OfType(RecordType::kLaunch);
+    ASSERT_EQ(launches.size(), 5u);
+    EXPECT_EQ(Body<LaunchRecord>(launches[3]).api_start_ns, 1800u) << "the time ENTER took";
   }
+}
+
+// Where CUPTI will not call back on the profiler calls, the whole run is
+// traced, with one warning; the hook itself stays READY.
+TEST(Hook, CaptureRangeWithoutProfilerCallbacksTracesTheWholeRun) {
+  Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+  rig.seam.enable_status = absl::InternalError("CUPTI_ERROR_INVALID_PARAMETER");
+  rig.seam.enable_status_domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  StderrCapture capture;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  EXPECT_EQ(rig.hook.capture_ranges(), nullptr);
+  int k = 0;
+  rig.seam.names[&k] = "_Z4stepv";
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 3, 300, 350);
+  rig.hook.Stop();
+  EXPECT_EQ(rig.output.OfType(RecordType::kLaunch).size(), 1u);
+  const std::string err = capture.Take();
+  EXPECT_THAT(err, HasSubstr("cannot watch the profiler start and stop calls "
+                             "(CUPTI_ERROR_INVALID_PARAMETER); tracing the whole run"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("never called")));
+}
+
+TEST(Hook, CaptureRangeNeverStartedSaysSoAtExit) {
+  Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+  StderrCapture capture;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  int k = 0;
+  rig.seam.names[&k] = "_Z4stepv";
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 3, 300, 350);
+  rig.hook.Stop();
+  EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty());
+  EXPECT_THAT(capture.Take(),
+              HasSubstr("CUPROBE_CAPTURE_RANGE=cudaProfilerApi: the program never called "
+                        "cudaProfilerStart or cuProfilerStart; nothing was traced"));
 }
 
 TEST(Hook, NoCaptureRangeEnablesNoProfilerCallback) {
