@@ -415,7 +415,9 @@ void Hook::Stop() {
   if (output_ != nullptr && tracer_ != nullptr) {
     output_->PublishStats(tracer_->stats(), seam_.Timestamp());
   }
-  if (capture_ != nullptr && capture_->count() == 0) {
+  // Standalone mode says so here; under `cuprobe trace` the CLI does, from
+  // the count the stats above published.
+  if (capture_ != nullptr && capture_->count() == 0 && config_.session.empty()) {
     CUPROBE_LOG(kWarning,
                 "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: the program never called "
                 "cudaProfilerStart or cuProfilerStart; nothing was traced");

@@ -66,6 +66,7 @@ void SessionOutput::PublishStats(const TracerStats& stats, uint64_t now_ns) {
   add(h.activity_buffers, stats.activity_buffers, published_.activity_buffers);
   add(h.activity_records_dropped, stats.activity_dropped, published_.activity_dropped);
   add(h.launches_seen, stats.launches, published_.launches);
+  add(h.capture_ranges, stats.capture_ranges, published_.capture_ranges);
   h.heartbeat_ns.store(now_ns, std::memory_order_relaxed);
   h.heartbeat_count.fetch_add(1, std::memory_order_release);
 }

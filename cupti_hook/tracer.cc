@@ -542,6 +542,7 @@ TracerStats Tracer::stats() const {
   s.activity_records = activity_records_.load();
   s.activity_dropped = activity_dropped_.load();
   s.name_failures = name_failures_.load();
+  s.capture_ranges = capture_ == nullptr ? 0 : static_cast<uint64_t>(capture_->count());
   return s;
 }
 

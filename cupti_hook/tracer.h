@@ -48,6 +48,7 @@ struct TracerStats {
   uint64_t activity_records = 0;
   uint64_t activity_dropped = 0;  // records CUPTI itself dropped
   uint64_t name_failures = 0;
+  uint64_t capture_ranges = 0;  // profiler ranges opened (--capture-range)
 };
 
 class Tracer {

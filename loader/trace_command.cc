@@ -249,12 +249,22 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   }
 
   TraceSummary summary = Summarize(data);
-  if (options.capture_profiler_api && summary.kernels.empty() && summary.launches.empty() &&
-      summary.memcpy.empty() && summary.memset.empty() &&
+  if (options.capture_profiler_api &&
       (state == SessionState::kHookReady || state == SessionState::kHookStopped)) {
-    CUPROBE_LOG(kWarning,
-                "--capture-range cudaProfilerApi: no launch, kernel, copy or set was traced "
-                "inside the program's profiler ranges");
+    const uint64_t ranges = h.capture_ranges.load();
+    if (ranges == 0) {
+      CUPROBE_LOG(kWarning,
+                  "--capture-range cudaProfilerApi: the program never called cudaProfilerStart or "
+                  "cuProfilerStart; nothing was traced");
+    } else if (summary.kernels.empty() && summary.launches.empty() && summary.memcpy.empty() &&
+               summary.memset.empty()) {
+      CUPROBE_LOG(kWarning,
+                  "--capture-range cudaProfilerApi: the program's %d profiler range(s) held no "
+                  "launch, kernel, copy or set",
+                  ranges);
+    } else {
+      CUPROBE_LOG(kInfo, "traced %d profiler range(s) (--capture-range cudaProfilerApi)", ranges);
+    }
   }
   absl::Status write_status;
   for (ReportFormat f : options.formats) {

@@ -81,7 +81,7 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8 && alignof(std::atomic<uint64_t
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && alignof(std::atomic<uint32_t>) == 4);
 
 inline constexpr size_t kHookReasonSize = 256;
-inline constexpr size_t kSpareStats = 10;
+inline constexpr size_t kSpareStats = 9;
 
 struct SegmentHeader {
   // --- Written once by the creator before session_state is published;
@@ -118,6 +118,10 @@ struct SegmentHeader {
   std::atomic<uint64_t> activity_buffers;
   std::atomic<uint64_t> activity_records_dropped;
   std::atomic<uint64_t> launches_seen;
+  // Profiler ranges opened (`--capture-range cudaProfilerApi`; summed over
+  // the session's processes). Formerly spare_stats[0], zero in segments of
+  // earlier builds, which had no capture range.
+  std::atomic<uint64_t> capture_ranges;
   std::atomic<uint64_t> spare_stats[kSpareStats];
 
   // Written before the hook_state/session_state store (release) that
@@ -169,7 +173,8 @@ static_assert(offsetof(SegmentHeader, heartbeat_ns) == 80);
 static_assert(offsetof(SegmentHeader, heartbeat_count) == 88);
 static_assert(offsetof(SegmentHeader, records_written) == 96);
 static_assert(offsetof(SegmentHeader, launches_seen) == 136);
-static_assert(offsetof(SegmentHeader, spare_stats) == 144);
+static_assert(offsetof(SegmentHeader, capture_ranges) == 144);
+static_assert(offsetof(SegmentHeader, spare_stats) == 152);
 static_assert(offsetof(SegmentHeader, hook_reason) == 224);
 static_assert(offsetof(SegmentHeader, bundle_offset) == 480);
 static_assert(offsetof(SegmentHeader, bundle_size) == 488);

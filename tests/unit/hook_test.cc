@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cupti_hook/outputs.h"
 #include "cupti_hook/testing/fake_output.h"
 #include "cupti_hook/testing/fake_seam.h"
 #include "cupti_hook/tracer.h"
@@ -1309,6 +1310,7 @@ TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
     EXPECT_TRUE(rig.output.OfType(RecordType::kMemset).empty());
     EXPECT_EQ(rig.output.last_stats().launches, 5u) << "only captured launches are counted";
     EXPECT_EQ(rig.hook.capture_ranges()->count(), 3);
+    EXPECT_EQ(rig.output.last_stats().capture_ranges, 3u) << "published for the CLI";
     EXPECT_TRUE(rig.hook.capture_ranges()->open());
     auto launches = rig.output.OfType(RecordType::kLaunch);
     ASSERT_EQ(launches.size(), 5u);
@@ -1337,19 +1339,61 @@ TEST(Hook, CaptureRangeWithoutProfilerCallbacksTracesTheWholeRun) {
   EXPECT_THAT(err, ::testing::Not(HasSubstr("never called")));
 }
 
+// Standalone mode (no session) says at exit that no range was opened; under
+// `cuprobe trace` the CLI says it, from the published count (0 here).
 TEST(Hook, CaptureRangeNeverStartedSaysSoAtExit) {
-  Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
-  StderrCapture capture;
-  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
-  int k = 0;
-  rig.seam.names[&k] = "_Z4stepv";
-  auto p = KernelParams(&k, 1, 32, nullptr);
-  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 3, 300, 350);
-  rig.hook.Stop();
-  EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty());
-  EXPECT_THAT(capture.Take(),
-              HasSubstr("CUPROBE_CAPTURE_RANGE=cudaProfilerApi: the program never called "
-                        "cudaProfilerStart or cuProfilerStart; nothing was traced"));
+  for (const char* session : {"", "cuprobe-test-session"}) {
+    SCOPED_TRACE(*session == '\0' ? "standalone" : "session");
+    Rig rig(60000, "", [&](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.session = session;
+    });
+    StderrCapture capture;
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    int k = 0;
+    rig.seam.names[&k] = "_Z4stepv";
+    auto p = KernelParams(&k, 1, 32, nullptr);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 3, 300, 350);
+    rig.hook.Stop();
+    EXPECT_TRUE(rig.output.OfType(RecordType::kLaunch).empty());
+    EXPECT_EQ(rig.output.last_stats().capture_ranges, 0u);
+    const bool said = capture.Take().find(
+                          "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: the program never called "
+                          "cudaProfilerStart or cuProfilerStart; nothing was traced") !=
+                      std::string::npos;
+    EXPECT_EQ(said, *session == '\0');
+  }
+}
+
+// The stats reach the session's header as sums over the processes that
+// share it, each adding what it counted since its last publication: the
+// CLI reads the capture ranges from there.
+TEST(SessionOutput, PublishesStatsAsSumsOverProcesses) {
+  absl::StatusOr<Session> session = Session::Create();
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<TraceOutput*> a = SessionOutput::Open(session->name(), 101);
+  absl::StatusOr<TraceOutput*> b = SessionOutput::Open(session->name(), 102);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  std::unique_ptr<TraceOutput> first(*a), second(*b);
+  TracerStats s;
+  s.launches = 10;
+  s.capture_ranges = 2;
+  first->PublishStats(s, 1000);
+  s.launches = 15;
+  s.capture_ranges = 3;
+  first->PublishStats(s, 2000);  // adds 5 and 1
+  first->PublishStats(s, 3000);  // adds nothing
+  s.launches = 7;
+  s.capture_ranges = 4;
+  second->PublishStats(s, 4000);
+  const SegmentHeader& h = session->header();
+  EXPECT_EQ(h.launches_seen.load(), 22u);
+  EXPECT_EQ(h.capture_ranges.load(), 7u);
+  EXPECT_EQ(h.heartbeat_ns.load(), 4000u);
+  EXPECT_EQ(h.heartbeat_count.load(), 4u);
+  first.reset();
+  second.reset();
+  EXPECT_TRUE(session->Remove().ok());
 }
 
 TEST(Hook, NoCaptureRangeEnablesNoProfilerCallback) {
