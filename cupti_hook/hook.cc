@@ -34,6 +34,17 @@ std::string ProgramName() {
   return first.empty() ? "<unknown>" : first;
 }
 
+// A setting with two values: true for `on`; false for `off` (the default),
+// when unset, or for anything else (with a warning).
+bool EnvChoice(const char* name, const char* on, const char* off) {
+  const char* s = std::getenv(name);
+  if (s == nullptr || *s == '\0' || std::strcmp(s, off) == 0) return false;
+  if (std::strcmp(s, on) == 0) return true;
+  CUPROBE_LOG(kWarning, "%s: ignoring unknown value '%s' (expected %s or %s); using %s", name, s,
+              on, off, off);
+  return false;
+}
+
 }  // namespace
 
 HookConfig HookConfig::FromEnvironment() {
@@ -62,22 +73,8 @@ HookConfig HookConfig::FromEnvironment() {
   // Launch records from API activity: opt-in. The GPU tests pass with
   // them, but on the H200 they were not measurably cheaper than the launch
   // callbacks (docs/PERFORMANCE.md, 2026-12-05), which also give the stream.
-  if (const char* s = std::getenv("CUPROBE_LAUNCH_TIMES"); s != nullptr && *s != '\0') {
-    if (std::strcmp(s, "activity") == 0) {
-      config.launch_api_activity = true;
-    } else if (std::strcmp(s, "callbacks") != 0) {
-      CUPROBE_LOG(kWarning, "CUPROBE_LAUNCH_TIMES: ignoring unknown value '%s' (expected activity "
-                  "or callbacks)", s);
-    }
-  }
-  if (const char* s = std::getenv("CUPROBE_CAPTURE_RANGE"); s != nullptr && *s != '\0') {
-    if (std::strcmp(s, "cudaProfilerApi") == 0) {
-      config.capture_profiler_api = true;
-    } else if (std::strcmp(s, "none") != 0) {
-      CUPROBE_LOG(kWarning, "CUPROBE_CAPTURE_RANGE: ignoring unknown value '%s' (expected "
-                  "cudaProfilerApi or none); tracing the whole run", s);
-    }
-  }
+  config.launch_api_activity = EnvChoice("CUPROBE_LAUNCH_TIMES", "activity", "callbacks");
+  config.capture_profiler_api = EnvChoice("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", "none");
   config.program = ProgramName();
   return config;
 }

@@ -1045,7 +1045,12 @@ TEST(HookConfig, ReadsEnvironment) {
   ::setenv("CUPROBE_CAPTURE_RANGE", "none", 1);
   EXPECT_FALSE(HookConfig::FromEnvironment().capture_profiler_api);
   ::setenv("CUPROBE_CAPTURE_RANGE", "nvtx", 1);  // a warning; the whole run
-  EXPECT_FALSE(HookConfig::FromEnvironment().capture_profiler_api);
+  {
+    StderrCapture capture;
+    EXPECT_FALSE(HookConfig::FromEnvironment().capture_profiler_api);
+    EXPECT_THAT(capture.Take(), HasSubstr("CUPROBE_CAPTURE_RANGE: ignoring unknown value 'nvtx' "
+                                          "(expected cudaProfilerApi or none); using none"));
+  }
   ::unsetenv("CUPROBE_CAPTURE_RANGE");
 }
 
