@@ -53,6 +53,10 @@ CaptureRanges::Change CaptureRanges::Close(uint32_t correlation_id, int* number)
 }
 
 bool CaptureRanges::Contains(uint32_t correlation_id) const {
+  // 0 is CUPTI's "no correlation id" (some copies and sets): never in a
+  // range, and not widened, which would read it as an id 2^32 ahead once
+  // the real ones pass 2^31 and move the high mark there.
+  if (correlation_id == 0) return false;
   // Widened before anything else: the ids of calls before the first range
   // move the high mark too.
   const int64_t id = Widen(correlation_id);

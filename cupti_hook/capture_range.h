@@ -16,8 +16,9 @@
 // The ids are 32 bits and wrap after 2^32 API calls (hours of a busy
 // program). Each id is widened to 64 bits against the highest id seen so
 // far, which moves forward whenever an id is more than 2^30 past it: right
-// as long as a record arrives less than 2^31 calls after its call, and at
-// least one launch, record, start or stop is seen every 2^30 calls.
+// as long as a record arrives less than 2^31 calls after its call, and the
+// hook sees an id (a launch, a traced kernel, copy or set, a start or stop)
+// at least every 2^30 calls. Id 0 (CUPTI's "none") is in no range.
 //
 //   CaptureRanges ranges;
 //   ranges.Open(start_call_correlation_id);    // from the start call's callback

@@ -252,12 +252,17 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   if (options.capture_profiler_api &&
       (state == SessionState::kHookReady || state == SessionState::kHookStopped)) {
     const uint64_t ranges = h.capture_ranges.load();
-    if (ranges == 0) {
+    const bool nothing = summary.kernels.empty() && summary.launches.empty() &&
+                         summary.memcpy.empty() && summary.memset.empty();
+    if (ranges == 0 && nothing) {
       CUPROBE_LOG(kWarning,
                   "--capture-range cudaProfilerApi: the program never called cudaProfilerStart or "
                   "cuProfilerStart; nothing was traced");
-    } else if (summary.kernels.empty() && summary.launches.empty() && summary.memcpy.empty() &&
-               summary.memset.empty()) {
+    } else if (ranges == 0) {
+      // The hook could not watch the profiler calls and said so (or is of
+      // an earlier build): it traced everything.
+      CUPROBE_LOG(kWarning, "--capture-range cudaProfilerApi: the whole run was traced");
+    } else if (nothing) {
       CUPROBE_LOG(kWarning,
                   "--capture-range cudaProfilerApi: the program's %d profiler range(s) held no "
                   "launch, kernel, copy or set",

@@ -46,6 +46,9 @@ inline constexpr uint64_t kSegmentMagic = 0x5345424F'52505543ull;
 //    reserved): `cuprobe attach` asks the hook to attach a probe session.
 // 5: map ring records begun by bpf_ringbuf_reserve commit in their header's
 //    word 1 (maps/map_desc.h); a consumer of version 4 would wait on them.
+//    Still 5 with capture_ranges (formerly spare_stats[0]): a hook of an
+//    earlier build leaves it 0, which reads as "no profiler range opened",
+//    and such a hook has no capture range; the CLI then checks the records.
 inline constexpr uint32_t kSegmentLayoutVersion = 5;
 
 // "CPRRING1" in memory: marks a formatted RingControl.

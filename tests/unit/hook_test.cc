@@ -1087,6 +1087,25 @@ TEST(CaptureRanges, ContainsTheCallsBetweenEachStartAndStop) {
   EXPECT_EQ(inside, want);
 }
 
+// Id 0 is CUPTI's "no correlation id": in no range, even an open one, and
+// it does not move the high mark (as an id 2^32 ahead it would, once the
+// real ids pass 2^31, and every later id would be widened wrong).
+TEST(CaptureRanges, IdZeroIsInNoRangeAndMovesNothing) {
+  CaptureRanges r;
+  const uint32_t half = 1u << 31;
+  EXPECT_FALSE(r.Contains((1u << 30) + 10));  // the high mark moves to it
+  ASSERT_EQ(r.Open(half - 100), CaptureRanges::Change::kOpened);
+  EXPECT_TRUE(r.Contains(half + 20));  // and past 2^31
+  EXPECT_FALSE(r.Contains(0)) << "not even in an open range";
+  EXPECT_TRUE(r.Contains(half - 50)) << "a late record of a call inside";
+  ASSERT_EQ(r.Close(half + 100), CaptureRanges::Change::kClosed);
+  EXPECT_FALSE(r.Contains(0));
+  EXPECT_TRUE(r.Contains(half - 90)) << "the range's own calls, after all that";
+  EXPECT_TRUE(r.Contains(half + 99));
+  EXPECT_FALSE(r.Contains(half + 100));
+  EXPECT_FALSE(r.Contains(half - 101));
+}
+
 // A start on one thread may have taken its id before a stop on another:
 // the ranges stay sorted and disjoint (the search needs it), and an empty
 // range holds nothing.
@@ -1106,22 +1125,23 @@ TEST(CaptureRanges, IdsOutOfOrderKeepRangesDisjoint) {
 
 TEST(CaptureRanges, PastTheLastRangeNothingMoreIsCaptured) {
   CaptureRanges r;
+  // Range i spans [10 + 10i, 15 + 10i).
   for (int i = 0; i < CaptureRanges::kMaxRanges; ++i) {
-    ASSERT_EQ(r.Open(10 * i), CaptureRanges::Change::kOpened) << i;
-    ASSERT_EQ(r.Close(10 * i + 5), CaptureRanges::Change::kClosed) << i;
+    ASSERT_EQ(r.Open(10 + 10 * i), CaptureRanges::Change::kOpened) << i;
+    ASSERT_EQ(r.Close(15 + 10 * i), CaptureRanges::Change::kClosed) << i;
   }
-  const uint32_t next = 10 * CaptureRanges::kMaxRanges;
+  const uint32_t next = 10 + 10 * CaptureRanges::kMaxRanges;
   EXPECT_EQ(r.Open(next), CaptureRanges::Change::kFull) << "reported once";
   EXPECT_EQ(r.Open(next + 10), CaptureRanges::Change::kUnchanged);
   EXPECT_EQ(r.count(), CaptureRanges::kMaxRanges);
   EXPECT_FALSE(r.Contains(next + 1));
-  EXPECT_TRUE(r.Contains(10 * (CaptureRanges::kMaxRanges - 1) + 4));
-  EXPECT_FALSE(r.Contains(10 * (CaptureRanges::kMaxRanges - 1) + 5));
+  EXPECT_TRUE(r.Contains(next - 6));
+  EXPECT_FALSE(r.Contains(next - 5));
   for (int i = 0; i < CaptureRanges::kMaxRanges; i += 97) {
-    EXPECT_TRUE(r.Contains(10 * i)) << i;
-    EXPECT_TRUE(r.Contains(10 * i + 4)) << i;
-    EXPECT_FALSE(r.Contains(10 * i + 5)) << i;
-    EXPECT_FALSE(r.Contains(10 * i + 9)) << i;
+    EXPECT_TRUE(r.Contains(10 + 10 * i)) << i;
+    EXPECT_TRUE(r.Contains(14 + 10 * i)) << i;
+    EXPECT_FALSE(r.Contains(15 + 10 * i)) << i;
+    EXPECT_FALSE(r.Contains(19 + 10 * i)) << i;
   }
 }
 
