@@ -453,7 +453,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       rec.tid = a->threadId;
       rec.api = static_cast<uint16_t>(api);
       rec.result = static_cast<uint16_t>(a->returnValue);
-      Emit(RecordType::kLaunch, &rec, sizeof(rec));
+      EmitAs(me, RecordType::kLaunch, &rec, sizeof(rec));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
