@@ -1,18 +1,23 @@
 // launch_loop: a launch-bound loop of empty kernels, timed on the host.
 //
-//   launch_loop [launches]     (default 100000)
+//   launch_loop [launches] [range]     (default 100000)
 //
+// With "range", the timed loop runs between cudaProfilerStart and
+// cudaProfilerStop (what `cuprobe trace -c cudaProfilerApi` traces).
 // Prints "launch_loop: launches=N seconds=S per_launch_us=U".
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 __global__ void empty_kernel() {}
 
 int main(int argc, char** argv) {
   int launches = argc > 1 ? std::atoi(argv[1]) : 100000;
+  const bool range = argc > 2 && std::strcmp(argv[2], "range") == 0;
   if (cudaFree(nullptr) != cudaSuccess) return 2;
   empty_kernel<<<1, 1>>>();  // load the module before timing
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
@@ -28,6 +33,7 @@ int main(int argc, char** argv) {
     }
   }
   auto t0 = std::chrono::steady_clock::now();
+  if (range && cudaProfilerStart() != cudaSuccess) return 2;
   if (events > 0) {
     for (int i = 0; i < launches; ++i) {
       if (events > 1) cudaEventRecord(pool[(2 * i) % 4096]);
@@ -37,6 +43,7 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < launches && events == 0; ++i) empty_kernel<<<1, 32>>>();
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
+  if (range && cudaProfilerStop() != cudaSuccess) return 2;
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "launch_loop: launches=%d seconds=%.6f per_launch_us=%.3f\n", launches, s,
               s * 1e6 / launches);

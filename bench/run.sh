@@ -5,9 +5,12 @@
 #   bench/run.sh [RESULTS_DIR]
 #
 #  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`
-#     (everything; --trace launches; --trace kernels), and CUPTI's own
-#     cupti_trace_injection sample (built here from the toolkit).
-#  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe trace`.
+#     (everything; --trace launches; --trace kernels; launch records from
+#     API activity; --capture-range with the loop inside a range, and with
+#     no range opened), and CUPTI's own cupti_trace_injection sample (built
+#     here from the toolkit).
+#  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe
+#     trace`, and `cuprobe trace -c cudaProfilerApi` with the loop in a range.
 # Writes bench.tsv and prints a markdown table of median seconds and ratios.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -38,11 +41,17 @@ for ((r = 0; r < rounds; r++)); do
   run_case launch.cuprobe_kernels "$cuprobe" trace --trace kernels --format json -o "$tmp/t" -- "$loop" "$launches"
   # Launch records from API activity instead of callbacks.
   run_case launch.cuprobe_launch_activity env CUPROBE_LAUNCH_TIMES=activity "$cuprobe" trace --format json -o "$tmp/activity" -- "$loop" "$launches"
+  # --capture-range cudaProfilerApi: the timed loop inside the range (the
+  # range check on every record), and a run that never opens one (the
+  # callbacks still fire; nothing is recorded).
+  run_case launch.cuprobe_range "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/range" -- "$loop" "$launches" range
+  run_case launch.cuprobe_range_none "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/t" -- "$loop" "$launches"
   [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
 done
 # A configuration that records nothing is cheap for the wrong reason: the
-# last round's launch and kernel counts of the two full traces.
-for t in full activity; do
+# last round's launch and kernel counts of the full traces (the range one
+# must hold every timed launch: the one before the loop is outside it).
+for t in full activity range; do
   python3 - "$tmp/$t.json" "$t" <<'PY' || echo "bench: no report from the $t trace" >&2
 import json, sys
 totals = json.load(open(sys.argv[1]))["totals"]
@@ -54,6 +63,7 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     run_case torch.native python3 "$root/bench/torch_loop.py"
     run_case torch.profiler python3 "$root/bench/torch_loop.py" --profiler
     run_case torch.cuprobe "$cuprobe" trace --format json -o "$tmp/p" -- python3 "$root/bench/torch_loop.py"
+    run_case torch.cuprobe_range "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/p" -- python3 "$root/bench/torch_loop.py" --range
   done
 fi
 

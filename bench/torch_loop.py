@@ -1,9 +1,11 @@
 """A launch-bound PyTorch loop, timed inside the process.
 
-    python3 torch_loop.py [--iters N] [--profiler]
+    python3 torch_loop.py [--iters N] [--profiler] [--range]
 
 --profiler wraps the timed loop in torch.profiler (CUDA activity), the
-in-framework baseline cuprobe is compared with. Prints
+in-framework baseline cuprobe is compared with. --range runs the timed loop
+between torch.cuda.profiler.start() and stop() (what `cuprobe trace -c
+cudaProfilerApi` traces). Prints
 "torch_loop: iters=N seconds=S".
 """
 import argparse
@@ -22,6 +24,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iters", type=int, default=2000)
     p.add_argument("--profiler", action="store_true")
+    p.add_argument("--range", action="store_true")
     a = p.parse_args()
     x = torch.randn(64, 64, device="cuda")
     w = torch.randn(64, 64, device="cuda")
@@ -36,9 +39,13 @@ def main():
         ctx = contextlib.nullcontext()
     with ctx:
         t0 = time.perf_counter()
+        if a.range:
+            torch.cuda.profiler.start()
         for _ in range(a.iters):
             step(x, w)
         torch.cuda.synchronize()
+        if a.range:
+            torch.cuda.profiler.stop()
         seconds = time.perf_counter() - t0
     print("torch_loop: iters=%d seconds=%.6f" % (a.iters, seconds), file=sys.stderr)
     return 0

@@ -4,8 +4,13 @@ a small MLP, on the GPU.
     python3 train_step.py                    # run it (under `cuprobe trace`)
     python3 train_step.py --profile OUT.json # run it under torch.profiler and
                                              # write {kernel name: launches}
+    python3 train_step.py --range [--profile OUT.json]
 
 The second form is the reference the GPU tests compare `cuprobe trace` with.
+With --range the workload also runs once before and once after the measured
+run, with a sort, and the measured run lies between torch.cuda.profiler.start()
+and stop(): `cuprobe trace -c cudaProfilerApi` must then see exactly what
+torch.profiler sees of the measured run.
 """
 import argparse
 import collections
@@ -37,15 +42,28 @@ def workload():
     return float(s), float(loss)
 
 
+def outside():
+    """Work outside the measured run: the workload itself and a sort, whose
+    kernels the measured run does not launch."""
+    workload()
+    torch.sort(torch.randn(4096, device="cuda"))
+    torch.cuda.synchronize()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", metavar="OUT.json",
                         help="run under torch.profiler and write kernel launch counts")
+    parser.add_argument("--range", action="store_true",
+                        help="run the workload outside a profiler range too")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("train_step: no CUDA device", file=sys.stderr)
         return 2
+    if args.range:
+        outside()
+        torch.cuda.profiler.start()
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -61,6 +79,9 @@ def main():
             json.dump(dict(counts), f, indent=1, sort_keys=True)
     else:
         result = workload()
+    if args.range:
+        torch.cuda.profiler.stop()
+        outside()
     print("train_step: OK sum=%.3f loss=%.4f" % result)
     return 0
 

@@ -275,17 +275,28 @@ TEST_F(Trace, StandaloneModeWritesItsOwnTrace) {
   EXPECT_EQ(check.out, "8\n") << check.err;
 }
 
-TEST_F(Trace, PyTorchMatchesTorchProfiler) {
+// Runs samples/torch_mlp/train_step.py under torch.profiler (the reference)
+// and under `cuprobe trace` with `trace_args`, both with `script_args`, and
+// expects the same kernels, each launched as many times. `trace_err` gets
+// cuprobe's stderr.
+void ExpectTorchProfilerKernels(const std::string& dir, const std::vector<std::string>& trace_args,
+                                const std::vector<std::string>& script_args,
+                                std::string* trace_err = nullptr) {
   std::string script = SourceDir() + "/samples/torch_mlp/train_step.py";
-  ProcessResult has_torch = RunProcess({"python3", "-c", "import torch"});
-  if (has_torch.exit_code != 0) GTEST_SKIP() << "no PyTorch here";
-  std::string reference = dir_ + "/torch_profiler.json";
-  ProcessResult ref = RunProcess({"python3", script, "--profile", reference}, {}, 300);
+  std::string reference = dir + "/torch_profiler.json";
+  std::vector<std::string> ref_cmd = {"python3", script, "--profile", reference};
+  ref_cmd.insert(ref_cmd.end(), script_args.begin(), script_args.end());
+  ProcessResult ref = RunProcess(ref_cmd, {}, 300);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  std::string prefix = dir_ + "/torch";
-  ProcessResult r = RunProcess(
-      {Cuprobe(), "trace", "-o", prefix, "--format", "json", "--", "python3", script}, {}, 300);
+  std::string prefix = dir + "/torch";
+  std::vector<std::string> cmd = {Cuprobe(), "trace", "-o", prefix, "--format", "json"};
+  cmd.insert(cmd.end(), trace_args.begin(), trace_args.end());
+  cmd.insert(cmd.end(), {"--", "python3", script});
+  cmd.insert(cmd.end(), script_args.begin(), script_args.end());
+  ProcessResult r = RunProcess(cmd, {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("train_step: OK"));
+  if (trace_err != nullptr) *trace_err = r.err;
   Summary s = ReadSummary(prefix + ".json");
   ProcessResult lines = RunProcess(
       {"python3", "-c",
@@ -305,6 +316,24 @@ TEST_F(Trace, PyTorchMatchesTorchProfiler) {
   int64_t ours = 0;
   for (const auto& [name, n] : s.kernels) ours += n;
   EXPECT_EQ(ours, profiler_kernels) << "cuprobe saw kernels torch.profiler did not";
+}
+
+bool HaveTorch() { return RunProcess({"python3", "-c", "import torch"}).exit_code == 0; }
+
+TEST_F(Trace, PyTorchMatchesTorchProfiler) {
+  if (!HaveTorch()) GTEST_SKIP() << "no PyTorch here";
+  ExpectTorchProfilerKernels(dir_, {}, {});
+}
+
+// torch.cuda.profiler.start()/stop() around one run of the workload, with the
+// same workload and a sort before and after it: `-c cudaProfilerApi` sees
+// what torch.profiler sees of that one run, no more (the run outside would
+// double every count and add the sort's kernels).
+TEST_F(Trace, PyTorchCaptureRangeMatchesTorchProfiler) {
+  if (!HaveTorch()) GTEST_SKIP() << "no PyTorch here";
+  std::string err;
+  ExpectTorchProfilerKernels(dir_, {"-c", "cudaProfilerApi"}, {"--range"}, &err);
+  EXPECT_THAT(err, HasSubstr("traced 1 profiler range(s)"));
 }
 
 TEST_F(Trace, ExitStress) {
