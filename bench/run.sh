@@ -7,7 +7,7 @@
 #  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`
 #     (everything; --trace launches; --trace kernels; launch records from
 #     API activity; --capture-range with the loop inside a range, and with
-#     no range opened), and CUPTI's own cupti_trace_injection sample (built
+#     no range opened, CUPTI's activity off or on), and CUPTI's own cupti_trace_injection sample (built
 #     here from the toolkit).
 #  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe
 #     trace`, and `cuprobe trace -c cudaProfilerApi` with the loop in a range.
@@ -43,9 +43,11 @@ for ((r = 0; r < rounds; r++)); do
   run_case launch.cuprobe_launch_activity env CUPROBE_LAUNCH_TIMES=activity "$cuprobe" trace --format json -o "$tmp/activity" -- "$loop" "$launches"
   # --capture-range cudaProfilerApi: the timed loop inside the range (the
   # range check on every record), and a run that never opens one (the
-  # callbacks still fire; nothing is recorded).
+  # launch callbacks still fire; CUPTI's activity is off), also with the
+  # activity left on the whole run (CUPROBE_DIAG=capture-activity-on).
   run_case launch.cuprobe_range "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/range" -- "$loop" "$launches" range
   run_case launch.cuprobe_range_none "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/t" -- "$loop" "$launches"
+  run_case launch.cuprobe_range_none_activity_on env CUPROBE_DIAG=capture-activity-on "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/t" -- "$loop" "$launches"
   [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
 done
 # A configuration that records nothing is cheap for the wrong reason: the

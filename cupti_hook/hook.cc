@@ -75,6 +75,7 @@ HookConfig HookConfig::FromEnvironment() {
   // callbacks (docs/PERFORMANCE.md, 2026-12-05), which also give the stream.
   config.launch_api_activity = EnvChoice("CUPROBE_LAUNCH_TIMES", "activity", "callbacks");
   config.capture_profiler_api = EnvChoice("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", "none");
+  config.capture_activity_on = Tracer::DiagWord("capture-activity-on");
   config.program = ProgramName();
   return config;
 }
@@ -287,6 +288,13 @@ HookState Hook::Start() {
     DisableWith(absl::StrCat("cannot enable tracing (", status.message(), ")"));
     return lifecycle_.state();
   }
+  {
+    absl::MutexLock lock(&activity_mu_);
+    activity_on_ = activity_enabled_;
+    // With a capture range: off until the first start call (enabled above
+    // all the same, so that a CUPTI that refuses it says so now).
+    if (capture_ != nullptr && !config_.capture_activity_on) (void)SetActivity(false);
+  }
   tracer_->Begin(config_.program);
   watcher_ = KeptForever(
       new Watcher(std::chrono::milliseconds(config_.interval_ms), [this] { Tick(); }));
@@ -430,8 +438,11 @@ void Hook::Stop() {
   // published and freed) before anything is unmapped.
   if (attach_ != nullptr) attach_->Stop(absl::GetCurrentTimeNanos());
   if (activity_enabled_) {
-    for (CUpti_ActivityKind kind : ActivityKinds()) (void)seam_.ActivityDisable(kind);
-    if (launch_activity_.load()) (void)SetLaunchApiActivity(false);
+    {
+      absl::MutexLock lock(&activity_mu_);
+      (void)SetActivity(false);
+      activity_final_ = true;  // a profiler call still on its way turns nothing on
+    }
     activity_enabled_ = false;
     // Again, now that nothing adds records: what completed since the first
     // flush (the kernels late attach waited for above, launches still on
@@ -581,11 +592,40 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   }
 }
 
+absl::Status Hook::SetActivity(bool on) {
+  absl::Status first;
+  for (CUpti_ActivityKind kind : ActivityKinds()) {
+    absl::Status s = on ? seam_.ActivityEnable(kind) : seam_.ActivityDisable(kind);
+    if (first.ok()) first = s;
+  }
+  if (launch_activity_.load()) {
+    absl::Status s = SetLaunchApiActivity(on);
+    if (first.ok()) first = s;
+  }
+  activity_on_ = on;
+  return first;
+}
+
 void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
   // At ENTER: a start's range holds the calls after it; a stop's ends
   // before it. Both sites carry the same correlation id.
   if (data == nullptr || data->callbackSite != CUPTI_API_ENTER) return;
   const char* call = data->functionName != nullptr ? data->functionName : "?";
+  absl::MutexLock lock(&activity_mu_);
+  const bool switching = activity_enabled_ && !config_.capture_activity_on && !activity_final_;
+  // On before the range opens, so that every call of the range (this
+  // thread's next ones first) finds CUPTI recording.
+  if (start && switching && !activity_on_ && !capture_->open() &&
+      capture_->count() < CaptureRanges::kMaxRanges) {
+    absl::Status s = SetActivity(true);
+    if (!s.ok() && !activity_warned_) {
+      activity_warned_ = true;
+      CUPROBE_LOG(kWarning,
+                  "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: cannot turn CUPTI's activity on at %s "
+                  "(%s); kernels, copies and sets of the range may be missing",
+                  call, s.message());
+    }
+  }
   int number = 0;
   switch (start ? capture_->Open(data->correlationId, &number)
                 : capture_->Close(data->correlationId, &number)) {
@@ -594,6 +634,10 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
       break;
     case CaptureRanges::Change::kClosed:
       CUPROBE_LOG(kInfo, "capture range %d: %s, not tracing", number, call);
+      // Off again: what the range launched is recorded already (CUPTI
+      // keeps the records of kernels launched while it was on, also those
+      // that run after this call).
+      if (switching && activity_on_) (void)SetActivity(false);
       break;
     case CaptureRanges::Change::kFull:
       CUPROBE_LOG(kWarning,

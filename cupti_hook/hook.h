@@ -30,7 +30,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cupti_hook/capture_range.h"
 #include "cupti_hook/init_state.h"
 #include "cupti_hook/late_attach.h"
@@ -86,7 +88,13 @@ struct HookConfig {
   // only calls between the program's cudaProfilerStart and cudaProfilerStop
   // (or the driver's cuProfilerStart and cuProfilerStop) are traced
   // (cupti_hook/capture_range.h). CUPROBE_CAPTURE_RANGE=none: everything.
+  // CUPTI's activity (kernels, copies, sets, and the launch calls' API
+  // activity) is then on only while a range is open.
   bool capture_profiler_api = false;
+  // CUPROBE_DIAG=capture-activity-on (a measuring switch): with a capture
+  // range, CUPTI's activity stays on the whole run; only the records are
+  // filtered (what bench/run.sh compares the default with).
+  bool capture_activity_on = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).
@@ -168,15 +176,29 @@ class Hook {
   // Enables the launch callbacks (tracing, or late attach's redirection);
   // any thread, once.
   absl::Status EnableLaunchCallbacks();
-  // A profiler start or stop call (either API): opens or closes a range.
+  // A profiler start or stop call (either API): opens or closes a range,
+  // turning CUPTI's activity on before a range opens and off once it closes.
   void OnProfilerCall(bool start, const CUpti_CallbackData* data);
+  // Turns the activity kinds (ActivityKinds(), and the launch calls' API
+  // activity when launch records come from it) on or off; returns the first
+  // refusal.
+  absl::Status SetActivity(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(activity_mu_);
 
   CuptiSeam& seam_;
   HookConfig config_;
   OutputFactory make_output_;
   InitStateMachine lifecycle_;
   bool subscribed_ = false;
-  bool activity_enabled_ = false;
+  bool activity_enabled_ = false;  // by Start: buffers may hold records
+  // Whether the activity kinds are on now. With a capture range they are on
+  // only while a range is open: outside one CUPTI times no kernel, which is
+  // most of what a trace costs on a launch-bound program. The mutex orders
+  // the profiler calls' switching with each other and with teardown, which
+  // turns it off for good (activity_final_).
+  absl::Mutex activity_mu_;
+  bool activity_on_ ABSL_GUARDED_BY(activity_mu_) = false;
+  bool activity_final_ ABSL_GUARDED_BY(activity_mu_) = false;
+  bool activity_warned_ ABSL_GUARDED_BY(activity_mu_) = false;
   // Launch records come from API activity (not the callbacks).
   std::atomic<bool> launch_activity_{false};
   std::atomic<bool> launch_callbacks_on_{false};

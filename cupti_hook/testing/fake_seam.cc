@@ -117,17 +117,37 @@ void FakeSeam::QueueActivity(const void* record, size_t size) {
 
 absl::Status FakeSeam::ActivityEnable(CUpti_ActivityKind kind) {
   Record(absl::StrCat("ActivityEnable(", kind, ")"));
+  if (!activity_enable_status.ok()) return activity_enable_status;
+  SetActivityOn(absl::StrCat("kind ", kind), true);
   return absl::OkStatus();
 }
 
 absl::Status FakeSeam::ActivityEnableDriverApi(CUpti_CallbackId cbid, bool enable) {
   Record(absl::StrCat("ActivityEnableDriverApi(", cbid, ",", enable ? 1 : 0, ")"));
-  return enable ? driver_api_activity_status : absl::OkStatus();
+  if (enable && !driver_api_activity_status.ok()) return driver_api_activity_status;
+  SetActivityOn(absl::StrCat("driver ", cbid), enable);
+  return absl::OkStatus();
 }
 
 absl::Status FakeSeam::ActivityEnableRuntimeApi(CUpti_CallbackId cbid, bool enable) {
   Record(absl::StrCat("ActivityEnableRuntimeApi(", cbid, ",", enable ? 1 : 0, ")"));
-  return enable ? runtime_api_activity_status : absl::OkStatus();
+  if (enable && !runtime_api_activity_status.ok()) return runtime_api_activity_status;
+  SetActivityOn(absl::StrCat("runtime ", cbid), enable);
+  return absl::OkStatus();
+}
+
+void FakeSeam::SetActivityOn(const std::string& what, bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (on) {
+    activity_on_.insert(what);
+  } else {
+    activity_on_.erase(what);
+  }
+}
+
+std::set<std::string> FakeSeam::activity_on() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return activity_on_;
 }
 
 absl::Status FakeSeam::ActivityUseSystemThreadIds() {
@@ -137,6 +157,7 @@ absl::Status FakeSeam::ActivityUseSystemThreadIds() {
 
 absl::Status FakeSeam::ActivityDisable(CUpti_ActivityKind kind) {
   Record(absl::StrCat("ActivityDisable(", kind, ")"));
+  SetActivityOn(absl::StrCat("kind ", kind), false);
   return absl::OkStatus();
 }
 

@@ -40,6 +40,7 @@ class FakeSeam : public CuptiSeam {
   absl::Status driver_api_activity_status;   // ActivityEnableDriverApi(..., true)
   absl::Status runtime_api_activity_status;  // ActivityEnableRuntimeApi(..., true)
   absl::Status system_thread_ids_status;     // ActivityUseSystemThreadIds()
+  absl::Status activity_enable_status;       // ActivityEnable()
   std::map<const void*, std::string> names;  // handle -> kernel name
   // Handles that are CUkernels: cuFuncGetName fails on them, as on a driver.
   std::set<const void*> kernel_handles;
@@ -96,6 +97,9 @@ class FakeSeam : public CuptiSeam {
   [[nodiscard]] std::vector<std::string> calls() const;
   [[nodiscard]] bool subscribed() const;
   [[nodiscard]] std::set<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> enabled() const;
+  // The activity on now: "kind N" for each activity kind, "driver N" and
+  // "runtime N" for each call whose API activity is on.
+  [[nodiscard]] std::set<std::string> activity_on() const;
 
   // Invokes the subscribed callback as CUPTI would (no-op if unsubscribed).
   void Fire(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
@@ -144,6 +148,7 @@ class FakeSeam : public CuptiSeam {
 
  private:
   void Record(const std::string& call);
+  void SetActivityOn(const std::string& what, bool on);
 
   mutable std::mutex mu_;
   std::vector<std::string> calls_;
@@ -153,6 +158,7 @@ class FakeSeam : public CuptiSeam {
   CUpti_BuffersCallbackRequestFunc request_ = nullptr;
   CUpti_BuffersCallbackCompleteFunc complete_ = nullptr;
   std::vector<uint8_t> pending_;
+  std::set<std::string> activity_on_;
 };
 
 }  // namespace cuprobe

@@ -31,6 +31,7 @@ namespace cuprobe {
 namespace {
 
 using ::testing::Contains;
+using ::testing::IsEmpty;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsSupersetOf;
@@ -1341,6 +1342,92 @@ TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
     ASSERT_EQ(launches.size(), 5u);
     EXPECT_EQ(Body<LaunchRecord>(launches[3]).api_start_ns, 1800u) << "the time ENTER took";
   }
+}
+
+// With a capture range CUPTI's activity is on only while a range is open:
+// off from Start (after Start has checked that CUPTI can turn it on), on at
+// a start call before the range opens, off at the stop call that closes it,
+// and left alone by the nested call of the other API. In both ways of
+// recording launches (launch records from API activity switch that too).
+TEST(Hook, CaptureRangeTurnsActivityOnOnlyInsideRanges) {
+  for (bool from_activity : {false, true}) {
+    SCOPED_TRACE(from_activity ? "launch records from API activity" : "launch callbacks");
+    Rig rig(60000, "", [&](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.launch_api_activity = from_activity;
+    });
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    std::set<std::string> all;
+    for (CUpti_ActivityKind kind : Tracer::kActivityKinds) all.insert(absl::StrCat("kind ", kind));
+    if (from_activity) {
+      for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) all.insert(absl::StrCat("driver ", cbid));
+      for (CUpti_CallbackId cbid : Tracer::kRuntimeLaunchApis) {
+        all.insert(absl::StrCat("runtime ", cbid));
+      }
+    }
+    EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)")) << "checked at Start";
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "off before the first start call";
+    auto enables = [&] {
+      auto calls = rig.seam.calls();
+      return std::count(calls.begin(), calls.end(), "ActivityEnable(10)");
+    };
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
+                 CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, 5);
+    EXPECT_EQ(rig.seam.activity_on(), all);
+    const auto after_start = enables();
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 5);
+    EXPECT_EQ(enables(), after_start) << "the driver's call inside the runtime's";
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 9);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
+                 CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, 10);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "a stop with no range open";
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 12);
+    EXPECT_EQ(rig.seam.activity_on(), all);
+    rig.hook.Stop();  // the range is still open
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+    EXPECT_EQ(rig.hook.capture_ranges()->count(), 2);
+  }
+}
+
+// CUPROBE_DIAG=capture-activity-on: the activity stays on, only records are
+// filtered. A CUPTI that refuses to turn it on at a start call gets one
+// warning, and the range still counts its launches.
+TEST(Hook, CaptureRangeActivitySwitchOffOrRefused) {
+  {
+    Rig rig(60000, "", [](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.capture_activity_on = true;
+    });
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    EXPECT_EQ(rig.seam.activity_on().size(), Tracer::kActivityKinds.size());
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 5);
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 9);
+    EXPECT_EQ(rig.seam.activity_on().size(), Tracer::kActivityKinds.size());
+    rig.hook.Stop();
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+  }
+  Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+  StderrCapture capture;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  rig.seam.activity_enable_status = absl::InternalError("CUPTI_ERROR_NOT_COMPATIBLE");
+  int k = 0;
+  rig.seam.names[&k] = "_Z4stepv";
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  for (uint32_t id : {10u, 20u}) {
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, id);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, id + 1, 300, 350);
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
+                 id + 2);
+  }
+  rig.hook.Stop();
+  EXPECT_EQ(rig.output.OfType(RecordType::kLaunch).size(), 2u);
+  const std::string err = capture.Take();
+  const std::string warning =
+      "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: cannot turn CUPTI's activity on at cuProfilerStart "
+      "(CUPTI_ERROR_NOT_COMPATIBLE); kernels, copies and sets of the range may be missing";
+  EXPECT_THAT(err, HasSubstr(warning));
+  EXPECT_EQ(err.find(warning), err.rfind(warning)) << "said once: " << err;
 }
 
 // Where CUPTI will not call back on the profiler calls, the whole run is
