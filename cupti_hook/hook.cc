@@ -293,7 +293,9 @@ HookState Hook::Start() {
     activity_on_ = activity_enabled_;
     // With a capture range: off until the first start call (enabled above
     // all the same, so that a CUPTI that refuses it says so now).
-    if (capture_ != nullptr && !config_.capture_activity_on) (void)SetActivity(false);
+    if (capture_ != nullptr && !config_.capture_activity_on) {
+      (void)SetActivity(false, /*launch_apis=*/false);
+    }
   }
   tracer_->Begin(config_.program);
   watcher_ = KeptForever(
@@ -440,7 +442,7 @@ void Hook::Stop() {
   if (activity_enabled_) {
     {
       absl::MutexLock lock(&activity_mu_);
-      (void)SetActivity(false);
+      (void)SetActivity(false, /*launch_apis=*/true);
       activity_final_ = true;  // a profiler call still on its way turns nothing on
     }
     activity_enabled_ = false;
@@ -592,13 +594,13 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   }
 }
 
-absl::Status Hook::SetActivity(bool on) {
+absl::Status Hook::SetActivity(bool on, bool launch_apis) {
   absl::Status first;
   for (CUpti_ActivityKind kind : ActivityKinds()) {
     absl::Status s = on ? seam_.ActivityEnable(kind) : seam_.ActivityDisable(kind);
     if (first.ok()) first = s;
   }
-  if (launch_activity_.load()) {
+  if (launch_apis && launch_activity_.load()) {
     absl::Status s = SetLaunchApiActivity(on);
     if (first.ok()) first = s;
   }
@@ -617,7 +619,7 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
   // thread's next ones first) finds CUPTI recording.
   if (start && switching && !activity_on_ && !capture_->open() &&
       capture_->count() < CaptureRanges::kMaxRanges) {
-    absl::Status s = SetActivity(true);
+    absl::Status s = SetActivity(true, /*launch_apis=*/false);
     if (!s.ok() && !activity_warned_) {
       activity_warned_ = true;
       CUPROBE_LOG(kWarning,
@@ -637,7 +639,7 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
       // Off again: what the range launched is recorded already (CUPTI
       // keeps the records of kernels launched while it was on, also those
       // that run after this call).
-      if (switching && activity_on_) (void)SetActivity(false);
+      if (switching && activity_on_) (void)SetActivity(false, /*launch_apis=*/false);
       break;
     case CaptureRanges::Change::kFull:
       CUPROBE_LOG(kWarning,

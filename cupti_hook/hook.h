@@ -88,8 +88,8 @@ struct HookConfig {
   // only calls between the program's cudaProfilerStart and cudaProfilerStop
   // (or the driver's cuProfilerStart and cuProfilerStop) are traced
   // (cupti_hook/capture_range.h). CUPROBE_CAPTURE_RANGE=none: everything.
-  // CUPTI's activity (kernels, copies, sets, and the launch calls' API
-  // activity) is then on only while a range is open.
+  // CUPTI's kernel, memcpy and memset activity is then on only while a
+  // range is open.
   bool capture_profiler_api = false;
   // CUPROBE_DIAG=capture-activity-on (a measuring switch): with a capture
   // range, CUPTI's activity stays on the whole run; only the records are
@@ -179,10 +179,12 @@ class Hook {
   // A profiler start or stop call (either API): opens or closes a range,
   // turning CUPTI's activity on before a range opens and off once it closes.
   void OnProfilerCall(bool start, const CUpti_CallbackData* data);
-  // Turns the activity kinds (ActivityKinds(), and the launch calls' API
-  // activity when launch records come from it) on or off; returns the first
-  // refusal.
-  absl::Status SetActivity(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(activity_mu_);
+  // Turns the activity kinds (ActivityKinds(), and with `launch_apis` the
+  // launch calls' API activity when launch records come from it) on or off;
+  // returns the first refusal. A capture range switches the kinds alone:
+  // on the H200, switching the API activity off lost the record of the
+  // last launch before it (the launch records are filtered by range anyway).
+  absl::Status SetActivity(bool on, bool launch_apis) ABSL_EXCLUSIVE_LOCKS_REQUIRED(activity_mu_);
 
   CuptiSeam& seam_;
   HookConfig config_;
