@@ -76,6 +76,7 @@ HookConfig HookConfig::FromEnvironment() {
   config.launch_api_activity = EnvChoice("CUPROBE_LAUNCH_TIMES", "activity", "callbacks");
   config.capture_profiler_api = EnvChoice("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", "none");
   config.capture_activity_on = Tracer::DiagWord("capture-activity-on");
+  config.activity_at_context = Tracer::DiagWord("activity-at-context");
   config.program = ProgramName();
   return config;
 }
@@ -293,7 +294,8 @@ HookState Hook::Start() {
     activity_on_ = activity_enabled_;
     // With a capture range: off until the first start call (enabled above
     // all the same, so that a CUPTI that refuses it says so now).
-    if (capture_ != nullptr && !config_.capture_activity_on) {
+    if ((capture_ != nullptr && !config_.capture_activity_on) ||
+        (capture_ == nullptr && config_.activity_at_context)) {
       (void)SetActivity(false, /*launch_apis=*/false);
     }
   }
@@ -560,6 +562,12 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     case CUPTI_CB_DOMAIN_RESOURCE:
       if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
         contexts_alive_.fetch_add(1, std::memory_order_relaxed);
+        if (capture_ == nullptr && config_.activity_at_context) {
+          absl::MutexLock lock(&activity_mu_);
+          if (activity_enabled_ && !activity_on_ && !activity_final_) {
+            (void)SetActivity(true, /*launch_apis=*/false);
+          }
+        }
         // Allocate the probes' maps now, before the application can be in
         // the middle of a stream capture when its first module loads.
         auto* r = static_cast<const CUpti_ResourceData*>(cbdata);

@@ -95,6 +95,13 @@ struct HookConfig {
   // range, CUPTI's activity stays on the whole run; only the records are
   // filtered (what bench/run.sh compares the default with).
   bool capture_activity_on = false;
+  // CUPROBE_DIAG=activity-at-context (a measuring switch): without a
+  // capture range, the activity kinds are turned off after Start's check and
+  // on again when the first context is created, from its callback. On the
+  // H200 a range's activity, turned on mid-run, looked cheaper than the
+  // same activity on from Start (docs/PERFORMANCE.md); this tells whether
+  // turning it on once a context exists is what matters.
+  bool activity_at_context = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).

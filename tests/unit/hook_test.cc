@@ -1436,6 +1436,26 @@ TEST(Hook, CaptureRangeActivitySwitchOffOrRefused) {
   EXPECT_EQ(err.find(warning), err.rfind(warning)) << "said once: " << err;
 }
 
+// CUPROBE_DIAG=activity-at-context: the activity kinds are off after
+// Start and on from the first context's creation; a second context changes
+// nothing, and teardown turns them off.
+TEST(Hook, ActivityAtContextTurnsKindsOnAtTheFirstContext) {
+  Rig rig(60000, "", [](HookConfig& c) { c.activity_at_context = true; });
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)")) << "checked at Start";
+  EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+  CUpti_ResourceData r = {};
+  rig.seam.Fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &r);
+  EXPECT_EQ(rig.seam.activity_on().size(), Tracer::kActivityKinds.size());
+  auto calls = rig.seam.calls();
+  const auto enables = std::count(calls.begin(), calls.end(), "ActivityEnable(10)");
+  rig.seam.Fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &r);
+  calls = rig.seam.calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "ActivityEnable(10)"), enables);
+  rig.hook.Stop();
+  EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+}
+
 // Where CUPTI will not call back on the profiler calls, the whole run is
 // traced, with one warning; the hook itself stays READY.
 TEST(Hook, CaptureRangeWithoutProfilerCallbacksTracesTheWholeRun) {
