@@ -442,12 +442,22 @@ void Hook::Stop() {
   // published and freed) before anything is unmapped.
   if (attach_ != nullptr) attach_->Stop(absl::GetCurrentTimeNanos());
   if (activity_enabled_) {
-    {
-      absl::MutexLock lock(&activity_mu_);
-      (void)SetActivity(false, /*launch_apis=*/true);
-      activity_final_ = true;  // a profiler call still on its way turns nothing on
+    // Off for good: a profiler call still on its way turns nothing on. A
+    // program thread may hold the lock inside a CUPTI call; teardown does
+    // not wait on it past 2 s (the activity is then left as it is).
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    bool locked = false;
+    while (!(locked = activity_mu_.TryLock()) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
     }
-    activity_enabled_ = false;
+    if (locked) {
+      (void)SetActivity(false, /*launch_apis=*/true);
+      activity_final_ = true;
+      activity_enabled_ = false;
+      activity_mu_.Unlock();
+    } else {
+      CUPROBE_LOG(kWarning, "teardown: a thread is still switching CUPTI's activity; left on");
+    }
     // Again, now that nothing adds records: what completed since the first
     // flush (the kernels late attach waited for above, launches still on
     // their way) reaches the sink while it is open.
@@ -621,33 +631,47 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
   // before it. Both sites carry the same correlation id.
   if (data == nullptr || data->callbackSite != CUPTI_API_ENTER) return;
   const char* call = data->functionName != nullptr ? data->functionName : "?";
-  absl::MutexLock lock(&activity_mu_);
-  const bool switching = activity_enabled_ && !config_.capture_activity_on && !activity_final_;
-  // On before the range opens, so that every call of the range (this
-  // thread's next ones first) finds CUPTI recording.
-  if (start && switching && !activity_on_ && !capture_->open() &&
-      capture_->count() < CaptureRanges::kMaxRanges) {
-    absl::Status s = SetActivity(true, /*launch_apis=*/false);
-    if (!s.ok() && !activity_warned_) {
-      activity_warned_ = true;
-      CUPROBE_LOG(kWarning,
-                  "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: cannot turn CUPTI's activity on at %s "
-                  "(%s); kernels, copies and sets of the range may be missing",
-                  call, s.message());
+  int number = 0;
+  CaptureRanges::Change change = CaptureRanges::Change::kUnchanged;
+  absl::Status refused;
+  bool warn_refused = false;
+  {
+    absl::MutexLock lock(&activity_mu_);
+    const bool switching = activity_enabled_ && !config_.capture_activity_on && !activity_final_;
+    // On before the range opens, so that every call of the range (this
+    // thread's next ones first) finds CUPTI recording. (Past the last range
+    // nothing opens: no switching then.)
+    bool turned_on = false;
+    if (start && switching && !activity_on_ &&
+        capture_->count() < CaptureRanges::kMaxRanges) {
+      refused = SetActivity(true, /*launch_apis=*/false);
+      turned_on = true;
+      warn_refused = !refused.ok() && !activity_warned_;
+      activity_warned_ = activity_warned_ || warn_refused;
+    }
+    change = start ? capture_->Open(data->correlationId, &number)
+                   : capture_->Close(data->correlationId, &number);
+    // Off once the range has closed: CUPTI still hands over the records of
+    // kernels launched while it was on, also of those that run after this
+    // call. And off again if this start opened nothing.
+    if (switching && activity_on_ &&
+        (change == CaptureRanges::Change::kClosed ||
+         (turned_on && change != CaptureRanges::Change::kOpened))) {
+      (void)SetActivity(false, /*launch_apis=*/false);
     }
   }
-  int number = 0;
-  switch (start ? capture_->Open(data->correlationId, &number)
-                : capture_->Close(data->correlationId, &number)) {
+  if (warn_refused) {
+    CUPROBE_LOG(kWarning,
+                "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: cannot turn CUPTI's activity on at %s "
+                "(%s); kernels, copies and sets of the range may be missing",
+                call, refused.message());
+  }
+  switch (change) {
     case CaptureRanges::Change::kOpened:
       CUPROBE_LOG(kInfo, "capture range %d: %s, tracing", number, call);
       break;
     case CaptureRanges::Change::kClosed:
       CUPROBE_LOG(kInfo, "capture range %d: %s, not tracing", number, call);
-      // Off again: what the range launched is recorded already (CUPTI
-      // keeps the records of kernels launched while it was on, also those
-      // that run after this call).
-      if (switching && activity_on_) (void)SetActivity(false, /*launch_apis=*/false);
       break;
     case CaptureRanges::Change::kFull:
       CUPROBE_LOG(kWarning,

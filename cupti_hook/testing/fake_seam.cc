@@ -111,6 +111,14 @@ size_t FakeSeam::ActivityRecordSize(CUpti_ActivityKind kind) {
 
 void FakeSeam::QueueActivity(const void* record, size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
+  CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_INVALID;
+  std::memcpy(&kind, record, sizeof(kind));
+  // As CUPTI: a kernel, copy or set happens unrecorded while its kind is off.
+  if ((kind == CUPTI_ACTIVITY_KIND_KERNEL || kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+       kind == CUPTI_ACTIVITY_KIND_MEMCPY || kind == CUPTI_ACTIVITY_KIND_MEMSET) &&
+      activity_on_.count(absl::StrCat("kind ", kind)) == 0) {
+    return;
+  }
   const auto* p = static_cast<const uint8_t*>(record);
   pending_.insert(pending_.end(), p, p + size);
 }

@@ -89,7 +89,9 @@ class FakeSeam : public CuptiSeam {
   // Activity records for the next ActivityFlushAll: laid out back to back in
   // one buffer, as CUPTI does (CUpti_ActivityKernel10, CUpti_ActivityMemcpy6,
   // CUpti_ActivityMemset4). Flushing hands them to the registered
-  // buffer-completed callback.
+  // buffer-completed callback. A kernel, memcpy or memset record is dropped
+  // while its kind is off (ActivityEnable/ActivityDisable), as CUPTI would
+  // not write it.
   void QueueActivity(const void* record, size_t size);
   [[nodiscard]] static size_t ActivityRecordSize(CUpti_ActivityKind kind);
 

@@ -1224,11 +1224,16 @@ void ProfilerCall(FakeSeam& seam, CUpti_CallbackDomain domain, CUpti_CallbackId 
 // does not. A launch whose ENTER came before another thread's start
 // callback, and its EXIT after, keeps the start time its ENTER took.
 TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
-  for (bool from_activity : {false, true}) {
+  for (auto [from_activity, activity_on] :
+       {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
     SCOPED_TRACE(from_activity ? "launch records from API activity" : "launch callbacks");
+    // Activity on the whole run: CUPTI writes the kernels, copies and sets
+    // outside the ranges too, and the range check alone keeps them out.
+    SCOPED_TRACE(activity_on ? "capture-activity-on" : "activity switched by the ranges");
     Rig rig(60000, "", [&](HookConfig& c) {
       c.capture_profiler_api = true;
       c.launch_api_activity = from_activity;
+      c.capture_activity_on = activity_on;
     });
     int k = 0;
     rig.seam.names[&k] = "_Z4stepv";
@@ -1287,8 +1292,10 @@ TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
     rig.seam.QueueActivity(&m, sizeof(m));
     Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 8, 800, 850);
     api(8);
+    // Launched while the activity was on, runs after the stop: CUPTI hands
+    // its record over later.
+    kernel(8, 2000);
     driver(CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 9);
-    kernel(8, 2000);  // runs after the stop
     launch(10);
     CUpti_ActivityMemset4 s = {};
     s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
@@ -1396,6 +1403,27 @@ TEST(Hook, CaptureRangeTurnsActivityOnOnlyInsideRanges) {
   }
 }
 
+// Past the last range a start call opens nothing, and turns nothing on.
+TEST(Hook, CaptureRangePastTheLastRangeLeavesActivityOff) {
+  Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+  StderrCapture capture;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  uint32_t id = 10;
+  for (int i = 0; i < CaptureRanges::kMaxRanges; ++i, id += 2) {
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, id);
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
+                 id + 1);
+  }
+  EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+  for (int i = 0; i < 2; ++i, id += 2) {
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, id);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "start " << i << " past the last range";
+  }
+  EXPECT_EQ(rig.hook.capture_ranges()->count(), CaptureRanges::kMaxRanges);
+  rig.hook.Stop();
+  EXPECT_THAT(capture.Take(), HasSubstr("4096 ranges traced; later ranges are not"));
+}
+
 // CUPROBE_DIAG=capture-activity-on: the activity stays on, only records are
 // filtered. A CUPTI that refuses to turn it on at a start call gets one
 // warning, and the range still counts its launches.
@@ -1465,12 +1493,21 @@ TEST(Hook, CaptureRangeWithoutProfilerCallbacksTracesTheWholeRun) {
   StderrCapture capture;
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   EXPECT_EQ(rig.hook.capture_ranges(), nullptr);
+  EXPECT_EQ(rig.seam.activity_on().size(), Tracer::kActivityKinds.size()) << "left on";
   int k = 0;
   rig.seam.names[&k] = "_Z4stepv";
   auto p = KernelParams(&k, 1, 32, nullptr);
   Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 3, 300, 350);
+  CUpti_ActivityKernel10 kernel = {};
+  kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  kernel.name = "_Z4stepv";
+  kernel.start = 400;
+  kernel.end = 410;
+  kernel.correlationId = 3;
+  rig.seam.QueueActivity(&kernel, sizeof(kernel));
   rig.hook.Stop();
   EXPECT_EQ(rig.output.OfType(RecordType::kLaunch).size(), 1u);
+  EXPECT_EQ(rig.output.OfType(RecordType::kKernel).size(), 1u);
   const std::string err = capture.Take();
   EXPECT_THAT(err, HasSubstr("cannot watch the profiler start and stop calls "
                              "(CUPTI_ERROR_INVALID_PARAMETER); tracing the whole run"));
