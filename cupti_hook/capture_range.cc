@@ -23,7 +23,7 @@ CaptureRanges::Change CaptureRanges::Open(uint32_t correlation_id, int* number) 
   absl::MutexLock lock(&mu_);
   if (is_open_) return Change::kUnchanged;
   const int n = count_.load(std::memory_order_relaxed);
-  if (n == kMaxRanges) {
+  if (n == limit_) {
     if (full_reported_) return Change::kUnchanged;
     full_reported_ = true;
     return Change::kFull;

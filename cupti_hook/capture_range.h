@@ -41,6 +41,7 @@
 #include <limits>
 
 #include "absl/synchronization/mutex.h"
+#include "cupti_hook/capture_range_end.h"
 
 namespace cuprobe {
 
@@ -49,13 +50,18 @@ class CaptureRanges {
   // Ranges past this many are not captured (Open returns kFull once). A
   // program that brackets every step of a long run still gets its first
   // 4096 steps.
-  static constexpr int kMaxRanges = 4096;
+  static constexpr int kMaxRanges = kMaxCaptureRanges;
+
+  // `limit`: ranges captured at most (--capture-range-end repeat:N), 1 to
+  // kMaxRanges (clamped).
+  explicit CaptureRanges(int limit = kMaxRanges)
+      : limit_(limit < 1 ? 1 : (limit > kMaxRanges ? kMaxRanges : limit)) {}
 
   enum class Change { kOpened, kClosed, kUnchanged, kFull };
 
   // A start call: opens a range from `correlation_id` on. kUnchanged if one
   // is open already (a second start, or the driver call inside the
-  // runtime's). kFull, once, when kMaxRanges ranges have been opened.
+  // runtime's). kFull, once, when limit() ranges have been opened.
   // *number: the range's number from 1 (for messages), when opened.
   Change Open(uint32_t correlation_id, int* number = nullptr);
   // A stop call: the open range ends before `correlation_id`. kUnchanged if
@@ -67,6 +73,7 @@ class CaptureRanges {
   [[nodiscard]] bool Contains(uint32_t correlation_id) const;
   // Ranges opened so far.
   [[nodiscard]] int count() const { return count_.load(std::memory_order_acquire); }
+  [[nodiscard]] int limit() const { return limit_; }
   [[nodiscard]] bool open() const;
 
  private:
@@ -79,6 +86,7 @@ class CaptureRanges {
   // 2^30 past it.
   int64_t Widen(uint32_t correlation_id) const;
 
+  const int limit_;
   mutable absl::Mutex mu_;  // serializes Open and Close
   bool is_open_ ABSL_GUARDED_BY(mu_) = false;
   bool full_reported_ ABSL_GUARDED_BY(mu_) = false;

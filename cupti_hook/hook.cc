@@ -75,6 +75,14 @@ HookConfig HookConfig::FromEnvironment() {
   // callbacks (docs/PERFORMANCE.md, 2026-12-05), which also give the stream.
   config.launch_api_activity = EnvChoice("CUPROBE_LAUNCH_TIMES", "activity", "callbacks");
   config.capture_profiler_api = EnvChoice("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", "none");
+  if (const char* s = std::getenv("CUPROBE_CAPTURE_RANGE_END"); s != nullptr && *s != '\0') {
+    absl::StatusOr<CaptureRangeEnd> end = ParseCaptureRangeEnd(s);
+    if (end.ok()) {
+      config.capture_range_end = *end;
+    } else {
+      CUPROBE_LOG(kWarning, "CUPROBE_CAPTURE_RANGE_END: %s; using repeat", end.status().message());
+    }
+  }
   config.capture_activity_on = Tracer::DiagWord("capture-activity-on");
   config.activity_at_context = Tracer::DiagWord("activity-at-context");
   config.program = ProgramName();
@@ -237,7 +245,7 @@ HookState Hook::Start() {
 
   tracer_ = KeptForever(new Tracer(seam_, *output_, config_.pid));
   if (config_.capture_profiler_api) {
-    capture_ = KeptForever(new CaptureRanges);
+    capture_ = KeptForever(new CaptureRanges(config_.capture_range_end.max_ranges));
     tracer_->SetCaptureRanges(capture_);
   }
   if (!output_->BundleBytes().empty()) {
@@ -630,6 +638,8 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
   // At ENTER: a start's range holds the calls after it; a stop's ends
   // before it. Both sites carry the same correlation id.
   if (data == nullptr || data->callbackSite != CUPTI_API_ENTER) return;
+  // --capture-range-end none: the range runs to the end of the program.
+  if (!start && config_.capture_range_end.ignore_stop) return;
   const char* call = data->functionName != nullptr ? data->functionName : "?";
   int number = 0;
   CaptureRanges::Change change = CaptureRanges::Change::kUnchanged;
@@ -642,8 +652,7 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
     // thread's next ones first) finds CUPTI recording. (Past the last range
     // nothing opens: no switching then.)
     bool turned_on = false;
-    if (start && switching && !activity_on_ &&
-        capture_->count() < CaptureRanges::kMaxRanges) {
+    if (start && switching && !activity_on_ && capture_->count() < capture_->limit()) {
       refused = SetActivity(true, /*launch_apis=*/false);
       turned_on = true;
       warn_refused = !refused.ok() && !activity_warned_;
@@ -674,9 +683,17 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
       CUPROBE_LOG(kInfo, "capture range %d: %s, not tracing", number, call);
       break;
     case CaptureRanges::Change::kFull:
-      CUPROBE_LOG(kWarning,
-                  "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: %d ranges traced; later ranges are not",
-                  CaptureRanges::kMaxRanges);
+      if (capture_->limit() < CaptureRanges::kMaxRanges) {
+        CUPROBE_LOG(kInfo,
+                    "capture range: %d range(s) traced, as --capture-range-end asks; later "
+                    "ranges are not",
+                    capture_->limit());
+      } else {
+        CUPROBE_LOG(kWarning,
+                    "CUPROBE_CAPTURE_RANGE=cudaProfilerApi: %d ranges traced; later ranges are "
+                    "not",
+                    CaptureRanges::kMaxRanges);
+      }
       break;
     case CaptureRanges::Change::kUnchanged:
       break;

@@ -91,6 +91,9 @@ struct HookConfig {
   // CUPTI's kernel, memcpy and memset activity is then on only while a
   // range is open.
   bool capture_profiler_api = false;
+  // CUPROBE_CAPTURE_RANGE_END (`--capture-range-end`): how many ranges, and
+  // whether a stop call ends one (cupti_hook/capture_range_end.h).
+  CaptureRangeEnd capture_range_end;
   // CUPROBE_DIAG=capture-activity-on (a measuring switch): with a capture
   // range, CUPTI's activity stays on the whole run; only the records are
   // filtered (what bench/run.sh compares the default with).

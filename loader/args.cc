@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cupti_hook/capture_range_end.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -83,6 +84,12 @@ OPTIONS
                                       cudaProfilerStop (cuProfilerStart/Stop,
                                       torch.cuda.profiler.start/stop); every
                                       such range of the run, in one report
+      --capture-range-end E  which ranges (with -c; default: repeat):
+                            repeat    every range (up to 4096)
+                            repeat:N  the first N ranges
+                            stop      the first range only
+                            none      from the first start to the end of
+                                      the run (stop calls are ignored)
       --buffer-mb N       size of the record ring in the session (default: 64)
       --interval MS       how often the hook publishes heartbeats (default: 100)
       --keep              keep the session segment in /dev/shm after the run
@@ -95,6 +102,8 @@ EXAMPLES
   cuprobe trace --trace launches -- ./launch_heavy_app    # counts only, lowest overhead
   cuprobe trace -c cudaProfilerApi -- python3 train.py    # the steps between
                                       # torch.cuda.profiler.start() and stop()
+  cuprobe trace -c cudaProfilerApi --capture-range-end stop -- python3 train.py
+                                      # the first such range only
   torchrun --nproc_per_node=2 --no-python \
       cuprobe trace -o job/rank%q{RANK} --format table,prom,chrome -- python3 train.py
 )";
@@ -130,6 +139,7 @@ OPTIONS
   -t, --trace LIST        what to trace, as for `cuprobe trace`
   -c, --capture-range R   what part of the run to trace, as for `cuprobe
                           trace` (the trace alone: probes run throughout)
+      --capture-range-end E  which ranges, as for `cuprobe trace`
       --buffer-mb N       trace record ring size (default: 64)
       --keep              keep the session segment (read it with `cuprobe maps`)
   -h, --help              this text
@@ -428,6 +438,13 @@ absl::Status ParseTracedRun(const std::vector<std::string>& argv, size_t i, std:
                                     "' (expected cudaProfilerApi or none)"),
                        topic);
       }
+    } else if (r.Match("", "--capture-range-end", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      absl::StatusOr<CaptureRangeEnd> end = ParseCaptureRangeEnd(value);
+      if (!end.ok()) {
+        return Invalid(absl::StrCat("--capture-range-end: ", end.status().message()), topic);
+      }
+      t.capture_range_end = value;
     } else if (r.Match("", "--buffer-mb", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(uint64_t mb,
@@ -444,6 +461,9 @@ absl::Status ParseTracedRun(const std::vector<std::string>& argv, size_t i, std:
       t.command.assign(argv.begin() + static_cast<long>(i), argv.end());
       break;
     }
+  }
+  if (!t.capture_range_end.empty() && !t.capture_profiler_api) {
+    return Invalid("--capture-range-end needs --capture-range cudaProfilerApi", topic);
   }
   if (t.command.empty()) {
     return Invalid(absl::StrCat(topic, " needs a program to run: cuprobe ", topic,

@@ -181,7 +181,10 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
                         {"CUPROBE_INTERVAL_MS", absl::StrCat(options.interval_ms)},
                         {"CUPROBE_TRACE", options.trace_selection},
                         {"CUPROBE_CAPTURE_RANGE",
-                         options.capture_profiler_api ? "cudaProfilerApi" : "none"}});
+                         options.capture_profiler_api ? "cudaProfilerApi" : "none"},
+                        {"CUPROBE_CAPTURE_RANGE_END",
+                         options.capture_range_end.empty() ? "repeat"
+                                                           : options.capture_range_end}});
   if (!child.ok()) {
     drainer.Stop();
     if (!options.keep_session) (void)session.Remove();
@@ -268,7 +271,10 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
                   "launch, kernel, copy or set",
                   ranges);
     } else {
-      CUPROBE_LOG(kInfo, "traced %d profiler range(s) (--capture-range cudaProfilerApi)", ranges);
+      CUPROBE_LOG(kInfo, "traced %d profiler range(s) (--capture-range cudaProfilerApi%s)", ranges,
+                  options.capture_range_end.empty()
+                      ? std::string()
+                      : absl::StrCat(" --capture-range-end ", options.capture_range_end));
     }
   }
   absl::Status write_status;

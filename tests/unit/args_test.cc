@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -66,6 +67,41 @@ TEST(Args, CaptureRange) {
   bad = Parse({"trace", "--capture-range"});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("--capture-range needs a value"));
+}
+
+TEST(Args, CaptureRangeEnd) {
+  absl::StatusOr<CliArgs> a =
+      Parse({"trace", "-c", "cudaProfilerApi", "--capture-range-end", "stop", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->trace.capture_range_end, "stop");
+  a = Parse({"run", "-p", "x.cpb", "-c", "cudaProfilerApi", "--capture-range-end=repeat:12",
+             "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->run.trace.capture_range_end, "repeat:12");
+  a = Parse({"trace", "-c", "cudaProfilerApi", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->trace.capture_range_end, "") << "the hook's default (repeat)";
+  struct Bad {
+    std::vector<std::string> argv;
+    std::string message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {{"trace", "--capture-range-end", "stop", "./app"},
+            "--capture-range-end needs --capture-range cudaProfilerApi"},
+           {{"trace", "-c", "none", "--capture-range-end", "stop", "./app"},
+            "--capture-range-end needs --capture-range cudaProfilerApi"},
+           {{"trace", "-c", "cudaProfilerApi", "--capture-range-end", "stop-shutdown", "./app"},
+            "--capture-range-end: 'stop-shutdown' ends the program, which cuprobe never does; "
+            "use 'stop'"},
+           {{"trace", "-c", "cudaProfilerApi", "--capture-range-end", "repeat:4097", "./app"},
+            "--capture-range-end: 'repeat:4097': the number of ranges must be 1 to 4096"},
+           {{"trace", "-c", "cudaProfilerApi", "--capture-range-end", "sometimes", "./app"},
+            "unknown value 'sometimes' (expected repeat, repeat:N, stop or none)"},
+       }) {
+    absl::StatusOr<CliArgs> r = Parse(bad.argv);
+    ASSERT_FALSE(r.ok()) << absl::StrJoin(bad.argv, " ");
+    EXPECT_THAT(r.status().message(), HasSubstr(bad.message));
+  }
 }
 
 TEST(Args, TraceSelection) {

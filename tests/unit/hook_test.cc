@@ -1053,6 +1053,22 @@ TEST(HookConfig, ReadsEnvironment) {
                                           "(expected cudaProfilerApi or none); using none"));
   }
   ::unsetenv("CUPROBE_CAPTURE_RANGE");
+  EXPECT_EQ(c.capture_range_end.max_ranges, CaptureRanges::kMaxRanges) << "repeat by default";
+  EXPECT_FALSE(c.capture_range_end.ignore_stop);
+  ::setenv("CUPROBE_CAPTURE_RANGE_END", "repeat:3", 1);
+  EXPECT_EQ(HookConfig::FromEnvironment().capture_range_end.max_ranges, 3);
+  ::setenv("CUPROBE_CAPTURE_RANGE_END", "none", 1);
+  EXPECT_TRUE(HookConfig::FromEnvironment().capture_range_end.ignore_stop);
+  ::setenv("CUPROBE_CAPTURE_RANGE_END", "repeat:x", 1);  // a warning; repeat
+  {
+    StderrCapture capture;
+    EXPECT_EQ(HookConfig::FromEnvironment().capture_range_end.max_ranges,
+              CaptureRanges::kMaxRanges);
+    EXPECT_THAT(capture.Take(),
+                HasSubstr("CUPROBE_CAPTURE_RANGE_END: 'repeat:x': the number of ranges must be 1 "
+                          "to 4096; using repeat"));
+  }
+  ::unsetenv("CUPROBE_CAPTURE_RANGE_END");
 }
 
 TEST(CaptureRanges, ContainsTheCallsBetweenEachStartAndStop) {
@@ -1569,6 +1585,86 @@ TEST(SessionOutput, PublishesStatsAsSumsOverProcesses) {
   first.reset();
   second.reset();
   EXPECT_TRUE(session->Remove().ok());
+}
+
+TEST(CaptureRangeEnd, ParsesEveryValue) {
+  struct Case {
+    const char* value;
+    int max_ranges;
+    bool ignore_stop;
+  };
+  for (const Case& c : {Case{"repeat", 4096, false}, Case{"repeat:1", 1, false},
+                        Case{"repeat:4096", 4096, false}, Case{"stop", 1, false},
+                        Case{"none", 1, true}}) {
+    absl::StatusOr<CaptureRangeEnd> end = ParseCaptureRangeEnd(c.value);
+    ASSERT_TRUE(end.ok()) << c.value << ": " << end.status();
+    EXPECT_EQ(end->max_ranges, c.max_ranges) << c.value;
+    EXPECT_EQ(end->ignore_stop, c.ignore_stop) << c.value;
+  }
+  for (const char* bad : {"", "repeat:", "repeat:0", "repeat:-1", "repeat:4097", "repeat:1x",
+                          "stop-shutdown", "repeat-shutdown:2", "Repeat"}) {
+    EXPECT_FALSE(ParseCaptureRangeEnd(bad).ok()) << bad;
+  }
+}
+
+// --capture-range-end: `stop` (and repeat:N) traces the first range(s) and
+// nothing after, turning the activity on for none of the later starts; `none`
+// ignores the stop calls, so everything from the first start on is traced.
+TEST(Hook, CaptureRangeEndStopAndNone) {
+  int k = 0;
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  // Two ranges (ids 10-12 and 20-22), a launch inside each and one after each.
+  auto run = [&](Rig& rig) {
+    rig.seam.names[&k] = "_Z4stepv";
+    for (uint32_t id : {10u, 20u}) {
+      ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
+                   CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, id);
+      if (id == 20) {
+        EXPECT_EQ(rig.seam.activity_on().empty(),
+                  rig.hook.capture_ranges()->limit() == 1 &&
+                      !rig.hook.capture_ranges()->open())
+            << "a start past the limit turns nothing on";
+      }
+      Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, id + 1, 100, 150);
+      ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
+                   CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, id + 2);
+      Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, id + 3, 100, 150);
+    }
+    rig.hook.Stop();
+    std::vector<uint64_t> ids;
+    for (const auto& w : rig.output.OfType(RecordType::kLaunch)) {
+      ids.push_back(Body<LaunchRecord>(w).correlation_id - ProcessQualifiedId(4242, 0));
+    }
+    return ids;
+  };
+  {
+    Rig rig(60000, "", [](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.capture_range_end = *ParseCaptureRangeEnd("stop");
+    });
+    StderrCapture capture;
+    const LogLevel level = CurrentLogLevel();
+    SetLogLevel(LogLevel::kInfo);
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    EXPECT_THAT(run(rig), ElementsAre(11));
+    EXPECT_EQ(rig.hook.capture_ranges()->count(), 1);
+    EXPECT_EQ(rig.output.last_stats().capture_ranges, 1u);
+    const std::string err = capture.Take();
+    EXPECT_THAT(err, HasSubstr("capture range: 1 range(s) traced, as --capture-range-end asks; "
+                               "later ranges are not"));
+    EXPECT_THAT(err, ::testing::Not(HasSubstr("4096")));
+    SetLogLevel(level);
+  }
+  {
+    Rig rig(60000, "", [](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.capture_range_end = *ParseCaptureRangeEnd("none");
+    });
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    EXPECT_THAT(run(rig), ElementsAre(11, 13, 21, 23));
+    EXPECT_EQ(rig.hook.capture_ranges()->count(), 1);
+    EXPECT_TRUE(rig.hook.capture_ranges()->open()) << "never closed";
+  }
 }
 
 TEST(Hook, NoCaptureRangeEnablesNoProfilerCallback) {
