@@ -56,7 +56,9 @@ inline absl::StatusOr<CaptureRangeEnd> ParseCaptureRangeEnd(std::string_view val
   }
   if (absl::ConsumePrefix(&value, "repeat:")) {
     int n = 0;
-    if (!absl::SimpleAtoi(value, &n) || n < 1 || n > kMaxCaptureRanges) {
+    const bool digits = !value.empty() && value.size() <= 4 &&
+                        value.find_first_not_of("0123456789") == std::string_view::npos;
+    if (!digits || !absl::SimpleAtoi(value, &n) || n < 1 || n > kMaxCaptureRanges) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'repeat:", value, "': the number of ranges must be 1 to ", kMaxCaptureRanges));
     }

@@ -77,7 +77,11 @@ HookConfig HookConfig::FromEnvironment() {
   config.capture_profiler_api = EnvChoice("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", "none");
   if (const char* s = std::getenv("CUPROBE_CAPTURE_RANGE_END"); s != nullptr && *s != '\0') {
     absl::StatusOr<CaptureRangeEnd> end = ParseCaptureRangeEnd(s);
-    if (end.ok()) {
+    if (!config.capture_profiler_api) {
+      CUPROBE_LOG(kWarning,
+                  "CUPROBE_CAPTURE_RANGE_END has no effect without "
+                  "CUPROBE_CAPTURE_RANGE=cudaProfilerApi; tracing the whole run");
+    } else if (end.ok()) {
       config.capture_range_end = *end;
     } else {
       CUPROBE_LOG(kWarning, "CUPROBE_CAPTURE_RANGE_END: %s; using repeat", end.status().message());
@@ -685,8 +689,8 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
     case CaptureRanges::Change::kFull:
       if (capture_->limit() < CaptureRanges::kMaxRanges) {
         CUPROBE_LOG(kInfo,
-                    "capture range: %d range(s) traced, as --capture-range-end asks; later "
-                    "ranges are not",
+                    "capture range: %d range(s) traced, as --capture-range-end "
+                    "(CUPROBE_CAPTURE_RANGE_END) asks; later ranges are not",
                     capture_->limit());
       } else {
         CUPROBE_LOG(kWarning,

@@ -82,14 +82,17 @@ OPTIONS
                             cudaProfilerApi  only what the program launches
                                       between cudaProfilerStart and
                                       cudaProfilerStop (cuProfilerStart/Stop,
-                                      torch.cuda.profiler.start/stop); every
-                                      such range of the run, in one report
+                                      torch.cuda.profiler.start/stop); by
+                                      default every such range of the run,
+                                      in one report
       --capture-range-end E  which ranges (with -c; default: repeat):
                             repeat    every range (up to 4096)
-                            repeat:N  the first N ranges
+                            repeat:N  the first N ranges (N: 1 to 4096)
                             stop      the first range only
                             none      from the first start to the end of
                                       the run (stop calls are ignored)
+                          (nsys' stop-shutdown and repeat-shutdown:N end the
+                          program; cuprobe never does, and refuses them)
       --buffer-mb N       size of the record ring in the session (default: 64)
       --interval MS       how often the hook publishes heartbeats (default: 100)
       --keep              keep the session segment in /dev/shm after the run

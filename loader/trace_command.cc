@@ -182,9 +182,11 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
                         {"CUPROBE_TRACE", options.trace_selection},
                         {"CUPROBE_CAPTURE_RANGE",
                          options.capture_profiler_api ? "cudaProfilerApi" : "none"},
+                        // Empty (unset for the hook) without a range.
                         {"CUPROBE_CAPTURE_RANGE_END",
-                         options.capture_range_end.empty() ? "repeat"
-                                                           : options.capture_range_end}});
+                         !options.capture_profiler_api     ? ""
+                         : options.capture_range_end.empty() ? "repeat"
+                                                             : options.capture_range_end}});
   if (!child.ok()) {
     drainer.Stop();
     if (!options.keep_session) (void)session.Remove();

@@ -250,30 +250,34 @@ TEST_F(Trace, CaptureRangeTracesOnlyBetweenProfilerStartAndStop) {
     const char* end;
     int64_t step, spin, late, between, tail, memsets, d2h, ranges;
   };
-  for (const End& e : {End{"stop", 5, 1, 1, 0, 0, 1, 1, 1}, End{"repeat:2", 10, 2, 2, 0, 0, 2, 2, 2},
-                       End{"none", 15, 3, 3, 6, 1, 3, 4, 1}}) {
-    SCOPED_TRACE(e.end);
-    const std::string prefix = dir_ + "/end";
-    r = RunProcess({Cuprobe(), "trace", "-c", "cudaProfilerApi", "--capture-range-end", e.end,
-                    "-o", prefix, "--format", "json", "--", SamplePath("profiler_range"), "3"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_THAT(r.out, HasSubstr("profiler_range: OK steps=3"));
-    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("traced ", e.ranges,
-                                              " profiler range(s) (--capture-range "
-                                              "cudaProfilerApi --capture-range-end ",
-                                              e.end, ")")));
-    Summary end = ReadSummary(prefix + ".json");
-    EXPECT_EQ(end.kernels[step], e.step);
-    EXPECT_EQ(end.kernels[spin], e.spin);
-    EXPECT_EQ(end.kernels[late], e.late);
-    EXPECT_EQ(end.kernels["between(int*)"], e.between);
-    EXPECT_EQ(end.kernels[tail], e.tail);
-    EXPECT_EQ(end.kernels["warmup(int*)"], 0);
-    EXPECT_EQ(end.launches[step], e.step);
-    EXPECT_EQ(end.launches["between(int*)"], e.between);
-    EXPECT_EQ(end.memset["[CUDA memset]"], e.memsets);
-    EXPECT_EQ(end.memcpy["[CUDA memcpy Device-to-Host]"], e.d2h);
-    EXPECT_EQ(end.memcpy["[CUDA memcpy Host-to-Device]"], 0);
+  for (const char* mode : {"callbacks", "activity"}) {
+    for (const End& e : {End{"stop", 5, 1, 1, 0, 0, 1, 1, 1},
+                         End{"repeat:2", 10, 2, 2, 0, 0, 2, 2, 2},
+                         End{"none", 15, 3, 3, 6, 1, 3, 4, 1}}) {
+      SCOPED_TRACE(absl::StrCat(e.end, " ", mode));
+      const std::string prefix = absl::StrCat(dir_, "/end_", e.end, "_", mode);
+      r = RunProcess({Cuprobe(), "trace", "-c", "cudaProfilerApi", "--capture-range-end", e.end,
+                      "-o", prefix, "--format", "json", "--", SamplePath("profiler_range"), "3"},
+                     {{"CUPROBE_LAUNCH_TIMES", mode}});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_THAT(r.out, HasSubstr("profiler_range: OK steps=3"));
+      EXPECT_THAT(r.err, HasSubstr(absl::StrCat("traced ", e.ranges,
+                                                " profiler range(s) (--capture-range "
+                                                "cudaProfilerApi --capture-range-end ",
+                                                e.end, ")")));
+      Summary end = ReadSummary(prefix + ".json");
+      EXPECT_EQ(end.kernels[step], e.step);
+      EXPECT_EQ(end.kernels[spin], e.spin);
+      EXPECT_EQ(end.kernels[late], e.late);
+      EXPECT_EQ(end.kernels["between(int*)"], e.between);
+      EXPECT_EQ(end.kernels[tail], e.tail);
+      EXPECT_EQ(end.kernels["warmup(int*)"], 0);
+      EXPECT_EQ(end.launches[step], e.step);
+      EXPECT_EQ(end.launches["between(int*)"], e.between);
+      EXPECT_EQ(end.memset["[CUDA memset]"], e.memsets);
+      EXPECT_EQ(end.memcpy["[CUDA memcpy Device-to-Host]"], e.d2h);
+      EXPECT_EQ(end.memcpy["[CUDA memcpy Host-to-Device]"], 0);
+    }
   }
 
   r = RunProcess({Cuprobe(), "trace", "-c", "cudaProfilerApi", "-o", dir_ + "/none", "--format",

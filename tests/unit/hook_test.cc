@@ -1055,10 +1055,26 @@ TEST(HookConfig, ReadsEnvironment) {
   ::unsetenv("CUPROBE_CAPTURE_RANGE");
   EXPECT_EQ(c.capture_range_end.max_ranges, CaptureRanges::kMaxRanges) << "repeat by default";
   EXPECT_FALSE(c.capture_range_end.ignore_stop);
+  ::setenv("CUPROBE_CAPTURE_RANGE_END", "stop", 1);  // without a range: a warning
+  {
+    StderrCapture capture;
+    EXPECT_EQ(HookConfig::FromEnvironment().capture_range_end.max_ranges,
+              CaptureRanges::kMaxRanges);
+    EXPECT_THAT(capture.Take(), HasSubstr("CUPROBE_CAPTURE_RANGE_END has no effect without "
+                                          "CUPROBE_CAPTURE_RANGE=cudaProfilerApi"));
+  }
+  ::setenv("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", 1);
   ::setenv("CUPROBE_CAPTURE_RANGE_END", "repeat:3", 1);
   EXPECT_EQ(HookConfig::FromEnvironment().capture_range_end.max_ranges, 3);
   ::setenv("CUPROBE_CAPTURE_RANGE_END", "none", 1);
   EXPECT_TRUE(HookConfig::FromEnvironment().capture_range_end.ignore_stop);
+  ::setenv("CUPROBE_CAPTURE_RANGE_END", "", 1);  // what the CLI sets without a range
+  {
+    StderrCapture capture;
+    EXPECT_EQ(HookConfig::FromEnvironment().capture_range_end.max_ranges,
+              CaptureRanges::kMaxRanges);
+    EXPECT_EQ(capture.Take(), "");
+  }
   ::setenv("CUPROBE_CAPTURE_RANGE_END", "repeat:x", 1);  // a warning; repeat
   {
     StderrCapture capture;
@@ -1069,6 +1085,7 @@ TEST(HookConfig, ReadsEnvironment) {
                           "to 4096; using repeat"));
   }
   ::unsetenv("CUPROBE_CAPTURE_RANGE_END");
+  ::unsetenv("CUPROBE_CAPTURE_RANGE");
 }
 
 TEST(CaptureRanges, ContainsTheCallsBetweenEachStartAndStop) {
@@ -1602,7 +1619,8 @@ TEST(CaptureRangeEnd, ParsesEveryValue) {
     EXPECT_EQ(end->ignore_stop, c.ignore_stop) << c.value;
   }
   for (const char* bad : {"", "repeat:", "repeat:0", "repeat:-1", "repeat:4097", "repeat:1x",
-                          "stop-shutdown", "repeat-shutdown:2", "Repeat"}) {
+                          "repeat: 3", "repeat:+3", "repeat:00003", "stop-shutdown",
+                          "repeat-shutdown:2", "Repeat"}) {
     EXPECT_FALSE(ParseCaptureRangeEnd(bad).ok()) << bad;
   }
 }
@@ -1613,21 +1631,27 @@ TEST(CaptureRangeEnd, ParsesEveryValue) {
 TEST(Hook, CaptureRangeEndStopAndNone) {
   int k = 0;
   auto p = KernelParams(&k, 1, 32, nullptr);
-  // Two ranges (ids 10-12 and 20-22), a launch inside each and one after each.
+  // Two ranges (ids 10-12 and 20-22), a launch inside each and one after
+  // each; how many activity kinds are on after each start and each stop.
+  std::vector<size_t> activity_after_start, activity_after_stop;
+  const size_t all = Tracer::kActivityKinds.size();
   auto run = [&](Rig& rig) {
+    activity_after_start.clear();
+    activity_after_stop.clear();
     rig.seam.names[&k] = "_Z4stepv";
     for (uint32_t id : {10u, 20u}) {
       ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, id);
-      if (id == 20) {
-        EXPECT_EQ(rig.seam.activity_on().empty(),
-                  rig.hook.capture_ranges()->limit() == 1 &&
-                      !rig.hook.capture_ranges()->open())
-            << "a start past the limit turns nothing on";
-      }
+      // The driver's start inside the runtime's, as CUDA calls it.
+      ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart,
+                   id);
+      activity_after_start.push_back(rig.seam.activity_on().size());
       Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, id + 1, 100, 150);
       ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_RUNTIME_API,
                    CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, id + 2);
+      ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
+                   id + 2);
+      activity_after_stop.push_back(rig.seam.activity_on().size());
       Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, id + 3, 100, 150);
     }
     rig.hook.Stop();
@@ -1647,11 +1671,13 @@ TEST(Hook, CaptureRangeEndStopAndNone) {
     SetLogLevel(LogLevel::kInfo);
     ASSERT_EQ(rig.hook.Start(), HookState::kReady);
     EXPECT_THAT(run(rig), ElementsAre(11));
+    EXPECT_THAT(activity_after_start, ElementsAre(all, 0u)) << "the second start: nothing on";
+    EXPECT_THAT(activity_after_stop, ElementsAre(0u, 0u));
     EXPECT_EQ(rig.hook.capture_ranges()->count(), 1);
     EXPECT_EQ(rig.output.last_stats().capture_ranges, 1u);
     const std::string err = capture.Take();
-    EXPECT_THAT(err, HasSubstr("capture range: 1 range(s) traced, as --capture-range-end asks; "
-                               "later ranges are not"));
+    EXPECT_THAT(err, HasSubstr("capture range: 1 range(s) traced, as --capture-range-end "
+                               "(CUPROBE_CAPTURE_RANGE_END) asks; later ranges are not"));
     EXPECT_THAT(err, ::testing::Not(HasSubstr("4096")));
     SetLogLevel(level);
   }
@@ -1662,8 +1688,20 @@ TEST(Hook, CaptureRangeEndStopAndNone) {
     });
     ASSERT_EQ(rig.hook.Start(), HookState::kReady);
     EXPECT_THAT(run(rig), ElementsAre(11, 13, 21, 23));
+    EXPECT_THAT(activity_after_start, ElementsAre(all, all));
+    EXPECT_THAT(activity_after_stop, ElementsAre(all, all)) << "stop calls are ignored";
     EXPECT_EQ(rig.hook.capture_ranges()->count(), 1);
     EXPECT_TRUE(rig.hook.capture_ranges()->open()) << "never closed";
+  }
+  {
+    Rig rig(60000, "", [](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.capture_range_end = *ParseCaptureRangeEnd("repeat:2");
+    });
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    EXPECT_THAT(run(rig), ElementsAre(11, 21));
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 30);
+    EXPECT_EQ(rig.hook.capture_ranges()->count(), 2) << "a third start opens nothing";
   }
 }
 
