@@ -7,8 +7,8 @@
 #  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`
 #     (everything; --trace launches; --trace kernels; launch records from
 #     API activity; --capture-range with the loop inside a range, and with
-#     no range opened, CUPTI's activity off or on), and CUPTI's own cupti_trace_injection sample (built
-#     here from the toolkit).
+#     no range opened, CUPTI's activity off or on), and CUPTI's own
+#     cupti_trace_injection sample (built here from the toolkit).
 #  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe
 #     trace`, and `cuprobe trace -c cudaProfilerApi` with the loop in a range.
 # Writes bench.tsv and prints a markdown table of median seconds and ratios.

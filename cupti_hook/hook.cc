@@ -304,8 +304,9 @@ HookState Hook::Start() {
   {
     absl::MutexLock lock(&activity_mu_);
     activity_on_ = activity_enabled_;
-    // With a capture range: off until the first start call (enabled above
-    // all the same, so that a CUPTI that refuses it says so now).
+    // With a capture range: off until the first start call; with
+    // CUPROBE_DIAG=activity-at-context, until the first context. (Enabled
+    // above all the same, so that a CUPTI that refuses it says so now.)
     if ((capture_ != nullptr && !config_.capture_activity_on) ||
         (capture_ == nullptr && config_.activity_at_context)) {
       (void)SetActivity(false, /*launch_apis=*/false);
