@@ -85,7 +85,8 @@ OPTIONS
                                       torch.cuda.profiler.start/stop); by
                                       default every such range of the run,
                                       in one report
-      --capture-range-end E  which ranges (with -c; default: repeat):
+      --capture-range-end E
+                          which ranges (with -c; default: repeat):
                             repeat    every range (up to 4096)
                             repeat:N  the first N ranges (N: 1 to 4096)
                             stop      the first range only
@@ -142,7 +143,8 @@ OPTIONS
   -t, --trace LIST        what to trace, as for `cuprobe trace`
   -c, --capture-range R   what part of the run to trace, as for `cuprobe
                           trace` (the trace alone: probes run throughout)
-      --capture-range-end E  which ranges, as for `cuprobe trace`
+      --capture-range-end E
+                          which ranges, as for `cuprobe trace`
       --buffer-mb N       trace record ring size (default: 64)
       --keep              keep the session segment (read it with `cuprobe maps`)
   -h, --help              this text
