@@ -1234,6 +1234,19 @@ TEST(CaptureRanges, ReadersRaceWithStartAndStop) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// A `step` kernel's activity record (10 ns long, stream 7), queued as CUPTI
+// writes it.
+void QueueStepKernel(FakeSeam& seam, uint32_t correlation, uint64_t start) {
+  CUpti_ActivityKernel10 a = {};
+  a.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  a.name = "_Z4stepv";
+  a.start = start;
+  a.end = start + 10;
+  a.correlationId = correlation;
+  a.streamId = 7;
+  seam.QueueActivity(&a, sizeof(a));
+}
+
 // A profiler call fired as CUPTI fires it (ENTER and EXIT).
 void ProfilerCall(FakeSeam& seam, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                   uint32_t correlation) {
@@ -1292,14 +1305,7 @@ TEST(Hook, CaptureRangeTracesOnlyCallsBetweenStartAndStop) {
       rig.seam.QueueActivity(&a, sizeof(a));
     };
     auto kernel = [&](uint32_t correlation, uint64_t start) {
-      CUpti_ActivityKernel10 a = {};
-      a.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-      a.name = "_Z4stepv";
-      a.start = start;
-      a.end = start + 10;
-      a.correlationId = correlation;
-      a.streamId = 7;
-      rig.seam.QueueActivity(&a, sizeof(a));
+      QueueStepKernel(rig.seam, correlation, start);
     };
     auto launch = [&](uint32_t correlation) {
       Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, correlation, 100 * correlation,
@@ -1531,13 +1537,7 @@ TEST(Hook, CaptureRangeWithoutProfilerCallbacksTracesTheWholeRun) {
   rig.seam.names[&k] = "_Z4stepv";
   auto p = KernelParams(&k, 1, 32, nullptr);
   Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 3, 300, 350);
-  CUpti_ActivityKernel10 kernel = {};
-  kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  kernel.name = "_Z4stepv";
-  kernel.start = 400;
-  kernel.end = 410;
-  kernel.correlationId = 3;
-  rig.seam.QueueActivity(&kernel, sizeof(kernel));
+  QueueStepKernel(rig.seam, 3, 400);
   rig.hook.Stop();
   EXPECT_EQ(rig.output.OfType(RecordType::kLaunch).size(), 1u);
   EXPECT_EQ(rig.output.OfType(RecordType::kKernel).size(), 1u);
