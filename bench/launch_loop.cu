@@ -1,9 +1,12 @@
 // launch_loop: a launch-bound loop of empty kernels, timed on the host.
 //
-//   launch_loop [launches] [range]     (default 100000)
+//   launch_loop [launches] [range|ranges:K]     (default 100000)
 //
 // With "range", the timed loop runs between cudaProfilerStart and
-// cudaProfilerStop (what `cuprobe trace -c cudaProfilerApi` traces).
+// cudaProfilerStop (what `cuprobe trace -c cudaProfilerApi` traces). With
+// "ranges:K", every K launches are a range of their own (a start before
+// them, a stop right after them, without waiting for their kernels): what
+// opening and closing ranges costs.
 // Prints "launch_loop: launches=N seconds=S per_launch_us=U".
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -18,6 +21,12 @@ __global__ void empty_kernel() {}
 int main(int argc, char** argv) {
   int launches = argc > 1 ? std::atoi(argv[1]) : 100000;
   const bool range = argc > 2 && std::strcmp(argv[2], "range") == 0;
+  const int per_range = argc > 2 && std::strncmp(argv[2], "ranges:", 7) == 0
+                            ? std::atoi(argv[2] + 7) : 0;
+  if (argc > 2 && !range && per_range <= 0) {
+    std::fprintf(stderr, "launch_loop: expected 'range' or 'ranges:K' (K > 0), got '%s'\n", argv[2]);
+    return 2;
+  }
   if (cudaFree(nullptr) != cudaSuccess) return 2;
   empty_kernel<<<1, 1>>>();  // load the module before timing
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
@@ -41,7 +50,14 @@ int main(int argc, char** argv) {
       cudaEventRecord(pool[(2 * i + 1) % 4096]);
     }
   }
-  for (int i = 0; i < launches && events == 0; ++i) empty_kernel<<<1, 32>>>();
+  for (int i = 0; i < launches && events == 0; ++i) {
+    if (per_range > 0 && i % per_range == 0 && cudaProfilerStart() != cudaSuccess) return 2;
+    empty_kernel<<<1, 32>>>();
+    if (per_range > 0 && (i % per_range == per_range - 1 || i == launches - 1) &&
+        cudaProfilerStop() != cudaSuccess) {
+      return 2;
+    }
+  }
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
   if (range && cudaProfilerStop() != cudaSuccess) return 2;
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

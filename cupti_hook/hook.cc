@@ -406,9 +406,18 @@ void Hook::Tick() {
     attach_->Poll(absl::GetCurrentTimeNanos());
   }
   if (lifecycle_.IsReady() && activity_enabled_) {
+    EndLingeringActivity();
     // Hands completed buffers to BufferCompleted so readers see kernels while
     // the program runs.
     (void)seam_.ActivityFlushAll(false);
+  }
+}
+
+void Hook::EndLingeringActivity() {
+  if (capture_ == nullptr) return;
+  absl::MutexLock lock(&activity_mu_);
+  if (activity_on_ && !activity_final_ && range_activity_.Tick(seam_.Timestamp())) {
+    (void)SetActivity(false, /*launch_apis=*/false);
   }
 }
 
@@ -654,8 +663,9 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
     absl::MutexLock lock(&activity_mu_);
     const bool switching = activity_enabled_ && !config_.capture_activity_on && !activity_final_;
     // On before the range opens, so that every call of the range (this
-    // thread's next ones first) finds CUPTI recording. (Past the last range
-    // nothing opens: no switching then.)
+    // thread's next ones first) finds CUPTI recording; already on when the
+    // range before lingers. (Past the last range nothing opens: no
+    // switching then.)
     bool turned_on = false;
     if (start && switching && !activity_on_ && capture_->count() < capture_->limit()) {
       refused = SetActivity(true, /*launch_apis=*/false);
@@ -665,13 +675,21 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
     }
     change = start ? capture_->Open(data->correlationId, &number)
                    : capture_->Close(data->correlationId, &number);
-    // Off once the range has closed: CUPTI still hands over the records of
-    // kernels launched while it was on, also of those that run after this
-    // call. And off again if this start opened nothing.
-    if (switching && activity_on_ &&
-        (change == CaptureRanges::Change::kClosed ||
-         (turned_on && change != CaptureRanges::Change::kOpened))) {
-      (void)SetActivity(false, /*launch_apis=*/false);
+    // Off once the range has closed, unless it came right after the one
+    // before (RangeActivity: then the watcher turns it off once no range
+    // follows): CUPTI still hands over the records of kernels launched
+    // while it was on, also of those that run after this call. And off
+    // again if this start opened nothing.
+    if (switching) {
+      if (change == CaptureRanges::Change::kOpened) {
+        range_activity_.Opened(seam_.Timestamp());
+      } else if (change == CaptureRanges::Change::kClosed) {
+        if (range_activity_.Closed(seam_.Timestamp()) && activity_on_) {
+          (void)SetActivity(false, /*launch_apis=*/false);
+        }
+      } else if (turned_on && activity_on_) {
+        (void)SetActivity(false, /*launch_apis=*/false);
+      }
     }
   }
   if (warn_refused) {

@@ -133,6 +133,7 @@ class Hook {
   [[nodiscard]] uint64_t callbacks_fell_through() const { return callbacks_fell_through_.load(); }
   [[nodiscard]] Tracer* tracer() const { return tracer_; }
   [[nodiscard]] const Watcher* watcher() const { return watcher_; }
+  [[nodiscard]] Watcher* watcher() { return watcher_; }  // tests poke it
   [[nodiscard]] int contexts_alive() const { return contexts_alive_.load(); }
   // What pthread_atfork's child handler does in a forked child (tests undo
   // it with false).
@@ -189,6 +190,9 @@ class Hook {
   // A profiler start or stop call (either API): opens or closes a range,
   // turning CUPTI's activity on before a range opens and off once it closes.
   void OnProfilerCall(bool start, const CUpti_CallbackData* data);
+  // The watcher's part of it: turns off the activity that ranges back to
+  // back left on, once none has opened for a while (RangeActivity).
+  void EndLingeringActivity();
   // Turns the activity kinds (ActivityKinds(), and with `launch_apis` the
   // launch calls' API activity when launch records come from it) on or off;
   // returns the first refusal. A capture range switches the kinds alone:
@@ -211,6 +215,8 @@ class Hook {
   bool activity_on_ ABSL_GUARDED_BY(activity_mu_) = false;
   bool activity_final_ ABSL_GUARDED_BY(activity_mu_) = false;
   bool activity_warned_ ABSL_GUARDED_BY(activity_mu_) = false;
+  // Ranges back to back share one switch (capture_range.h).
+  RangeActivity range_activity_ ABSL_GUARDED_BY(activity_mu_);
   // Launch records come from API activity (not the callbacks).
   std::atomic<bool> launch_activity_{false};
   std::atomic<bool> launch_callbacks_on_{false};

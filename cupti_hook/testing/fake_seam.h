@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <atomic>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,7 +45,7 @@ class FakeSeam : public CuptiSeam {
   std::map<const void*, std::string> names;  // handle -> kernel name
   // Handles that are CUkernels: cuFuncGetName fails on them, as on a driver.
   std::set<const void*> kernel_handles;
-  uint64_t now_ns = 1000;
+  std::atomic<uint64_t> now_ns{1000};  // Timestamp(); the watcher thread reads it too
   // Module replacement.
   absl::StatusOr<uint32_t> device_sm = 90u;
   // Module globals by (handle, name); MemcpyHtoD writes into `device_memory`

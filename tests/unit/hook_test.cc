@@ -35,6 +35,7 @@ using ::testing::IsEmpty;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsSupersetOf;
+using ::testing::UnorderedElementsAre;
 
 class StderrCapture {
  public:
@@ -1449,6 +1450,8 @@ TEST(Hook, CaptureRangePastTheLastRangeLeavesActivityOff) {
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   uint32_t id = 10;
   for (int i = 0; i < CaptureRanges::kMaxRanges; ++i, id += 2) {
+    // Not back to back: each stop turns the activity off.
+    rig.seam.now_ns += 2 * RangeActivity::kBackToBackNs;
     ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, id);
     ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
                  id + 1);
@@ -1703,6 +1706,109 @@ TEST(Hook, CaptureRangeEndStopAndNone) {
     ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 30);
     EXPECT_EQ(rig.hook.capture_ranges()->count(), 2) << "a third start opens nothing";
   }
+}
+
+// Ranges back to back share one switch: the first range turns the
+// activity off at its stop; a range that opens less than kBackToBackNs
+// after the one before leaves it on at its stop (the next start finds it
+// on), and the watcher turns it off once no range has opened for that long.
+// The gaps' kernels, recorded meanwhile, stay out of the trace; a range
+// after a longer gap turns it off at its stop again.
+TEST(Hook, CaptureRangesBackToBackShareOneSwitch) {
+  Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  auto count = [&](const std::string& call) {
+    auto calls = rig.seam.calls();
+    return std::count(calls.begin(), calls.end(), call);
+  };
+  const auto enables_at_start = count("ActivityEnable(10)");
+  const size_t all = Tracer::kActivityKinds.size();
+  constexpr uint64_t kMs = 1'000'000;
+  // One range: a start at `at`, a kernel inside, a stop 0.2 ms later, and a
+  // kernel launched after the stop.
+  auto range = [&](uint64_t at, uint32_t id) {
+    rig.seam.now_ns = at;
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, id);
+    QueueStepKernel(rig.seam, id + 1, at + 10);
+    rig.seam.now_ns = at + kMs / 5;
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
+                 id + 2);
+    QueueStepKernel(rig.seam, id + 3, at + 20);
+  };
+  // Runs one watcher tick at `at`, and waits until it has finished (the
+  // tick after it has begun).
+  auto tick = [&](uint64_t at) {
+    rig.seam.now_ns = at;
+    Watcher* watcher = rig.hook.watcher();
+    for (int i = 0; i < 2; ++i) {
+      const uint64_t before = watcher->ticks();
+      watcher->Poke();
+      const absl::Time deadline = absl::Now() + absl::Seconds(10);
+      while (watcher->ticks() == before && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      ASSERT_GT(watcher->ticks(), before);
+    }
+  };
+
+  range(10 * kMs, 10);  // the first range: off at its stop
+  EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+  EXPECT_EQ(count("ActivityEnable(10)"), enables_at_start + 1);
+  range(10 * kMs + kMs / 5 + kMs / 2, 20);  // 0.5 ms after: lingers
+  EXPECT_EQ(rig.seam.activity_on().size(), all);
+  EXPECT_EQ(count("ActivityEnable(10)"), enables_at_start + 2);
+  const auto disables = count("ActivityDisable(10)");
+  range(11 * kMs, 30);  // 0.3 ms after: found on, left on
+  EXPECT_EQ(count("ActivityEnable(10)"), enables_at_start + 2) << "no switch for this range";
+  EXPECT_EQ(count("ActivityDisable(10)"), disables);
+  EXPECT_EQ(rig.seam.activity_on().size(), all);
+  const uint64_t closed = 11 * kMs + kMs / 5;
+  tick(closed + kMs / 2);
+  EXPECT_EQ(rig.seam.activity_on().size(), all) << "0.5 ms since the close";
+  tick(closed + kMs);
+  EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "1 ms since the close";
+  range(20 * kMs, 40);  // 8.8 ms after: off at its stop
+  EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+  EXPECT_EQ(count("ActivityEnable(10)"), enables_at_start + 3);
+  rig.hook.Stop();
+  // Every range's kernel, none of the gaps' (those of ranges 2 and 3 were
+  // recorded by CUPTI while the activity lingered, and filtered out).
+  std::vector<uint64_t> ids;
+  for (const auto& w : rig.output.OfType(RecordType::kKernel)) {
+    ids.push_back(Body<KernelRecord>(w).correlation_id - ProcessQualifiedId(4242, 0));
+  }
+  EXPECT_THAT(ids, UnorderedElementsAre(11, 21, 31, 41));
+  EXPECT_EQ(rig.hook.capture_ranges()->count(), 4);
+}
+
+TEST(RangeActivity, SwitchesOffAtTheStopUnlessBackToBack) {
+  constexpr uint64_t kGap = RangeActivity::kBackToBackNs;
+  RangeActivity a;
+  a.Opened(5000);
+  EXPECT_TRUE(a.Closed(6000)) << "the first range";
+  EXPECT_FALSE(a.Tick(6000 + 10 * kGap));
+  a.Opened(6000 + kGap - 1);
+  EXPECT_FALSE(a.Closed(7000 + kGap));
+  EXPECT_TRUE(a.lingering());
+  EXPECT_FALSE(a.Tick(7000 + 2 * kGap - 1));
+  EXPECT_TRUE(a.Tick(7000 + 2 * kGap));
+  EXPECT_FALSE(a.lingering());
+  EXPECT_FALSE(a.Tick(7000 + 3 * kGap)) << "once";
+  a.Opened(7000 + 2 * kGap);  // exactly kGap after the close: not back to back
+  EXPECT_TRUE(a.Closed(8000 + 2 * kGap));
+  a.Opened(8000 + 2 * kGap + 10);
+  EXPECT_FALSE(a.Closed(9000 + 2 * kGap));
+  // A start while lingering that comes after the gap (the watcher had not
+  // ticked yet): off at this range's stop.
+  a.Opened(9000 + 4 * kGap);
+  EXPECT_FALSE(a.lingering());
+  EXPECT_TRUE(a.Closed(9000 + 5 * kGap));
+  // A clock that steps back reads as a long gap.
+  a.Opened(100);
+  EXPECT_TRUE(a.Closed(200));
+  a.Opened(300);
+  EXPECT_FALSE(a.Closed(400));
+  EXPECT_TRUE(a.Tick(50)) << "earlier than the close";
 }
 
 TEST(Hook, NoCaptureRangeEnablesNoProfilerCallback) {
