@@ -415,10 +415,13 @@ void Hook::Tick() {
 
 void Hook::EndLingeringActivity() {
   if (capture_ == nullptr) return;
-  absl::MutexLock lock(&activity_mu_);
+  // A program thread switching it now (a start or stop call) holds the
+  // lock: this tick leaves it to that call, or to the next tick.
+  if (!activity_mu_.TryLock()) return;
   if (activity_on_ && !activity_final_ && range_activity_.Tick(seam_.Timestamp())) {
     (void)SetActivity(false, /*launch_apis=*/false);
   }
+  activity_mu_.Unlock();
 }
 
 void Hook::PumpTick() {

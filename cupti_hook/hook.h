@@ -89,7 +89,7 @@ struct HookConfig {
   // (or the driver's cuProfilerStart and cuProfilerStop) are traced
   // (cupti_hook/capture_range.h). CUPROBE_CAPTURE_RANGE=none: everything.
   // CUPTI's kernel, memcpy and memset activity is then on only while a
-  // range is open.
+  // range is open (and between ranges back to back: RangeActivity).
   bool capture_profiler_api = false;
   // CUPROBE_CAPTURE_RANGE_END (`--capture-range-end`): how many ranges, and
   // whether a stop call ends one (cupti_hook/capture_range_end.h).
@@ -207,10 +207,12 @@ class Hook {
   bool subscribed_ = false;
   bool activity_enabled_ = false;  // by Start: buffers may hold records
   // Whether the activity kinds are on now. With a capture range they are on
-  // only while a range is open: outside one CUPTI times no kernel, which is
-  // most of what a trace costs on a launch-bound program. The mutex orders
-  // the profiler calls' switching with each other and with teardown, which
-  // turns it off for good (activity_final_).
+  // only while a range is open, or lingering after ranges back to back
+  // (range_activity_): outside one CUPTI times no kernel, which is most of
+  // what a trace costs on a launch-bound program. The mutex orders the
+  // profiler calls' switching with each other, with the watcher's (which
+  // ends a linger) and with teardown, which turns it off for good
+  // (activity_final_).
   absl::Mutex activity_mu_;
   bool activity_on_ ABSL_GUARDED_BY(activity_mu_) = false;
   bool activity_final_ ABSL_GUARDED_BY(activity_mu_) = false;
