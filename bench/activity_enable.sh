@@ -32,11 +32,5 @@ for ((r = 0; r < rounds; r++)); do
   fi
 done
 # Each way must still record every kernel (the last round's reports).
-for t in start context range range_on; do
-  python3 - "$tmp/$t.json" "$t" <<'PY' || echo "bench: no report from $t" >&2
-import json, sys
-totals = json.load(open(sys.argv[1]))["totals"]
-print("bench: %s recorded %s launches and %s kernels" % (sys.argv[2], totals.get("launches"), totals.get("kernels")))
-PY
-done
+for t in start context range range_on; do bench_recorded "$t" "$tmp/$t.json"; done
 bench_table "workload.activity on"

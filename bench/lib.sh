@@ -3,6 +3,7 @@
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #   bench_init NAME.tsv [RESULTS_DIR]     # sets root, build, results, tsv, tmp, cuprobe
 #   bench_case NAME [VAR=value...] -- command...   # appends "NAME<TAB>seconds" to $tsv
+#   bench_recorded LABEL REPORT.json [N]  # "bench: LABEL recorded X launches and Y kernels"
 #   bench_table [FIRST_COLUMN_TITLE]      # markdown: median seconds, ratio vs native,
 #                                         # and the ratios of each round against its own native
 #
@@ -30,6 +31,22 @@ bench_case() {
   local s; s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$tmp/err" | tail -1)
   if [[ -n "$s" ]]; then printf '%s\t%s\n' "$name" "$s" >> "$tsv"; else
     echo "bench: $name failed: $(tail -3 "$tmp/err")" >&2; fi
+}
+
+# A traced case that records nothing is cheap for the wrong reason: prints
+# how many launches and kernels a `cuprobe trace --format json` report
+# holds, and, with EXPECTED, whether both are exactly that many.
+#   bench_recorded LABEL REPORT.json [EXPECTED]
+bench_recorded() {
+  python3 - "$2" "$1" "${3:-}" <<'PY' || echo "bench: no report from $1 ($2)" >&2
+import json, sys
+totals = json.load(open(sys.argv[1]))["totals"]
+launches, kernels = totals.get("launches"), totals.get("kernels")
+note = ""
+if sys.argv[3] and not launches == kernels == int(sys.argv[3]):
+    note = " (expected %s of each)" % sys.argv[3]
+print("bench: %s recorded %s launches and %s kernels%s" % (sys.argv[2], launches, kernels, note))
+PY
 }
 
 # Every case of $tsv, in first-seen order: runs, median seconds and the

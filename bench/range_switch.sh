@@ -32,13 +32,6 @@ done
 # Every timed launch is in a range (the one before the loop is not): each
 # way must record all of them and their kernels (the last round's reports).
 for t in one $(for k in $sizes; do echo "switched$k on$k"; done); do
-  python3 - "$tmp/$t.json" "$t" "$launches" <<'PY' || echo "bench: no report from $t" >&2
-import json, sys
-totals = json.load(open(sys.argv[1]))["totals"]
-launches, kernels = totals.get("launches"), totals.get("kernels")
-exact = launches == kernels == int(sys.argv[3])
-print("bench: %s recorded %s launches and %s kernels%s" % (sys.argv[2], launches, kernels,
-      "" if exact else " (expected %s of each)" % sys.argv[3]))
-PY
+  bench_recorded "$t" "$tmp/$t.json" "$launches"
 done
 bench_table "ranges of K launches.configuration"

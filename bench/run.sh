@@ -53,13 +53,9 @@ done
 # A configuration that records nothing is cheap for the wrong reason: the
 # last round's launch and kernel counts of the full traces (the range one
 # must hold every timed launch: the one before the loop is outside it).
-for t in full activity range; do
-  python3 - "$tmp/$t.json" "$t" <<'PY' || echo "bench: no report from the $t trace" >&2
-import json, sys
-totals = json.load(open(sys.argv[1]))["totals"]
-print("bench: %s trace recorded %s launches and %s kernels" % (sys.argv[2], totals.get("launches"), totals.get("kernels")))
-PY
-done
+bench_recorded "full trace" "$tmp/full.json" $((launches + 1))
+bench_recorded "activity trace" "$tmp/activity.json" $((launches + 1))
+bench_recorded "range trace" "$tmp/range.json" "$launches"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   for ((r = 0; r < rounds; r++)); do
     run_case torch.native python3 "$root/bench/torch_loop.py"
