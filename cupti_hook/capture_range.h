@@ -108,14 +108,17 @@ class CaptureRanges {
 //
 //  - the first range of the run, and any range that opens kBackToBackNs or
 //    more after the previous one closed, turns the activity off at its stop
-//    (a gap of launch-bound work with the activity on costs about a third
-//    of its time: worth a switch when longer than about half a millisecond);
+//    (launch-bound work with the activity on cost 1.2-1.6x its time on
+//    the H100 and H200: a switch is worth it once a gap is a millisecond
+//    or more);
 //  - a range that opens less than kBackToBackNs after the previous one
 //    closed leaves it on at its stop ("lingering"); the next start then
-//    finds it on, and the watcher turns it off once no range has opened for
-//    kBackToBackNs. The gaps' records are filtered by correlation id as
-//    always; the last gap of a run of ranges costs at most one watcher
-//    interval of activity.
+//    finds it on, and the watcher turns it off once kBackToBackNs have
+//    passed since the last close with no range opened (Watcher::WakeAt:
+//    then, not at its next tick). The gaps' records are filtered by correlation id as always.
+//  - the last range a run may open (--capture-range-end repeat:N, the 4096
+//    cap), and a range whose start CUPTI refused to turn the activity on
+//    for, turn it off at their stop in any case.
 //
 // Timestamps are CUPTI's (ns). A clock that steps back reads as a long gap:
 // the activity is then turned off as without this. Not thread-safe: the
@@ -131,10 +134,12 @@ class RangeActivity {
     lingering_ = false;
   }
   // The open range closed at `now_ns`: whether to turn the activity off now
-  // (else it lingers).
-  [[nodiscard]] bool Closed(uint64_t now_ns) {
+  // (else it lingers). `may_linger` false: off now whatever came before
+  // (no range can open again; CUPTI refused to turn the activity on for
+  // this range, so the next start must try again).
+  [[nodiscard]] bool Closed(uint64_t now_ns, bool may_linger = true) {
     closed_ns_ = now_ns == 0 ? 1 : now_ns;
-    lingering_ = back_to_back_;
+    lingering_ = back_to_back_ && may_linger;
     return !lingering_;
   }
   // The watcher's tick: whether to turn a lingering activity off now.
@@ -144,6 +149,12 @@ class RangeActivity {
     return true;
   }
   [[nodiscard]] bool lingering() const { return lingering_; }
+  // How long from `now_ns` until Tick turns a lingering activity off (0:
+  // due now).
+  [[nodiscard]] uint64_t WaitNs(uint64_t now_ns) const {
+    const uint64_t since = now_ns - closed_ns_;
+    return since >= kBackToBackNs ? 0 : kBackToBackNs - since;
+  }
 
  private:
   uint64_t closed_ns_ = 0;     // the last close; 0: none yet

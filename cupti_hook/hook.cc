@@ -313,8 +313,8 @@ HookState Hook::Start() {
     }
   }
   tracer_->Begin(config_.program);
-  watcher_ = KeptForever(
-      new Watcher(std::chrono::milliseconds(config_.interval_ms), [this] { Tick(); }));
+  watcher_ = KeptForever(new Watcher(std::chrono::milliseconds(config_.interval_ms),
+                                     [this] { Tick(); }, [this] { EndLingeringActivity(); }));
   watcher_->Start();
   if (device_maps_ != nullptr && device_maps_->mirrors_rings()) {
     // Ring records wait in device memory until pumped into the segment:
@@ -406,7 +406,7 @@ void Hook::Tick() {
     attach_->Poll(absl::GetCurrentTimeNanos());
   }
   if (lifecycle_.IsReady() && activity_enabled_) {
-    EndLingeringActivity();
+    EndLingeringActivity();  // in case a wake was missed
     // Hands completed buffers to BufferCompleted so readers see kernels while
     // the program runs.
     (void)seam_.ActivityFlushAll(false);
@@ -414,14 +414,22 @@ void Hook::Tick() {
 }
 
 void Hook::EndLingeringActivity() {
-  if (capture_ == nullptr) return;
+  if (capture_ == nullptr || !lifecycle_.IsReady() || !activity_enabled_) return;
   // A program thread switching it now (a start or stop call) holds the
-  // lock: this tick leaves it to that call, or to the next tick.
-  if (!activity_mu_.TryLock()) return;
-  if (activity_on_ && !activity_final_ && range_activity_.Tick(seam_.Timestamp())) {
-    (void)SetActivity(false, /*launch_apis=*/false);
+  // lock: then look again shortly.
+  uint64_t wait_ns = 200'000;
+  if (activity_mu_.TryLock()) {
+    const uint64_t now = seam_.Timestamp();
+    if (activity_on_ && !activity_final_ && range_activity_.Tick(now)) {
+      (void)SetActivity(false, /*launch_apis=*/false);
+    }
+    // Still lingering (woken before CUPTI's clock says it is due): again
+    // when it is. Not lingering: nothing to ask for.
+    wait_ns = range_activity_.lingering() && !activity_final_ ? range_activity_.WaitNs(now) : 0;
+    activity_mu_.Unlock();
+    if (wait_ns == 0) return;
   }
-  activity_mu_.Unlock();
+  watcher_->WakeAt(Watcher::Clock::now() + std::chrono::nanoseconds(wait_ns + 50'000));
 }
 
 void Hook::PumpTick() {
@@ -662,6 +670,7 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
   CaptureRanges::Change change = CaptureRanges::Change::kUnchanged;
   absl::Status refused;
   bool warn_refused = false;
+  bool lingers = false;
   {
     absl::MutexLock lock(&activity_mu_);
     const bool switching = activity_enabled_ && !config_.capture_activity_on && !activity_final_;
@@ -686,14 +695,24 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
     if (switching) {
       if (change == CaptureRanges::Change::kOpened) {
         range_activity_.Opened(seam_.Timestamp());
+        range_refused_ = turned_on && !refused.ok();
       } else if (change == CaptureRanges::Change::kClosed) {
-        if (range_activity_.Closed(seam_.Timestamp()) && activity_on_) {
-          (void)SetActivity(false, /*launch_apis=*/false);
+        const bool may_linger = !range_refused_ && capture_->count() < capture_->limit();
+        if (range_activity_.Closed(seam_.Timestamp(), may_linger)) {
+          if (activity_on_) (void)SetActivity(false, /*launch_apis=*/false);
+        } else {
+          lingers = true;
         }
       } else if (turned_on && activity_on_) {
         (void)SetActivity(false, /*launch_apis=*/false);
       }
     }
+  }
+  // The watcher turns a lingering activity off once no range follows
+  // (outside the lock: the watcher takes it).
+  if (lingers) {
+    watcher_->WakeAt(Watcher::Clock::now() +
+                     std::chrono::nanoseconds(RangeActivity::kBackToBackNs + 50'000));
   }
   if (warn_refused) {
     CUPROBE_LOG(kWarning,

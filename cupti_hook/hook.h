@@ -190,8 +190,10 @@ class Hook {
   // A profiler start or stop call (either API): opens or closes a range,
   // turning CUPTI's activity on before a range opens and off once it closes.
   void OnProfilerCall(bool start, const CUpti_CallbackData* data);
-  // The watcher's part of it: turns off the activity that ranges back to
-  // back left on, once none has opened for a while (RangeActivity).
+  // The watcher's part of it (its wake, and each tick): turns off the
+  // activity that ranges back to back left on, once no range opened 1 ms
+  // after the last close (RangeActivity); asks to be woken again while it
+  // is not yet due.
   void EndLingeringActivity();
   // Turns the activity kinds (ActivityKinds(), and with `launch_apis` the
   // launch calls' API activity when launch records come from it) on or off;
@@ -219,6 +221,8 @@ class Hook {
   bool activity_warned_ ABSL_GUARDED_BY(activity_mu_) = false;
   // Ranges back to back share one switch (capture_range.h).
   RangeActivity range_activity_ ABSL_GUARDED_BY(activity_mu_);
+  // CUPTI refused to turn the activity on for the open range.
+  bool range_refused_ ABSL_GUARDED_BY(activity_mu_) = false;
   // Launch records come from API activity (not the callbacks).
   std::atomic<bool> launch_activity_{false};
   std::atomic<bool> launch_callbacks_on_{false};

@@ -1735,19 +1735,14 @@ TEST(Hook, CaptureRangesBackToBackShareOneSwitch) {
                  id + 2);
     QueueStepKernel(rig.seam, id + 3, at + 20);
   };
-  // Runs one watcher tick at `at`, and waits until it has finished (the
-  // tick after it has begun).
-  auto tick = [&](uint64_t at) {
+  // CUPTI's clock moves to `at`; the watcher, which wakes 1 ms after a
+  // lingering close (and again while the clock says it is not yet due),
+  // gets `real_ms` of real time to act on it.
+  auto wait = [&](uint64_t at, int real_ms) {
     rig.seam.now_ns = at;
-    Watcher* watcher = rig.hook.watcher();
-    for (int i = 0; i < 2; ++i) {
-      const uint64_t before = watcher->ticks();
-      watcher->Poke();
-      const absl::Time deadline = absl::Now() + absl::Seconds(10);
-      while (watcher->ticks() == before && absl::Now() < deadline) {
-        absl::SleepFor(absl::Milliseconds(1));
-      }
-      ASSERT_GT(watcher->ticks(), before);
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(real_ms);
+    while (!rig.seam.activity_on().empty() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
     }
   };
 
@@ -1763,10 +1758,12 @@ TEST(Hook, CaptureRangesBackToBackShareOneSwitch) {
   EXPECT_EQ(count("ActivityDisable(10)"), disables);
   EXPECT_EQ(rig.seam.activity_on().size(), all);
   const uint64_t closed = 11 * kMs + kMs / 5;
-  tick(closed + kMs / 2);
+  wait(closed + kMs / 2, 50);
   EXPECT_EQ(rig.seam.activity_on().size(), all) << "0.5 ms since the close";
-  tick(closed + kMs);
+  wait(closed + kMs, 10000);
   EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "1 ms since the close";
+  EXPECT_EQ(rig.hook.watcher()->ticks(), 0u) << "woken, not ticked (interval 60 s)";
+  EXPECT_GT(rig.hook.watcher()->wakes(), 0u);
   range(20 * kMs, 40);  // 8.8 ms after: off at its stop
   EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
   EXPECT_EQ(count("ActivityEnable(10)"), enables_at_start + 3);
@@ -1779,6 +1776,53 @@ TEST(Hook, CaptureRangesBackToBackShareOneSwitch) {
   }
   EXPECT_THAT(ids, UnorderedElementsAre(11, 21, 31, 41));
   EXPECT_EQ(rig.hook.capture_ranges()->count(), 4);
+}
+
+// Ranges back to back still switch off at the stop of the last range the
+// run may open (repeat:2), and of a range CUPTI refused to turn the activity
+// on for, so that the next start tries again.
+TEST(Hook, CaptureRangesBackToBackSwitchOffAtTheLastRangeAndAfterARefusal) {
+  auto enables = [](const Rig& rig) {
+    auto calls = rig.seam.calls();
+    return std::count(calls.begin(), calls.end(), "ActivityEnable(10)");
+  };
+  auto start = [](Rig& rig, uint32_t id) {
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, id);
+  };
+  auto stop = [](Rig& rig, uint32_t id) {
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, id);
+  };
+  {
+    Rig rig(60000, "", [](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.capture_range_end = *ParseCaptureRangeEnd("repeat:2");
+    });
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    start(rig, 10);  // CUPTI's clock stands still: every range back to back
+    stop(rig, 11);
+    start(rig, 12);
+    stop(rig, 13);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "no range can open again";
+    start(rig, 14);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+    rig.hook.Stop();
+  }
+  Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+  StderrCapture capture;
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  const auto at_start = enables(rig);
+  start(rig, 10);
+  stop(rig, 11);
+  rig.seam.activity_enable_status = absl::InternalError("CUPTI_ERROR_NOT_READY");
+  start(rig, 12);  // back to back, and refused
+  EXPECT_EQ(enables(rig), at_start + 2);
+  stop(rig, 13);
+  rig.seam.activity_enable_status = absl::OkStatus();
+  start(rig, 14);  // back to back: tries again, as the range before did not linger
+  EXPECT_EQ(enables(rig), at_start + 3);
+  EXPECT_EQ(rig.seam.activity_on().size(), Tracer::kActivityKinds.size());
+  rig.hook.Stop();
+  EXPECT_THAT(capture.Take(), HasSubstr("cannot turn CUPTI's activity on"));
 }
 
 TEST(RangeActivity, SwitchesOffAtTheStopUnlessBackToBack) {
@@ -1803,6 +1847,17 @@ TEST(RangeActivity, SwitchesOffAtTheStopUnlessBackToBack) {
   a.Opened(9000 + 4 * kGap);
   EXPECT_FALSE(a.lingering());
   EXPECT_TRUE(a.Closed(9000 + 5 * kGap));
+  // Not when the hook says it may not.
+  a.Opened(9000 + 5 * kGap + 1);
+  EXPECT_TRUE(a.Closed(9000 + 5 * kGap + 2, /*may_linger=*/false));
+  EXPECT_FALSE(a.lingering());
+  // How long a linger has left.
+  a.Opened(9000 + 5 * kGap + 3);
+  EXPECT_FALSE(a.Closed(10000 + 5 * kGap));
+  EXPECT_EQ(a.WaitNs(10000 + 5 * kGap), kGap);
+  EXPECT_EQ(a.WaitNs(10000 + 5 * kGap + 400), kGap - 400);
+  EXPECT_EQ(a.WaitNs(10000 + 6 * kGap), 0u);
+  EXPECT_TRUE(a.Tick(10000 + 6 * kGap));
   // A clock that steps back reads as a long gap.
   a.Opened(100);
   EXPECT_TRUE(a.Closed(200));
