@@ -710,7 +710,7 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
   }
   // The watcher turns a lingering activity off once no range follows
   // (outside the lock: the watcher takes it).
-  if (lingers) {
+  if (lingers && watcher_ != nullptr) {
     watcher_->WakeAt(Watcher::Clock::now() +
                      std::chrono::nanoseconds(RangeActivity::kBackToBackNs + 50'000));
   }
