@@ -115,7 +115,8 @@ class CaptureRanges {
 //    closed leaves it on at its stop ("lingering"); the next start then
 //    finds it on, and the watcher turns it off once kBackToBackNs have
 //    passed since the last close with no range opened (Watcher::WakeAt:
-//    then, not at its next tick). The gaps' records are filtered by correlation id as always.
+//    then, not at its next tick). The gaps' records are filtered by
+//    correlation id as always.
 //  - the last range a run may open (--capture-range-end repeat:N, the 4096
 //    cap), and a range whose start CUPTI refused to turn the activity on
 //    for, turn it off at their stop in any case.
@@ -142,7 +143,8 @@ class RangeActivity {
     lingering_ = back_to_back_ && may_linger;
     return !lingering_;
   }
-  // The watcher's tick: whether to turn a lingering activity off now.
+  // The watcher's check (its wake, or a tick): whether to turn a lingering
+  // activity off now.
   [[nodiscard]] bool Tick(uint64_t now_ns) {
     if (!lingering_ || now_ns - closed_ns_ < kBackToBackNs) return false;
     lingering_ = false;

@@ -133,7 +133,6 @@ class Hook {
   [[nodiscard]] uint64_t callbacks_fell_through() const { return callbacks_fell_through_.load(); }
   [[nodiscard]] Tracer* tracer() const { return tracer_; }
   [[nodiscard]] const Watcher* watcher() const { return watcher_; }
-  [[nodiscard]] Watcher* watcher() { return watcher_; }  // tests poke it
   [[nodiscard]] int contexts_alive() const { return contexts_alive_.load(); }
   // What pthread_atfork's child handler does in a forked child (tests undo
   // it with false).
