@@ -310,6 +310,7 @@ HookState Hook::Start() {
     if ((capture_ != nullptr && !config_.capture_activity_on) ||
         (capture_ == nullptr && config_.activity_at_context)) {
       (void)SetActivity(false, /*launch_apis=*/false);
+      switched_off_ = {};  // counted from the first range on
     }
   }
   tracer_->Begin(config_.program);
@@ -484,10 +485,20 @@ void Hook::Stop() {
       absl::SleepFor(absl::Milliseconds(1));
     }
     if (locked) {
+      const SwitchTimes on = switched_on_, off = switched_off_;
       (void)SetActivity(false, /*launch_apis=*/true);
       activity_final_ = true;
       activity_enabled_ = false;
       activity_mu_.Unlock();
+      // What the capture ranges' switching cost the threads that did it
+      // (teardown's own switch left out).
+      if (capture_ != nullptr && on.count + off.count > 0) {
+        CUPROBE_LOG(kDebug,
+                    "capture ranges: CUPTI's activity turned on %d time(s), %.1f us each; "
+                    "off %d time(s), %.1f us each",
+                    on.count, on.count > 0 ? on.ns / 1e3 / on.count : 0.0, off.count,
+                    off.count > 0 ? off.ns / 1e3 / off.count : 0.0);
+      }
     } else {
       CUPROBE_LOG(kWarning, "teardown: a thread is still switching CUPTI's activity; left on");
     }
@@ -646,6 +657,7 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
 }
 
 absl::Status Hook::SetActivity(bool on, bool launch_apis) {
+  const int64_t t0 = absl::GetCurrentTimeNanos();
   absl::Status first;
   for (CUpti_ActivityKind kind : ActivityKinds()) {
     absl::Status s = on ? seam_.ActivityEnable(kind) : seam_.ActivityDisable(kind);
@@ -656,6 +668,9 @@ absl::Status Hook::SetActivity(bool on, bool launch_apis) {
     if (first.ok()) first = s;
   }
   activity_on_ = on;
+  SwitchTimes& times = on ? switched_on_ : switched_off_;
+  ++times.count;
+  times.ns += absl::GetCurrentTimeNanos() - t0;
   return first;
 }
 

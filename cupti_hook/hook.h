@@ -222,6 +222,14 @@ class Hook {
   RangeActivity range_activity_ ABSL_GUARDED_BY(activity_mu_);
   // CUPTI refused to turn the activity on for the open range.
   bool range_refused_ ABSL_GUARDED_BY(activity_mu_) = false;
+  // How often SetActivity turned the kinds on and off, and how long that
+  // took the calling thread (logged at teardown with CUPROBE_LOG=debug).
+  struct SwitchTimes {
+    int count = 0;
+    int64_t ns = 0;
+  };
+  SwitchTimes switched_on_ ABSL_GUARDED_BY(activity_mu_);
+  SwitchTimes switched_off_ ABSL_GUARDED_BY(activity_mu_);
   // Launch records come from API activity (not the callbacks).
   std::atomic<bool> launch_activity_{false};
   std::atomic<bool> launch_callbacks_on_{false};

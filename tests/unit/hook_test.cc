@@ -1716,6 +1716,9 @@ TEST(Hook, CaptureRangeEndStopAndNone) {
 // after a longer gap turns it off at its stop again.
 TEST(Hook, CaptureRangesBackToBackShareOneSwitch) {
   Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+  StderrCapture capture;
+  const LogLevel level = CurrentLogLevel();
+  SetLogLevel(LogLevel::kDebug);
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
   auto count = [&](const std::string& call) {
     auto calls = rig.seam.calls();
@@ -1776,6 +1779,12 @@ TEST(Hook, CaptureRangesBackToBackShareOneSwitch) {
   }
   EXPECT_THAT(ids, UnorderedElementsAre(11, 21, 31, 41));
   EXPECT_EQ(rig.hook.capture_ranges()->count(), 4);
+  // The switches the ranges made (on: ranges 1, 2 and 4; off: the stops of
+  // ranges 1 and 4, and the watcher), for CUPROBE_LOG=debug.
+  const std::string err = capture.Take();
+  EXPECT_THAT(err, HasSubstr("capture ranges: CUPTI's activity turned on 3 time(s)"));
+  EXPECT_THAT(err, HasSubstr("; off 3 time(s)"));
+  SetLogLevel(level);
 }
 
 // Ranges back to back still switch off at the stop of the last range the
