@@ -6,15 +6,24 @@
 // cudaProfilerStop (what `cuprobe trace -c cudaProfilerApi` traces). With
 // "ranges:K", every K launches are a range of their own (a start before
 // them, a stop right after them, without waiting for their kernels): what
-// opening and closing ranges costs.
+// opening and closing ranges costs. LAUNCH_LOOP_RANGE_GAP_US=G sleeps G
+// microseconds after each range's stop (the sleep is timed too), so that
+// ranges are not back to back. LAUNCH_LOOP_SLOWEST=N times every step of
+// the loop (a launch, with its range's start or stop) and prints the N
+// slowest: where a one-time cost falls.
 // Prints "launch_loop: launches=N seconds=S per_launch_us=U".
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
+#include <utility>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 __global__ void empty_kernel() {}
 
@@ -41,6 +50,12 @@ int main(int argc, char** argv) {
       if (cudaEventCreate(&e) != cudaSuccess) return 2;
     }
   }
+  const char* gap_env = std::getenv("LAUNCH_LOOP_RANGE_GAP_US");
+  const std::chrono::microseconds gap(gap_env != nullptr ? std::atoi(gap_env) : 0);
+  const char* slowest_env = std::getenv("LAUNCH_LOOP_SLOWEST");
+  const int slowest = slowest_env != nullptr ? std::atoi(slowest_env) : 0;
+  std::vector<std::pair<double, int>> steps;  // (microseconds, launch index)
+  if (slowest > 0) steps.reserve(launches);
   auto t0 = std::chrono::steady_clock::now();
   if (range && cudaProfilerStart() != cudaSuccess) return 2;
   if (events > 0) {
@@ -51,11 +66,19 @@ int main(int argc, char** argv) {
     }
   }
   for (int i = 0; i < launches && events == 0; ++i) {
+    const auto step0 = slowest > 0 ? std::chrono::steady_clock::now() : t0;
     if (per_range > 0 && i % per_range == 0 && cudaProfilerStart() != cudaSuccess) return 2;
     empty_kernel<<<1, 32>>>();
     if (per_range > 0 && (i % per_range == per_range - 1 || i == launches - 1) &&
         cudaProfilerStop() != cudaSuccess) {
       return 2;
+    }
+    if (slowest > 0) {
+      steps.emplace_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - step0).count(), i);
+    }
+    if (per_range > 0 && gap.count() > 0 && i % per_range == per_range - 1) {
+      std::this_thread::sleep_for(gap);
     }
   }
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
@@ -63,5 +86,10 @@ int main(int argc, char** argv) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "launch_loop: launches=%d seconds=%.6f per_launch_us=%.3f\n", launches, s,
               s * 1e6 / launches);
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  for (int k = 0; k < slowest && k < static_cast<int>(steps.size()); ++k) {
+    std::fprintf(stderr, "launch_loop: slow step %d: launch %d took %.1f us\n", k + 1, steps[k].second,
+                 steps[k].first);
+  }
   return 0;
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # What opening and closing capture ranges costs. Under `-c cudaProfilerApi`
-# the hook turns CUPTI's kernel, memcpy and memset activity on in every
-# start call and off in every stop call; this measures that switching on a
+# the hook turns CUPTI's kernel, memcpy and memset activity on in a range's
+# start call and off in its stop call (ranges back to back share one
+# switch: capture_range.h); this measures that switching on a
 # launch loop cut into ranges of K launches (`launch_loop N ranges:K`),
 # against the same ranges with the activity on the whole run
-# (CUPROBE_DIAG=capture-activity-on: no switching, records filtered), one
+# (CUPROBE_DIAG=capture-activity-on: no switching, records filtered), the
+# same ranges switching at every stop even back to back
+# (CUPROBE_DIAG=no-linger: what sharing one switch saves), one
 # range around the loop, and a full trace. Rounds interleaved; ratios
 # against the uninstrumented run (which makes the same start and stop
 # calls) of the same call.
@@ -24,6 +27,7 @@ for ((r = 0; r < rounds; r++)); do
     bench_case "k$k.native" -- "$loop" "$launches" "ranges:$k"
     bench_case "k$k.switched" -- $(trace "switched$k") -c cudaProfilerApi -- "$loop" "$launches" "ranges:$k"
     bench_case "k$k.activity_on" CUPROBE_DIAG=capture-activity-on -- $(trace "on$k") -c cudaProfilerApi -- "$loop" "$launches" "ranges:$k"
+    bench_case "k$k.no_linger" CUPROBE_DIAG=no-linger -- $(trace "nolinger$k") -c cudaProfilerApi -- "$loop" "$launches" "ranges:$k"
     bench_case "k$k.full_trace" -- $(trace t) -- "$loop" "$launches" "ranges:$k"
   done
   bench_case one.native -- "$loop" "$launches" range
@@ -31,7 +35,7 @@ for ((r = 0; r < rounds; r++)); do
 done
 # Every timed launch is in a range (the one before the loop is not): each
 # way must record all of them and their kernels (the last round's reports).
-for t in one $(for k in $sizes; do echo "switched$k on$k"; done); do
+for t in one $(for k in $sizes; do echo "switched$k on$k nolinger$k"; done); do
   bench_recorded "$t" "$tmp/$t.json" "$launches"
 done
 bench_table "ranges of K launches.configuration"

@@ -89,6 +89,7 @@ HookConfig HookConfig::FromEnvironment() {
   }
   config.capture_activity_on = Tracer::DiagWord("capture-activity-on");
   config.activity_at_context = Tracer::DiagWord("activity-at-context");
+  config.no_linger = Tracer::DiagWord("no-linger");
   config.program = ProgramName();
   return config;
 }
@@ -712,7 +713,8 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
         range_activity_.Opened(seam_.Timestamp());
         range_refused_ = turned_on && !refused.ok();
       } else if (change == CaptureRanges::Change::kClosed) {
-        const bool may_linger = !range_refused_ && capture_->count() < capture_->limit();
+        const bool may_linger =
+            !range_refused_ && capture_->count() < capture_->limit() && !config_.no_linger;
         if (range_activity_.Closed(seam_.Timestamp(), may_linger)) {
           if (activity_on_) (void)SetActivity(false, /*launch_apis=*/false);
         } else {

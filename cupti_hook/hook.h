@@ -105,6 +105,9 @@ struct HookConfig {
   // same activity on from Start (docs/PERFORMANCE.md); this tells whether
   // turning it on once a context exists is what matters.
   bool activity_at_context = false;
+  // CUPROBE_DIAG=no-linger (a measuring switch): every range's stop turns
+  // the activity off, back to back or not (what a switch costs).
+  bool no_linger = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).

@@ -1834,6 +1834,32 @@ TEST(Hook, CaptureRangesBackToBackSwitchOffAtTheLastRangeAndAfterARefusal) {
   EXPECT_THAT(capture.Take(), HasSubstr("cannot turn CUPTI's activity on"));
 }
 
+// CUPROBE_DIAG=no-linger (what bench/range_switch.sh compares with): every
+// stop switches the activity off, back to back or not.
+TEST(Hook, CaptureRangesSwitchAtEveryStopWithNoLinger) {
+  Rig rig(60000, "", [](HookConfig& c) {
+    c.capture_profiler_api = true;
+    c.no_linger = true;
+  });
+  ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  auto count = [&](const std::string& call) {
+    auto calls = rig.seam.calls();
+    return std::count(calls.begin(), calls.end(), call);
+  };
+  const auto enables = count("ActivityEnable(10)");
+  const auto disables = count("ActivityDisable(10)");
+  for (uint32_t id = 10; id < 40; id += 10) {  // CUPTI's clock stands still
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, id);
+    EXPECT_EQ(rig.seam.activity_on().size(), Tracer::kActivityKinds.size());
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
+                 id + 1);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "range " << id / 10;
+  }
+  EXPECT_EQ(count("ActivityEnable(10)"), enables + 3);
+  EXPECT_EQ(count("ActivityDisable(10)"), disables + 3);
+  rig.hook.Stop();
+}
+
 TEST(RangeActivity, SwitchesOffAtTheStopUnlessBackToBack) {
   constexpr uint64_t kGap = RangeActivity::kBackToBackNs;
   RangeActivity a;
