@@ -7,8 +7,10 @@
 #  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`
 #     (everything; --trace launches; --trace kernels; launch records from
 #     API activity; --capture-range with the loop inside a range, and with
-#     no range opened, CUPTI's activity off or on), and CUPTI's own
-#     cupti_trace_injection sample (built here from the toolkit).
+#     no range opened, CUPTI's activity off or on), `cuprobe run` with the
+#     empty probe (instrumented kernels, launch callbacks, no CUPTI
+#     activity), and CUPTI's own cupti_trace_injection sample (built here
+#     from the toolkit).
 #  2. torch_loop (PyTorch, launch-bound): native, torch.profiler, `cuprobe
 #     trace`, and `cuprobe trace -c cudaProfilerApi` with the loop in a range.
 # Writes bench.tsv and prints a markdown table of median seconds and ratios.
@@ -48,6 +50,10 @@ for ((r = 0; r < rounds; r++)); do
   run_case launch.cuprobe_range "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/range" -- "$loop" "$launches" range
   run_case launch.cuprobe_range_none "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/t" -- "$loop" "$launches"
   run_case launch.cuprobe_range_none_activity_on env CUPROBE_DIAG=capture-activity-on "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/t" -- "$loop" "$launches"
+  # Every launch redirected to an instrumented twin whose entry and exit
+  # probes do nothing, with launch callbacks and no CUPTI kernel activity:
+  # the host's side of timing kernels by instrumentation instead of CUPTI.
+  run_case launch.run_empty_probe "$cuprobe" run --quiet --trace launches -p "$build/probes/empty.cpb" --format json -o "$tmp/run" -- "$loop" "$launches"
   [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
 done
 # A configuration that records nothing is cheap for the wrong reason: the
@@ -56,6 +62,12 @@ done
 bench_recorded "full trace" "$tmp/full.json" $((launches + 1))
 bench_recorded "activity trace" "$tmp/activity.json" $((launches + 1))
 bench_recorded "range trace" "$tmp/range.json" "$launches"
+if "$cuprobe" run --trace launches -p "$build/probes/empty.cpb" --format json -o "$tmp/run" -- "$loop" 1000 2>&1 |
+     grep -q 'empty_kernel'; then
+  echo "bench: the empty probe instrumented empty_kernel"
+else
+  echo "bench: the empty probe instrumented nothing: its row measures no instrumented launch" >&2
+fi
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   for ((r = 0; r < rounds; r++)); do
     run_case torch.native python3 "$root/bench/torch_loop.py"
