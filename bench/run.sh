@@ -50,8 +50,8 @@ for ((r = 0; r < rounds; r++)); do
   run_case launch.cuprobe_range "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/range" -- "$loop" "$launches" range
   run_case launch.cuprobe_range_none "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/t" -- "$loop" "$launches"
   run_case launch.cuprobe_range_none_activity_on env CUPROBE_DIAG=capture-activity-on "$cuprobe" trace -c cudaProfilerApi --format json -o "$tmp/t" -- "$loop" "$launches"
-  # Every launch redirected to an instrumented twin whose entry and exit
-  # probes do nothing, with launch callbacks and no CUPTI kernel activity:
+  # The loop's module instrumented when it loads (entry and exit probes
+  # that do nothing), with launch callbacks and no CUPTI kernel activity:
   # the host's side of timing kernels by instrumentation instead of CUPTI.
   run_case launch.run_empty_probe "$cuprobe" run --quiet --trace launches -p "$build/probes/empty.cpb" --format json -o "$tmp/run" -- "$loop" "$launches"
   [[ -n "$inj" ]] && run_case launch.cupti_injection env CUDA_INJECTION64_PATH="$inj" "$loop" "$launches"
