@@ -6,10 +6,12 @@
 // cudaProfilerStop (what `cuprobe trace -c cudaProfilerApi` traces). With
 // "ranges:K", every K launches are a range of their own (a start before
 // them, a stop right after them, without waiting for their kernels): what
-// opening and closing ranges costs. LAUNCH_LOOP_RANGE_GAP_US=G sleeps G
-// microseconds after each range's stop (the sleep is timed too), so that
-// ranges are not back to back. LAUNCH_LOOP_SLOWEST=N times every step of
-// the loop (a launch, with its range's start or stop) and prints the N
+// opening and closing ranges costs. With "ranges:K",
+// LAUNCH_LOOP_RANGE_GAP_US=G sleeps G microseconds after each range's stop
+// (the sleep is timed too), so that ranges are not back to back (the hook
+// counts ranges less than 1 ms apart as back to back: G >= 1000).
+// LAUNCH_LOOP_SLOWEST=N times every step of the loop (a launch, with its
+// range's start or stop; not with LAUNCH_LOOP_EVENTS) and prints the N
 // slowest: where a one-time cost falls.
 // Prints "launch_loop: launches=N seconds=S per_launch_us=U".
 #include <cuda_profiler_api.h>
@@ -17,13 +19,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
-#include <utility>
-#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <thread>
+#include <utility>
+#include <vector>
 
 __global__ void empty_kernel() {}
 
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
   const char* slowest_env = std::getenv("LAUNCH_LOOP_SLOWEST");
   const int slowest = slowest_env != nullptr ? std::atoi(slowest_env) : 0;
   std::vector<std::pair<double, int>> steps;  // (microseconds, launch index)
-  if (slowest > 0) steps.reserve(launches);
+  if (slowest > 0) steps.reserve(std::max(launches, 0));
   auto t0 = std::chrono::steady_clock::now();
   if (range && cudaProfilerStart() != cudaSuccess) return 2;
   if (events > 0) {
@@ -86,9 +88,10 @@ int main(int argc, char** argv) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "launch_loop: launches=%d seconds=%.6f per_launch_us=%.3f\n", launches, s,
               s * 1e6 / launches);
-  std::sort(steps.begin(), steps.end(), std::greater<>());
-  for (int k = 0; k < slowest && k < static_cast<int>(steps.size()); ++k) {
-    std::fprintf(stderr, "launch_loop: slow step %d: launch %d took %.1f us\n", k + 1, steps[k].second,
+  const size_t shown = std::min(steps.size(), static_cast<size_t>(std::max(slowest, 0)));
+  std::partial_sort(steps.begin(), steps.begin() + shown, steps.end(), std::greater<>());
+  for (size_t k = 0; k < shown; ++k) {
+    std::fprintf(stderr, "launch_loop: slow step %zu: launch %d took %.1f us\n", k + 1, steps[k].second,
                  steps[k].first);
   }
   return 0;

@@ -62,8 +62,10 @@ done
 bench_recorded "full trace" "$tmp/full.json" $((launches + 1))
 bench_recorded "activity trace" "$tmp/activity.json" $((launches + 1))
 bench_recorded "range trace" "$tmp/range.json" "$launches"
-if "$cuprobe" run --trace launches -p "$build/probes/empty.cpb" --format json -o "$tmp/run" -- "$loop" 1000 2>&1 |
-     grep -q 'empty_kernel'; then
+# (`cuprobe run` lists the kernels it instrumented on stderr at the end.)
+"$cuprobe" run --trace launches -p "$build/probes/empty.cpb" --format json -o "$tmp/run" -- "$loop" 1000 \
+  > "$tmp/run.log" 2>&1
+if grep -q 'empty_kernel' "$tmp/run.log"; then
   echo "bench: the empty probe instrumented empty_kernel"
 else
   echo "bench: the empty probe instrumented nothing: its row measures no instrumented launch" >&2

@@ -62,13 +62,14 @@ function(cuprobe_cc_binary)
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endfunction()
 
-# A test's own sources (not the code under test, which its libraries bring
-# at the build type's level) compile at CUPROBE_TEST_OPTIMIZATION in a
-# Release or RelWithDebInfo build: on a GoogleTest file, -O1 takes about a
-# third less time than -O3, and under the sanitizers -O0 half as long as
-# -O1 (scripts/sanitize.sh uses -O0); CI builds every test twice on 2
-# cores. The test precompiled header gets the same level (GCC refuses a
-# header built at another -O that changes its predefined macros).
+# A test's own sources (with the header-only code they include; the code its
+# libraries bring keeps the build type's level) compile at
+# CUPROBE_TEST_OPTIMIZATION (one flag) in a Release or RelWithDebInfo build:
+# on a GoogleTest file, -O1 takes about a third less time than -O3, and
+# under the sanitizers -O0 half as long as -O1 (scripts/sanitize.sh uses
+# -O0); CI builds every test twice on 2 cores. The test precompiled header
+# gets the same level (GCC refuses a header built at another -O that changes
+# its predefined macros).
 set(CUPROBE_TEST_OPTIMIZATION "-O1" CACHE STRING
     "Optimization of the tests' own sources in a Release or RelWithDebInfo build (empty: the build type's)")
 function(_cuprobe_test_optimization t)

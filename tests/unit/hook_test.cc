@@ -1041,6 +1041,10 @@ TEST(HookConfig, ReadsEnvironment) {
   ::setenv("CUPROBE_LAUNCH_TIMES", "bogus", 1);  // a warning; the default
   EXPECT_FALSE(HookConfig::FromEnvironment().launch_api_activity);
   ::unsetenv("CUPROBE_LAUNCH_TIMES");
+  EXPECT_FALSE(c.no_linger) << "ranges back to back share one switch by default";
+  ::setenv("CUPROBE_DIAG", "no-linger", 1);
+  EXPECT_TRUE(HookConfig::FromEnvironment().no_linger);
+  ::unsetenv("CUPROBE_DIAG");
   EXPECT_FALSE(c.capture_profiler_api) << "the whole run by default";
   ::setenv("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", 1);
   EXPECT_TRUE(HookConfig::FromEnvironment().capture_profiler_api);
