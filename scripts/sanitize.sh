@@ -34,7 +34,7 @@ fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpu
 echo "sanitize: configuring $build (address;undefined)"
 # -O1 with line tables only: ASan's recommended level, symbolized stacks, and
 # far less to compile and link than -O2 -g (CI has 2 cores and 30 minutes).
-# The tests' own sources at -O0 (the code they test stays at -O1): half the
+# The tests' own sources at -O0 (the libraries they test stay at -O1): half the
 # compile time of -O1 under the sanitizers.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUPROBE_WERROR=ON \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
