@@ -100,11 +100,13 @@ class CaptureRanges {
 
 // When a capture range turns CUPTI's kernel, memcpy and memset activity
 // off again. Turning it on at a start call and off at the stop call costs
-// the program about 160 us per range (H100: 1,000 ranges of 100 empty
-// kernels each took 1.78x native, against 1.41x with the activity left on
-// the whole run; docs/PERFORMANCE.md). A program that brackets every step
-// would pay that on every step, so ranges that follow each other closely
-// share one switch:
+// the program 40-160 us per range in all on an H100 (the two calls take the
+// program's thread 12-45 us of it; 1,000 ranges of 100 empty kernels each
+// took 1.51x native against 1.38x sharing one switch, and 1.78x against
+// 1.41x with the activity left on, on a noisier machine;
+// docs/PERFORMANCE.md). A program that brackets every step would pay that
+// on every step, so ranges that follow each other closely share one
+// switch:
 //
 //  - the first range of the run, and any range that opens kBackToBackNs or
 //    more after the previous one closed, turns the activity off at its stop

@@ -14,10 +14,10 @@
 #ifndef CUPROBE_CUPTI_HOOK_TESTING_FAKE_SEAM_H_
 #define CUPROBE_CUPTI_HOOK_TESTING_FAKE_SEAM_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <atomic>
 #include <optional>
 #include <set>
 #include <string>
