@@ -10,7 +10,9 @@
 #    correlation id with (launch_activity_count.txt); fails when a kernel has
 #    no launch record.
 # 2. `launch_activity time MODE`, rounds interleaved (CUPROBE_BENCH_ROUNDS,
-#    default 5): native, kernels, api, callbacks, callbacks_only, api_only.
+#    default 5): native, kernels, api, callbacks, callbacks_only,
+#    callbacks_empty, subscribed, api_only (CUPROBE_LAUNCH_MODES, a
+#    space-separated list, picks others; native is always first).
 #    Prints a markdown table of median seconds and ratios against native.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -27,7 +29,7 @@ if ! timeout 180 nvcc -O2 -arch=sm_90 -I"$cupti/include" -o "$exe" \
 fi
 timeout 120 "$exe" count | tee "$results/launch_activity_count.txt"
 count_rc=${PIPESTATUS[0]}
-modes=(native kernels api callbacks callbacks_only api_only)
+read -r -a modes <<< "native ${CUPROBE_LAUNCH_MODES:-kernels api callbacks callbacks_only callbacks_empty subscribed api_only}"
 for ((r = 0; r < rounds; r++)); do
   for mode in "${modes[@]}"; do bench_case "$mode" -- "$exe" time "$mode"; done
 done

@@ -18,8 +18,10 @@
 //     under MODE, one of: native, kernels (kernel activity), api (kernel
 //     activity + per-call driver and runtime API activity of the launch
 //     calls), callbacks (kernel activity + driver launch callbacks taking a
-//     timestamp at ENTER and EXIT), callbacks_only, api_only (the launch
-//     calls' API activity without kernel activity). Prints "MODE seconds
+//     timestamp at ENTER and EXIT), callbacks_only, callbacks_empty (launch
+//     callbacks that only count: CUPTI's own price for calling a tracer at
+//     every launch), subscribed (a subscriber with no callback enabled),
+//     api_only (the launch calls' API activity without kernel activity). Prints "MODE seconds
 //     records=N callbacks=M" (and seconds=S on stderr, for
 //     bench/launch_activity.sh), or fails when the mode recorded less than it
 //     asked for (a record per kernel, per launch call; two callbacks per
@@ -144,14 +146,21 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const vo
   }
 }
 
+// The floor of any tracer built on callbacks: CUPTI calls this at ENTER and
+// EXIT of every launch, and it only counts.
+void CUPTIAPI OnCallbackEmpty(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {
+  g_callbacks.fetch_add(1, std::memory_order_relaxed);
+}
+
 void EnableLaunchApiActivity() {
   for (CUpti_CallbackId id : kDriverLaunches) CHECK_CUPTI(cuptiActivityEnableDriverApi(id, 1));
   for (CUpti_CallbackId id : kRuntimeLaunches) CHECK_CUPTI(cuptiActivityEnableRuntimeApi(id, 1));
 }
 
-void EnableLaunchCallbacks() {
+void EnableLaunchCallbacks(CUpti_CallbackFunc callback = OnCallback, bool enable = true) {
   CUpti_SubscriberHandle subscriber;
-  CHECK_CUPTI(cuptiSubscribe(&subscriber, OnCallback, nullptr));
+  CHECK_CUPTI(cuptiSubscribe(&subscriber, callback, nullptr));
+  if (!enable) return;
   for (CUpti_CallbackId id : kDriverLaunches) {
     CHECK_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id));
   }
@@ -220,11 +229,12 @@ int Count() {
 
 int Time(const std::string& mode, long launches) {
   if (mode != "native" && mode != "kernels" && mode != "api" && mode != "callbacks" &&
-      mode != "callbacks_only" && mode != "api_only") {
+      mode != "callbacks_only" && mode != "api_only" && mode != "callbacks_empty" &&
+      mode != "subscribed") {
     std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
     return 2;
   }
-  const bool kernels = mode != "native" && mode != "callbacks_only" && mode != "api_only";
+  const bool kernels = mode == "kernels" || mode == "api" || mode == "callbacks";
   if (mode != "native") {
     CHECK_CUPTI(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM));
     CHECK_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
@@ -232,6 +242,8 @@ int Time(const std::string& mode, long launches) {
   if (kernels) CHECK_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   if (mode == "api" || mode == "api_only") EnableLaunchApiActivity();
   if (mode == "callbacks" || mode == "callbacks_only") EnableLaunchCallbacks();
+  if (mode == "callbacks_empty") EnableLaunchCallbacks(OnCallbackEmpty);
+  if (mode == "subscribed") EnableLaunchCallbacks(OnCallbackEmpty, /*enable=*/false);
   CHECK_CUDA(cudaFree(nullptr));
   for (int i = 0; i < 1000; ++i) empty_kernel<<<1, 32>>>();  // warm up
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -248,7 +260,9 @@ int Time(const std::string& mode, long launches) {
   uint64_t want_records = 0, want_callbacks = 0;
   if (kernels) want_records += n;
   if (mode == "api" || mode == "api_only") want_records += n;
-  if (mode == "callbacks" || mode == "callbacks_only") want_callbacks = 2 * n;
+  if (mode == "callbacks" || mode == "callbacks_only" || mode == "callbacks_empty") {
+    want_callbacks = 2 * n;
+  }
   std::printf("%s %.4f records=%llu callbacks=%llu\n", mode.c_str(), seconds,
               static_cast<unsigned long long>(records), static_cast<unsigned long long>(callbacks));
   if (records < want_records || callbacks < want_callbacks) {
@@ -272,6 +286,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: launch_activity count\n"
                "       launch_activity time "
-               "native|kernels|api|callbacks|callbacks_only|api_only [LAUNCHES]\n");
+               "native|kernels|api|callbacks|callbacks_only|callbacks_empty|subscribed|api_only "
+               "[LAUNCHES]\n");
   return 2;
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# On the GPU machine: what recording every launch costs the launch loop,
+# against the floor CUPTI sets for any tracer built on its callbacks.
+#
+#   bench/launch_floor.sh [RESULTS_DIR]
+#
+# In one call, rounds interleaved (CUPROBE_BENCH_ROUNDS, default 5), each
+# against its own native run:
+#  - the floor, outside the hook (bench/experiments/launch_activity.cu):
+#    a CUPTI subscriber with no callback enabled (`subscribed`), launch
+#    callbacks that only count (`callbacks_empty`), and ones that take a
+#    timestamp at ENTER and EXIT (`callbacks_only`);
+#  - the hook with `--trace launches`: as shipped; callbacks that only count
+#    (CUPROBE_DIAG=no-launch-records); no timestamps (no-timestamps); a
+#    capture range never opened (callbacks fire, no record passes the range
+#    check); and `cuprobe run` with the empty probe (no late attach).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init launch_floor.tsv "${1:-}"
+rounds="${CUPROBE_BENCH_ROUNDS:-5}"
+launches="${CUPROBE_BENCH_LAUNCHES:-100000}"
+loop="$build/bench/launch_loop"
+exe="$tmp/launch_activity"
+cupti=/usr/local/cuda/extras/CUPTI
+if ! timeout 180 nvcc -O2 -arch=sm_90 -I"$cupti/include" -o "$exe" \
+     "$root/bench/experiments/launch_activity.cu" -L"$cupti/lib64" -L/usr/local/cuda/lib64 \
+     -Xlinker -rpath -Xlinker "$cupti/lib64:/usr/local/cuda/lib64" -lcuda -lcupti \
+     > "$tmp/build.log" 2>&1; then
+  echo "bench: cannot build launch_activity: $(tail -5 "$tmp/build.log")" >&2
+  exit 1
+fi
+
+trace() { "$cuprobe" trace --trace launches --format json -o "$tmp/t" "$@" -- "$loop" "$launches"; }
+for ((r = 0; r < rounds; r++)); do
+  for mode in native subscribed callbacks_empty callbacks_only; do
+    bench_case "floor.$mode" -- "$exe" time "$mode" "$launches"
+  done
+  bench_case hook.native -- "$loop" "$launches"
+  bench_case hook.launches -- trace
+  bench_case hook.launches_no_records CUPROBE_DIAG=no-launch-records -- trace
+  bench_case hook.launches_no_timestamps CUPROBE_DIAG=no-timestamps -- trace
+  bench_case hook.launches_range_none -- trace -c cudaProfilerApi
+  bench_case hook.run_empty_probe -- "$cuprobe" run --quiet --trace launches \
+    -p "$build/probes/empty.cpb" --format json -o "$tmp/r" -- "$loop" "$launches"
+done
+trace > /dev/null 2>&1
+bench_recorded "--trace launches" "$tmp/t.json"
+bench_table "launch loop (${launches} launches)"
