@@ -19,14 +19,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init launch_activity.tsv "${1:-}"
 rounds="${CUPROBE_BENCH_ROUNDS:-5}"
 exe="$tmp/launch_activity"
-cupti=/usr/local/cuda/extras/CUPTI
-if ! timeout 180 nvcc -O2 -arch=sm_90 -I"$cupti/include" -o "$exe" \
-     "$root/bench/experiments/launch_activity.cu" -L"$cupti/lib64" -L/usr/local/cuda/lib64 \
-     -Xlinker -rpath -Xlinker "$cupti/lib64:/usr/local/cuda/lib64" -lcuda -lcupti \
-     > "$tmp/build.log" 2>&1; then
-  echo "bench: cannot build launch_activity: $(tail -5 "$tmp/build.log")" >&2
-  exit 1
-fi
+bench_build_launch_activity "$exe" || exit 1
 timeout 120 "$exe" count | tee "$results/launch_activity_count.txt"
 count_rc=${PIPESTATUS[0]}
 read -r -a modes <<< "native ${CUPROBE_LAUNCH_MODES:-kernels api callbacks callbacks_only callbacks_empty subscribed api_only}"

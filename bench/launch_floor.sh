@@ -21,14 +21,7 @@ rounds="${CUPROBE_BENCH_ROUNDS:-5}"
 launches="${CUPROBE_BENCH_LAUNCHES:-100000}"
 loop="$build/bench/launch_loop"
 exe="$tmp/launch_activity"
-cupti=/usr/local/cuda/extras/CUPTI
-if ! timeout 180 nvcc -O2 -arch=sm_90 -I"$cupti/include" -o "$exe" \
-     "$root/bench/experiments/launch_activity.cu" -L"$cupti/lib64" -L/usr/local/cuda/lib64 \
-     -Xlinker -rpath -Xlinker "$cupti/lib64:/usr/local/cuda/lib64" -lcuda -lcupti \
-     > "$tmp/build.log" 2>&1; then
-  echo "bench: cannot build launch_activity: $(tail -5 "$tmp/build.log")" >&2
-  exit 1
-fi
+bench_build_launch_activity "$exe" || exit 1
 
 trace() { "$cuprobe" trace --trace launches --format json -o "$tmp/t" "$@" -- "$loop" "$launches"; }
 for ((r = 0; r < rounds; r++)); do

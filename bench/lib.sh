@@ -4,6 +4,7 @@
 #   bench_init NAME.tsv [RESULTS_DIR]     # sets root, build, results, tsv, tmp, cuprobe
 #   bench_case NAME [VAR=value...] -- command...   # appends "NAME<TAB>seconds" to $tsv
 #   bench_recorded LABEL REPORT.json [N]  # "bench: LABEL recorded X launches and Y kernels"
+#   bench_build_launch_activity EXE       # nvcc-builds bench/experiments/launch_activity.cu
 #   bench_table [FIRST_COLUMN_TITLE]      # markdown: median seconds, ratio vs native,
 #                                         # and the ratios of each round against its own native
 #
@@ -31,6 +32,20 @@ bench_case() {
   local s; s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$tmp/err" | tail -1)
   if [[ -n "$s" ]]; then printf '%s\t%s\n' "$name" "$s" >> "$tsv"; else
     echo "bench: $name failed: $(tail -3 "$tmp/err")" >&2; fi
+}
+
+# bench/experiments/launch_activity.cu, built with nvcc against CUPTI (it
+# is not part of the CMake build: it links CUPTI itself, outside the hook).
+# Fails, saying why, when it cannot be built.
+bench_build_launch_activity() {
+  local cupti=/usr/local/cuda/extras/CUPTI
+  if ! timeout 180 nvcc -O2 -arch=sm_90 -I"$cupti/include" -o "$1" \
+       "$root/bench/experiments/launch_activity.cu" -L"$cupti/lib64" -L/usr/local/cuda/lib64 \
+       -Xlinker -rpath -Xlinker "$cupti/lib64:/usr/local/cuda/lib64" -lcuda -lcupti \
+       > "$tmp/build.log" 2>&1; then
+    echo "bench: cannot build launch_activity: $(tail -5 "$tmp/build.log")" >&2
+    return 1
+  fi
 }
 
 # A traced case that records nothing is cheap for the wrong reason: prints
