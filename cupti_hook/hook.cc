@@ -90,6 +90,7 @@ HookConfig HookConfig::FromEnvironment() {
   config.capture_activity_on = Tracer::DiagWord("capture-activity-on");
   config.activity_at_context = Tracer::DiagWord("activity-at-context");
   config.no_linger = Tracer::DiagWord("no-linger");
+  config.no_prewarm = Tracer::DiagWord("no-prewarm");
   config.program = ProgramName();
   return config;
 }
@@ -305,11 +306,17 @@ HookState Hook::Start() {
   {
     absl::MutexLock lock(&activity_mu_);
     activity_on_ = activity_enabled_;
-    // With a capture range: off until the first start call; with
-    // CUPROBE_DIAG=activity-at-context, until the first context. (Enabled
-    // above all the same, so that a CUPTI that refuses it says so now.)
-    if ((capture_ != nullptr && !config_.capture_activity_on) ||
-        (capture_ == nullptr && config_.activity_at_context)) {
+    // With a capture range: off until the first start call, once the
+    // program's first launch has returned (prewarm_pending_: the launch
+    // callbacks end it; without them it is off from here); with
+    // CUPROBE_DIAG=activity-at-context, off until the first context.
+    // (Enabled above all the same, so that a CUPTI that refuses it says so
+    // now.)
+    if (capture_ != nullptr && !config_.capture_activity_on && activity_on_ &&
+        !config_.no_prewarm && launch_callbacks_on_.load()) {
+      prewarm_pending_.store(true, std::memory_order_relaxed);
+    } else if ((capture_ != nullptr && !config_.capture_activity_on) ||
+               (capture_ == nullptr && config_.activity_at_context)) {
       (void)SetActivity(false, /*launch_apis=*/false);
       switched_off_ = {};  // counted from the first range on
     }
@@ -489,6 +496,7 @@ void Hook::Stop() {
       const SwitchTimes on = switched_on_, off = switched_off_;
       (void)SetActivity(false, /*launch_apis=*/true);
       activity_final_ = true;
+      prewarm_pending_.store(false, std::memory_order_relaxed);
       activity_enabled_ = false;
       activity_mu_.Unlock();
       // What the capture ranges' switching cost the threads that did it
@@ -584,6 +592,10 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         if (config_.trace_launches && !launch_activity_.load(std::memory_order_relaxed)) {
           tracer_->OnLaunchApi(cbid, data);
         }
+        if (prewarm_pending_.load(std::memory_order_relaxed) && data != nullptr &&
+            data->callbackSite == CUPTI_API_EXIT) {
+          EndPrewarm();
+        }
       } else if (capture_ != nullptr && (cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart ||
                                          cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop)) {
         OnProfilerCall(cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart,
@@ -657,6 +669,16 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   }
 }
 
+void Hook::EndPrewarm() {
+  absl::MutexLock lock(&activity_mu_);
+  if (!prewarm_pending_.load(std::memory_order_relaxed)) return;  // another thread's launch
+  prewarm_pending_.store(false, std::memory_order_relaxed);
+  if (activity_on_ && !activity_final_) {
+    (void)SetActivity(false, /*launch_apis=*/false);
+    switched_off_ = {};  // counted from the first range on
+  }
+}
+
 absl::Status Hook::SetActivity(bool on, bool launch_apis) {
   const int64_t t0 = absl::GetCurrentTimeNanos();
   absl::Status first;
@@ -703,6 +725,11 @@ void Hook::OnProfilerCall(bool start, const CUpti_CallbackData* data) {
     }
     change = start ? capture_->Open(data->correlationId, &number)
                    : capture_->Close(data->correlationId, &number);
+    // The first range came before the program's first launch returned: the
+    // activity the pre-warm left on is the range's now.
+    if (change == CaptureRanges::Change::kOpened) {
+      prewarm_pending_.store(false, std::memory_order_relaxed);
+    }
     // Off once the range has closed, unless it came right after the one
     // before (RangeActivity: then the watcher turns it off once no range
     // follows): CUPTI still hands over the records of kernels launched

@@ -108,6 +108,11 @@ struct HookConfig {
   // CUPROBE_DIAG=no-linger (a measuring switch): every range's stop turns
   // the activity off, back to back or not (what a switch costs).
   bool no_linger = false;
+  // CUPROBE_DIAG=no-prewarm (a measuring switch): with a capture range, the
+  // activity is off from Start until the first range (as before the
+  // pre-warm: Hook::prewarm_pending_), so the first range's first launch
+  // pays CUPTI's one-time set-up.
+  bool no_prewarm = false;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).
@@ -225,6 +230,18 @@ class Hook {
   RangeActivity range_activity_ ABSL_GUARDED_BY(activity_mu_);
   // CUPTI refused to turn the activity on for the open range.
   bool range_refused_ ABSL_GUARDED_BY(activity_mu_) = false;
+  // With a capture range, the activity is left on from Start until the
+  // program's first launch returns or the first range opens, whichever
+  // comes first: CUPTI sets itself up (1.5-3.5 ms on the H100,
+  // docs/PERFORMANCE.md) at the first launch after its activity is first
+  // turned on in a context, which would otherwise stall the first range's
+  // first launch. The records of that launch are outside every range and
+  // filtered like any other. Read at every launch's EXIT (relaxed); written
+  // under activity_mu_.
+  std::atomic<bool> prewarm_pending_{false};
+  // The first launch returned while the pre-warm was pending: off, unless a
+  // range opened meanwhile.
+  void EndPrewarm();
   // How often SetActivity turned the kinds on and off, and how long that
   // took the calling thread (logged at teardown with CUPROBE_LOG=debug).
   struct SwitchTimes {

@@ -157,6 +157,18 @@ cuLaunchKernel_params KernelParams(void* f, unsigned gx, unsigned bx, void* stre
   return p;
 }
 
+// With a capture range, the activity stays on from Start until the
+// program's first launch returns (Hook::prewarm_pending_): one launch, at
+// CUPTI's current clock, so that tests of the ranges' own switching start
+// with it off.
+void FirstLaunchReturns(Rig& rig) {
+  static int k = 0;
+  rig.seam.names[&k] = "_Z5firstv";
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 1, rig.seam.now_ns,
+         rig.seam.now_ns);
+}
+
 TEST(Hook, StartEnablesOnlyWhatTracingNeeds) {
   Rig rig;
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
@@ -1044,6 +1056,9 @@ TEST(HookConfig, ReadsEnvironment) {
   EXPECT_FALSE(c.no_linger) << "ranges back to back share one switch by default";
   ::setenv("CUPROBE_DIAG", "no-linger", 1);
   EXPECT_TRUE(HookConfig::FromEnvironment().no_linger);
+  EXPECT_FALSE(c.no_prewarm) << "a capture range's activity is pre-warmed by default";
+  ::setenv("CUPROBE_DIAG", "no-prewarm,no-linger", 1);
+  EXPECT_TRUE(HookConfig::FromEnvironment().no_prewarm);
   ::unsetenv("CUPROBE_DIAG");
   EXPECT_FALSE(c.capture_profiler_api) << "the whole run by default";
   ::setenv("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", 1);
@@ -1423,6 +1438,10 @@ TEST(Hook, CaptureRangeTurnsActivityOnOnlyInsideRanges) {
     std::set<std::string> all = apis;
     for (CUpti_ActivityKind kind : Tracer::kActivityKinds) all.insert(absl::StrCat("kind ", kind));
     EXPECT_THAT(rig.seam.calls(), Contains("ActivityEnable(10)")) << "checked at Start";
+    if (!from_activity) {  // (without launch callbacks, no pre-warm)
+      EXPECT_EQ(rig.seam.activity_on(), all) << "on until the first launch returns";
+      FirstLaunchReturns(rig);
+    }
     EXPECT_EQ(rig.seam.activity_on(), apis) << "kinds off before the first start call";
     auto enables = [&] {
       auto calls = rig.seam.calls();
@@ -1724,6 +1743,7 @@ TEST(Hook, CaptureRangesBackToBackShareOneSwitch) {
   const LogLevel level = CurrentLogLevel();
   SetLogLevel(LogLevel::kDebug);
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  FirstLaunchReturns(rig);
   auto count = [&](const std::string& call) {
     auto calls = rig.seam.calls();
     return std::count(calls.begin(), calls.end(), call);
@@ -1823,6 +1843,7 @@ TEST(Hook, CaptureRangesBackToBackSwitchOffAtTheLastRangeAndAfterARefusal) {
   Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
   StderrCapture capture;
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  FirstLaunchReturns(rig);
   const auto at_start = enables(rig);
   start(rig, 10);
   stop(rig, 11);
@@ -1846,6 +1867,7 @@ TEST(Hook, CaptureRangesSwitchAtEveryStopWithNoLinger) {
     c.no_linger = true;
   });
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  FirstLaunchReturns(rig);
   auto count = [&](const std::string& call) {
     auto calls = rig.seam.calls();
     return std::count(calls.begin(), calls.end(), call);
@@ -1862,6 +1884,95 @@ TEST(Hook, CaptureRangesSwitchAtEveryStopWithNoLinger) {
   EXPECT_EQ(count("ActivityEnable(10)"), enables + 3);
   EXPECT_EQ(count("ActivityDisable(10)"), disables + 3);
   rig.hook.Stop();
+}
+
+// CUPTI sets itself up at the first launch after its activity is first on
+// in a context (1.5-3.5 ms on the H100): with a capture range the activity
+// stays on from Start until the program's first launch returns, so that
+// this is not paid inside the first range. A range opened before then
+// keeps it; CUPROBE_DIAG=no-prewarm turns it off at Start.
+TEST(Hook, CaptureRangeLeavesActivityOnUntilTheFirstLaunchReturns) {
+  const size_t all = Tracer::kActivityKinds.size();
+  auto count = [](const Rig& rig, const std::string& call) {
+    auto calls = rig.seam.calls();
+    return std::count(calls.begin(), calls.end(), call);
+  };
+  int k = 0;
+  auto p = KernelParams(&k, 1, 32, nullptr);
+  auto site = [&](Rig& rig, CUpti_ApiCallbackSite where, uint32_t correlation) {
+    uint64_t scratch = 0;
+    CUpti_CallbackData data = {};
+    data.functionParams = &p;
+    data.correlationId = correlation;
+    data.correlationData = &scratch;
+    data.callbackSite = where;
+    rig.seam.Fire(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  };
+  {
+    SCOPED_TRACE("the first launch outside any range");
+    Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+    rig.seam.names[&k] = "_Z1kv";
+    StderrCapture capture;
+    const LogLevel level = CurrentLogLevel();
+    SetLogLevel(LogLevel::kDebug);
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    EXPECT_EQ(rig.seam.activity_on().size(), all);
+    EXPECT_EQ(count(rig, "ActivityDisable(10)"), 0);
+    site(rig, CUPTI_API_ENTER, 1);
+    EXPECT_EQ(rig.seam.activity_on().size(), all) << "the launch is under way";
+    site(rig, CUPTI_API_EXIT, 1);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "the first launch returned";
+    EXPECT_EQ(count(rig, "ActivityDisable(10)"), 1);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 2, 10, 20);
+    EXPECT_EQ(count(rig, "ActivityDisable(10)"), 1) << "once";
+    EXPECT_EQ(count(rig, "ActivityEnable(10)"), 1) << "Start's";
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 3);
+    EXPECT_EQ(rig.seam.activity_on().size(), all);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 4, 30, 40);
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 5);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+    rig.hook.Stop();
+    // Only the range's launch is traced; the pre-warm's switch is not
+    // counted as the ranges'.
+    std::vector<uint64_t> ids;
+    for (const auto& w : rig.output.OfType(RecordType::kLaunch)) {
+      ids.push_back(Body<LaunchRecord>(w).correlation_id - ProcessQualifiedId(4242, 0));
+    }
+    EXPECT_THAT(ids, ElementsAre(4));
+    const std::string err = capture.Take();
+    EXPECT_THAT(err, HasSubstr("CUPTI's activity turned on 1 time(s)"));
+    EXPECT_THAT(err, HasSubstr("; off 1 time(s)"));
+    SetLogLevel(level);
+  }
+  {
+    SCOPED_TRACE("a range opened before the first launch");
+    Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
+    rig.seam.names[&k] = "_Z1kv";
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, 1);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 2, 10, 20);
+    EXPECT_EQ(rig.seam.activity_on().size(), all) << "the range's launch returned";
+    EXPECT_EQ(count(rig, "ActivityEnable(10)"), 1) << "found on: not turned on again";
+    ProfilerCall(rig.seam, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, 3);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "the first range's stop";
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 4, 30, 40);
+    EXPECT_EQ(count(rig, "ActivityDisable(10)"), 1);
+    rig.hook.Stop();
+  }
+  {
+    SCOPED_TRACE("CUPROBE_DIAG=no-prewarm");
+    Rig rig(60000, "", [](HookConfig& c) {
+      c.capture_profiler_api = true;
+      c.no_prewarm = true;
+    });
+    rig.seam.names[&k] = "_Z1kv";
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+    const auto disables = count(rig, "ActivityDisable(10)");
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 1, 10, 20);
+    EXPECT_EQ(count(rig, "ActivityDisable(10)"), disables);
+    rig.hook.Stop();
+  }
 }
 
 TEST(RangeActivity, SwitchesOffAtTheStopUnlessBackToBack) {
