@@ -23,19 +23,20 @@ loop="$build/bench/launch_loop"
 exe="$tmp/launch_activity"
 bench_build_launch_activity "$exe" || exit 1
 
-trace() { "$cuprobe" trace --trace launches --format json -o "$tmp/t" "$@" -- "$loop" "$launches"; }
+# (bench_case runs its command through env: an array, not a function.)
+trace=("$cuprobe" trace --trace launches --format json -o "$tmp/t")
 for ((r = 0; r < rounds; r++)); do
   for mode in native subscribed callbacks_empty callbacks_only; do
     bench_case "floor.$mode" -- "$exe" time "$mode" "$launches"
   done
   bench_case hook.native -- "$loop" "$launches"
-  bench_case hook.launches -- trace
-  bench_case hook.launches_no_records CUPROBE_DIAG=no-launch-records -- trace
-  bench_case hook.launches_no_timestamps CUPROBE_DIAG=no-timestamps -- trace
-  bench_case hook.launches_range_none -- trace -c cudaProfilerApi
+  bench_case hook.launches -- "${trace[@]}" -- "$loop" "$launches"
+  bench_case hook.launches_no_records CUPROBE_DIAG=no-launch-records -- "${trace[@]}" -- "$loop" "$launches"
+  bench_case hook.launches_no_timestamps CUPROBE_DIAG=no-timestamps -- "${trace[@]}" -- "$loop" "$launches"
+  bench_case hook.launches_range_none -- "${trace[@]}" -c cudaProfilerApi -- "$loop" "$launches"
   bench_case hook.run_empty_probe -- "$cuprobe" run --quiet --trace launches \
     -p "$build/probes/empty.cpb" --format json -o "$tmp/r" -- "$loop" "$launches"
 done
-trace > /dev/null 2>&1
+"${trace[@]}" -- "$loop" "$launches" > /dev/null 2>&1
 bench_recorded "--trace launches" "$tmp/t.json"
 bench_table "launch loop (${launches} launches)"
