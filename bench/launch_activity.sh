@@ -22,7 +22,10 @@ exe="$tmp/launch_activity"
 bench_build_launch_activity "$exe" || exit 1
 timeout 120 "$exe" count | tee "$results/launch_activity_count.txt"
 count_rc=${PIPESTATUS[0]}
-read -r -a modes <<< "native ${CUPROBE_LAUNCH_MODES:-kernels api callbacks callbacks_only callbacks_empty subscribed api_only}"
+modes=(native)
+for mode in ${CUPROBE_LAUNCH_MODES:-kernels api callbacks callbacks_only callbacks_empty subscribed api_only}; do
+  [[ "$mode" == native ]] || modes+=("$mode")
+done
 for ((r = 0; r < rounds; r++)); do
   for mode in "${modes[@]}"; do bench_case "$mode" -- "$exe" time "$mode"; done
 done

@@ -39,4 +39,5 @@ for ((r = 0; r < rounds; r++)); do
 done
 "${trace[@]}" -- "$loop" "$launches" > /dev/null 2>&1
 bench_recorded "--trace launches" "$tmp/t.json"
+bench_empty_probe_instruments "$loop"
 bench_table "launch loop (${launches} launches)"

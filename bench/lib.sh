@@ -5,6 +5,7 @@
 #   bench_case NAME [VAR=value...] -- command...   # appends "NAME<TAB>seconds" to $tsv
 #   bench_recorded LABEL REPORT.json [N]  # "bench: LABEL recorded X launches and Y kernels"
 #   bench_build_launch_activity EXE       # nvcc-builds bench/experiments/launch_activity.cu
+#   bench_empty_probe_instruments LOOP    # says whether the empty probe instruments LOOP's kernel
 #   bench_table [FIRST_COLUMN_TITLE]      # markdown: median seconds, ratio vs native,
 #                                         # and the ratios of each round against its own native
 #
@@ -45,6 +46,19 @@ bench_build_launch_activity() {
        > "$tmp/build.log" 2>&1; then
     echo "bench: cannot build launch_activity: $(tail -5 "$tmp/build.log")" >&2
     return 1
+  fi
+}
+
+# A `cuprobe run -p empty.cpb` case measures instrumented launches only if
+# the probe instrumented the loop's kernel: a separate 1,000-launch run says
+# (`cuprobe run` lists the kernels it instrumented on stderr at the end).
+bench_empty_probe_instruments() {
+  "$cuprobe" run --trace launches -p "$build/probes/empty.cpb" --format json -o "$tmp/probe_check" \
+    -- "$1" 1000 > "$tmp/probe_check.log" 2>&1
+  if grep -q 'empty_kernel' "$tmp/probe_check.log"; then
+    echo "bench: the empty probe instrumented empty_kernel"
+  else
+    echo "bench: the empty probe instrumented nothing: its row measures no instrumented launch" >&2
   fi
 }
 

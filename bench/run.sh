@@ -62,14 +62,7 @@ done
 bench_recorded "full trace" "$tmp/full.json" $((launches + 1))
 bench_recorded "activity trace" "$tmp/activity.json" $((launches + 1))
 bench_recorded "range trace" "$tmp/range.json" "$launches"
-# (`cuprobe run` lists the kernels it instrumented on stderr at the end.)
-"$cuprobe" run --trace launches -p "$build/probes/empty.cpb" --format json -o "$tmp/run" -- "$loop" 1000 \
-  > "$tmp/run.log" 2>&1
-if grep -q 'empty_kernel' "$tmp/run.log"; then
-  echo "bench: the empty probe instrumented empty_kernel"
-else
-  echo "bench: the empty probe instrumented nothing: its row measures no instrumented launch" >&2
-fi
+bench_empty_probe_instruments "$loop"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   for ((r = 0; r < rounds; r++)); do
     run_case torch.native python3 "$root/bench/torch_loop.py"

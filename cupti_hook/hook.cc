@@ -592,8 +592,8 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         if (config_.trace_launches && !launch_activity_.load(std::memory_order_relaxed)) {
           tracer_->OnLaunchApi(cbid, data);
         }
-        if (prewarm_pending_.load(std::memory_order_relaxed) && data != nullptr &&
-            data->callbackSite == CUPTI_API_EXIT) {
+        if (data != nullptr && data->callbackSite == CUPTI_API_EXIT &&
+            prewarm_pending_.load(std::memory_order_relaxed)) {
           EndPrewarm();
         }
       } else if (capture_ != nullptr && (cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart ||
@@ -670,13 +670,19 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
 }
 
 void Hook::EndPrewarm() {
-  absl::MutexLock lock(&activity_mu_);
-  if (!prewarm_pending_.load(std::memory_order_relaxed)) return;  // another thread's launch
-  prewarm_pending_.store(false, std::memory_order_relaxed);
-  if (activity_on_ && !activity_final_) {
-    (void)SetActivity(false, /*launch_apis=*/false);
-    switched_off_ = {};  // counted from the first range on
+  // Never waits on the lock from a launch: another thread holding it is
+  // inside a CUPTI call (a start or stop call's switch, or teardown). The
+  // flag stays set, and the next launch to return tries again.
+  if (!activity_mu_.TryLock()) return;
+  // Not another thread's launch, or a range, first.
+  if (prewarm_pending_.load(std::memory_order_relaxed)) {
+    prewarm_pending_.store(false, std::memory_order_relaxed);
+    if (activity_on_ && !activity_final_) {
+      (void)SetActivity(false, /*launch_apis=*/false);
+      switched_off_ = {};  // counted from the first range on
+    }
   }
+  activity_mu_.Unlock();
 }
 
 absl::Status Hook::SetActivity(bool on, bool launch_apis) {

@@ -202,6 +202,10 @@ class Hook {
   // after the last close (RangeActivity); asks to be woken again while it
   // is not yet due.
   void EndLingeringActivity();
+  // A launch returned while the pre-warm was pending (prewarm_pending_):
+  // the activity off, unless a range opened meanwhile. Skipped when the
+  // lock is busy (the next launch tries again).
+  void EndPrewarm() ABSL_LOCKS_EXCLUDED(activity_mu_);
   // Turns the activity kinds (ActivityKinds(), and with `launch_apis` the
   // launch calls' API activity when launch records come from it) on or off;
   // returns the first refusal. A capture range switches the kinds alone:
@@ -230,18 +234,17 @@ class Hook {
   RangeActivity range_activity_ ABSL_GUARDED_BY(activity_mu_);
   // CUPTI refused to turn the activity on for the open range.
   bool range_refused_ ABSL_GUARDED_BY(activity_mu_) = false;
-  // With a capture range, the activity is left on from Start until the
-  // program's first launch returns or the first range opens, whichever
-  // comes first: CUPTI sets itself up (1.5-3.5 ms on the H100,
-  // docs/PERFORMANCE.md) at the first launch after its activity is first
-  // turned on in a context, which would otherwise stall the first range's
-  // first launch. The records of that launch are outside every range and
-  // filtered like any other. Read at every launch's EXIT (relaxed); written
-  // under activity_mu_.
+  // With a capture range and the launch callbacks on, the activity is left
+  // on from Start until the program's first launch returns or the first
+  // range opens, whichever comes first: CUPTI sets itself up at the first
+  // launch after its activity is first turned on (1.5-3.5 ms on the H100s,
+  // docs/PERFORMANCE.md: measured on a program of one kernel, so whether a
+  // part of it is per module is not known), which would otherwise stall
+  // the first range's first launch. What CUPTI records meanwhile (that
+  // launch; copies and sets before it, all of them in a program that never
+  // launches) is outside every range and filtered like any other. Read at
+  // every launch's EXIT (relaxed); written under activity_mu_.
   std::atomic<bool> prewarm_pending_{false};
-  // The first launch returned while the pre-warm was pending: off, unless a
-  // range opened meanwhile.
-  void EndPrewarm();
   // How often SetActivity turned the kinds on and off, and how long that
   // took the calling thread (logged at teardown with CUPROBE_LOG=debug).
   struct SwitchTimes {

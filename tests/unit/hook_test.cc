@@ -1509,6 +1509,7 @@ TEST(Hook, CaptureRangeActivitySwitchOffOrRefused) {
   Rig rig(60000, "", [](HookConfig& c) { c.capture_profiler_api = true; });
   StderrCapture capture;
   ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+  FirstLaunchReturns(rig);  // so that both ranges turn the activity on
   rig.seam.activity_enable_status = absl::InternalError("CUPTI_ERROR_NOT_COMPATIBLE");
   int k = 0;
   rig.seam.names[&k] = "_Z4stepv";
@@ -1957,6 +1958,17 @@ TEST(Hook, CaptureRangeLeavesActivityOnUntilTheFirstLaunchReturns) {
     EXPECT_THAT(rig.seam.activity_on(), IsEmpty()) << "the first range's stop";
     Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 4, 30, 40);
     EXPECT_EQ(count(rig, "ActivityDisable(10)"), 1);
+    rig.hook.Stop();
+  }
+  {
+    SCOPED_TRACE("--trace launches: no activity to pre-warm");
+    Rig rig(60000, "launches", [](HookConfig& c) { c.capture_profiler_api = true; });
+    rig.seam.names[&k] = "_Z1kv";
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    EXPECT_THAT(rig.seam.activity_on(), IsEmpty());
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 1, 10, 20);
+    EXPECT_EQ(count(rig, "ActivityDisable(10)"), 0);
+    EXPECT_EQ(count(rig, "ActivityEnable(10)"), 0);
     rig.hook.Stop();
   }
   {
