@@ -496,7 +496,6 @@ void Hook::Stop() {
       const SwitchTimes on = switched_on_, off = switched_off_;
       (void)SetActivity(false, /*launch_apis=*/true);
       activity_final_ = true;
-      prewarm_pending_.store(false, std::memory_order_relaxed);
       activity_enabled_ = false;
       activity_mu_.Unlock();
       // What the capture ranges' switching cost the threads that did it

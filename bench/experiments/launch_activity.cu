@@ -21,8 +21,8 @@
 //     timestamp at ENTER and EXIT), callbacks_only, callbacks_empty (launch
 //     callbacks that only count: CUPTI's own price for calling a tracer at
 //     every launch), subscribed (a subscriber with no callback enabled),
-//     api_only (the launch calls' API activity without kernel activity). Prints "MODE seconds
-//     records=N callbacks=M" (and seconds=S on stderr, for
+//     api_only (the launch calls' API activity without kernel activity).
+//     Prints "MODE seconds records=N callbacks=M" (and seconds=S on stderr, for
 //     bench/launch_activity.sh), or fails when the mode recorded less than it
 //     asked for (a record per kernel, per launch call; two callbacks per
 //     launch).
@@ -157,10 +157,14 @@ void EnableLaunchApiActivity() {
   for (CUpti_CallbackId id : kRuntimeLaunches) CHECK_CUPTI(cuptiActivityEnableRuntimeApi(id, 1));
 }
 
-void EnableLaunchCallbacks(CUpti_CallbackFunc callback = OnCallback, bool enable = true) {
+CUpti_SubscriberHandle Subscribe(CUpti_CallbackFunc callback) {
   CUpti_SubscriberHandle subscriber;
   CHECK_CUPTI(cuptiSubscribe(&subscriber, callback, nullptr));
-  if (!enable) return;
+  return subscriber;
+}
+
+void EnableLaunchCallbacks(CUpti_CallbackFunc callback = OnCallback) {
+  CUpti_SubscriberHandle subscriber = Subscribe(callback);
   for (CUpti_CallbackId id : kDriverLaunches) {
     CHECK_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id));
   }
@@ -243,7 +247,7 @@ int Time(const std::string& mode, long launches) {
   if (mode == "api" || mode == "api_only") EnableLaunchApiActivity();
   if (mode == "callbacks" || mode == "callbacks_only") EnableLaunchCallbacks();
   if (mode == "callbacks_empty") EnableLaunchCallbacks(OnCallbackEmpty);
-  if (mode == "subscribed") EnableLaunchCallbacks(OnCallbackEmpty, /*enable=*/false);
+  if (mode == "subscribed") (void)Subscribe(OnCallbackEmpty);
   CHECK_CUDA(cudaFree(nullptr));
   for (int i = 0; i < 1000; ++i) empty_kernel<<<1, 32>>>();  // warm up
   CHECK_CUDA(cudaDeviceSynchronize());
