@@ -403,6 +403,13 @@ void Hook::Tick() {
       CUPROBE_LOG(kWarning, "cannot publish the probes' maps: %s", s.message());
     }
   }
+  if (patcher_ != nullptr && patcher_->pending_fill() && !launch_callbacks_on_.load() &&
+      lifecycle_.IsReady()) {
+    // A library waits for a context's first launch to get its maps there
+    // (ModulePatcher::OnLaunch): the launch callbacks must be on.
+    absl::Status s = EnableLaunchCallbacks();
+    if (!s.ok()) CUPROBE_LOG(kWarning, "cannot enable launch callbacks: %s", s.message());
+  }
   if (attach_ != nullptr && lifecycle_.IsReady()) {
     // Redirection needs the launch callbacks, which launch records from
     // activity left off: on when the first request arrives, before it is
@@ -584,6 +591,12 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     case CUPTI_CB_DOMAIN_DRIVER_API:
       if (Tracer::IsLaunchCallback(cbid)) {
         auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+        // A library loaded with no context current whose fill could not
+        // reach this context yet: before the kernel runs.
+        if (patcher_ != nullptr && data != nullptr && data->callbackSite == CUPTI_API_ENTER &&
+            patcher_->pending_fill()) {
+          patcher_->OnLaunch(data->context);
+        }
         // Redirect first, so that the tracer records what really launches.
         if (attach_ != nullptr && data != nullptr && data->callbackSite == CUPTI_API_ENTER) {
           attach_->OnLaunch(cbid, data);

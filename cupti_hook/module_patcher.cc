@@ -25,6 +25,12 @@ struct ModulePatcher::Pending {
   // globals: its site counters are registered again there (FillInstrumentedModule
   // consumes image.site_counters).
   std::vector<SiteCounter> site_counters;
+  // The contexts a library was filled in (or found unable to take the
+  // maps), so that none is filled twice.
+  std::vector<CUcontext> filled;
+  [[nodiscard]] bool FilledIn(CUcontext context) const {
+    return std::find(filled.begin(), filled.end(), context) != filled.end();
+  }
   ~Pending() {
     if (!file.empty()) ::unlink(file.c_str());
   }
@@ -181,12 +187,20 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
                 source.Describe(), sm.status().message());
     return;
   }
-  if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) {
-    if (!context_warned_.exchange(true)) {
-      CUPROBE_LOG(kWarning, "%s not instrumented: %s; later modules of this kind are not "
-                  "reported", source.Describe(), usable.message());
+  // A library needs no context (the CUDA 13 runtime loads a program's code
+  // before making one current when its first call is a launch): with none
+  // current, whether the maps can be given to a context is asked in each
+  // context it is filled in.
+  absl::StatusOr<CUcontext> current = seam_.CurrentContext();
+  const bool no_context = current.ok() && *current == nullptr;
+  if (!(no_context && IsLibraryLoadApi(cbid))) {
+    if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) {
+      if (!context_warned_.exchange(true)) {
+        CUPROBE_LOG(kWarning, "%s not instrumented: %s; later modules of this kind are not "
+                    "reported", source.Describe(), usable.message());
+      }
+      return;
     }
-    return;
   }
   absl::StatusOr<std::optional<InstrumentedImage>> result = instrumenter_.Instrument(source, *sm);
   if (!result.ok()) {
@@ -244,6 +258,7 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
     if (it != live_.end()) {
       gone = std::move(it->second);
       live_.erase(it);
+      UpdatePendingFillLocked();
     }
     return;  // `gone` (its file too) is released after the lock
   }
@@ -269,9 +284,13 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
   absl::StatusOr<int> previous_mode =
       seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
   pending->is_library = IsLibraryLoadApi(cbid);
-  if (pending->is_library) pending->site_counters = pending->image.site_counters;
-  FillInstrumentedModule(seam_, maps_, pending->is_library, handle, pending->image,
-                         module_globals_, pending->source.Describe());
+  if (pending->is_library) {
+    pending->site_counters = pending->image.site_counters;
+  } else {
+    // A module belongs to the context it was loaded in.
+    FillInstrumentedModule(seam_, maps_, /*is_library=*/false, handle, pending->image,
+                           module_globals_, pending->source.Describe());
+  }
   modules_instrumented_.fetch_add(1, std::memory_order_relaxed);
   kernels_instrumented_.fetch_add(pending->image.kernels.size(), std::memory_order_relaxed);
   CUPROBE_LOG(kInfo, "instrumented %d kernel(s) of %s: %s", pending->image.kernels.size(),
@@ -282,64 +301,117 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
     live_[handle] = std::move(pending);
     // Under the same hold as the insert: a context created before it is
     // filled here, one created after it by OnContextCreated.
-    if (kept.is_library) FillLibraryInOtherContextsLocked(handle, kept);
+    if (kept.is_library) {
+      absl::StatusOr<CUcontext> current = seam_.CurrentContext();
+      const CUcontext here = current.ok() ? *current : nullptr;
+      if (here != nullptr) {
+        // ENTER asked whether the maps may be given to this context.
+        FillLibraryHereLocked(handle, kept, here, /*usable_checked=*/true);
+      } else {
+        CUPROBE_LOG(kInfo, "%s loaded while no CUDA context is current: its kernels get the "
+                    "maps in each context that uses them", kept.source.Describe());
+      }
+      FillLibraryInOtherContextsLocked(handle, kept);
+      UpdatePendingFillLocked();
+    }
   }
   if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
 }
 
+void ModulePatcher::FillLibraryHereLocked(void* handle, Pending& pending, CUcontext context,
+                                          bool usable_checked) {
+  if (pending.FilledIn(context)) return;
+  pending.filled.push_back(context);
+  // Maps that cannot be shared with this context: its copy of the library
+  // keeps a zeroed table (its probes do nothing).
+  absl::Status usable = usable_checked ? absl::OkStatus() : maps_.UsableInCurrentContext();
+  if (!usable.ok()) {
+    if (!context_warned_.exchange(true)) {
+      CUPROBE_LOG(kWarning, "%s not instrumented in another context: %s; later modules of "
+                  "this kind are not reported", pending.source.Describe(), usable.message());
+    }
+    return;
+  }
+  pending.image.site_counters = pending.site_counters;
+  FillInstrumentedModule(seam_, maps_, /*is_library=*/true, handle, pending.image,
+                         module_globals_, pending.source.Describe());
+  if (pending.filled.size() > 1) {
+    CUPROBE_LOG(kInfo, "%s: its instrumented kernels reach the maps in another context too",
+                pending.source.Describe());
+  }
+}
+
 void ModulePatcher::FillLibraryInOtherContextsLocked(void* handle, Pending& pending) {
   absl::StatusOr<CUcontext> current = seam_.CurrentContext();
-  if (!current.ok()) return;
+  const CUcontext here = current.ok() ? *current : nullptr;
   for (CUcontext context : contexts_) {
-    if (context == *current) continue;
-    absl::Status entered = seam_.InContext(context, [&] {
-      // Maps that cannot be shared with that context: its copy of the
-      // library keeps a zeroed table (its probes do nothing).
-      if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) {
-        if (!context_warned_.exchange(true)) {
-          CUPROBE_LOG(kWarning, "%s not instrumented in another context: %s; later modules of "
-                      "this kind are not reported", pending.source.Describe(), usable.message());
-        }
-        return;
-      }
-      pending.image.site_counters = pending.site_counters;
-      FillInstrumentedModule(seam_, maps_, /*is_library=*/true, handle, pending.image,
-                             module_globals_, pending.source.Describe());
-      CUPROBE_LOG(kInfo, "%s: its instrumented kernels reach the maps in another context too",
-                  pending.source.Describe());
-    });
+    if (context == here || pending.FilledIn(context)) continue;
+    absl::Status entered =
+        seam_.InContext(context, [&] { FillLibraryHereLocked(handle, pending, context); });
     if (!entered.ok()) {
-      CUPROBE_LOG(kWarning, "%s: not instrumented in another context: %s",
+      // Not marked filled: the first launch in that context fills it.
+      CUPROBE_LOG(kDebug, "%s: cannot fill it in another context yet: %s",
                   pending.source.Describe(), entered.message());
     }
   }
 }
 
+void ModulePatcher::UpdatePendingFillLocked() {
+  bool pending = false;
+  for (const auto& [handle, p] : live_) {
+    if (!p->is_library) continue;
+    if (p->filled.empty()) pending = true;
+    for (CUcontext context : contexts_) pending = pending || !p->FilledIn(context);
+    if (pending) break;
+  }
+  pending_fill_.store(pending, std::memory_order_relaxed);
+}
+
 void ModulePatcher::OnContextDestroying(CUcontext context) {
   absl::MutexLock lock(&mu_);
   contexts_.erase(std::remove(contexts_.begin(), contexts_.end(), context), contexts_.end());
+  // A context made later may get the same handle: it starts unfilled.
+  for (auto& [handle, pending] : live_) {
+    std::vector<CUcontext>& filled = pending->filled;
+    filled.erase(std::remove(filled.begin(), filled.end(), context), filled.end());
+  }
+  UpdatePendingFillLocked();
 }
 
 void ModulePatcher::OnContextCreated(CUcontext context) {
   absl::MutexLock lock(&mu_);
-  if (context != nullptr) contexts_.push_back(context);
-  bool any = false;
-  for (const auto& [handle, pending] : live_) any = any || pending->is_library;
-  if (!any) return;
-  // Maps that cannot be shared with this context: the kernels here keep a
-  // zeroed table (their probes do nothing), as any module would.
-  if (absl::Status usable = maps_.UsableInCurrentContext(); !usable.ok()) return;
-  absl::StatusOr<int> previous_mode =
-      seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
-  for (auto& [handle, pending] : live_) {
-    if (!pending->is_library) continue;
-    pending->image.site_counters = pending->site_counters;
-    FillInstrumentedModule(seam_, maps_, /*is_library=*/true, handle, pending->image,
-                           module_globals_, pending->source.Describe());
-    CUPROBE_LOG(kInfo, "%s: its instrumented kernels reach the maps in the new context",
-                pending->source.Describe());
+  if (context != nullptr && std::find(contexts_.begin(), contexts_.end(), context) ==
+                                contexts_.end()) {
+    contexts_.push_back(context);
   }
-  if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
+  FillLibrariesHereLocked(context);
+}
+
+void ModulePatcher::OnLaunch(CUcontext context) {
+  absl::MutexLock lock(&mu_);
+  FillLibrariesHereLocked(context);
+}
+
+void ModulePatcher::FillLibrariesHereLocked(CUcontext context) {
+  // Only with `context` current (the hook makes a new context current for
+  // this; should that have failed, the context's first launch fills it).
+  absl::StatusOr<CUcontext> current = seam_.CurrentContext();
+  const CUcontext here = current.ok() ? *current : nullptr;
+  if (here != nullptr && (context == nullptr || here == context)) {
+    bool any = false;
+    for (const auto& [handle, pending] : live_) {
+      any = any || (pending->is_library && !pending->FilledIn(here));
+    }
+    if (any) {
+      absl::StatusOr<int> previous_mode =
+          seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
+      for (auto& [handle, pending] : live_) {
+        if (pending->is_library) FillLibraryHereLocked(handle, *pending, here);
+      }
+      if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
+    }
+  }
+  UpdatePendingFillLocked();
 }
 
 namespace {

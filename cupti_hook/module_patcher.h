@@ -178,6 +178,19 @@ class ModulePatcher {
   // CUPTI's context-destroy-starting: the context is forgotten.
   void OnContextDestroying(CUcontext context);
 
+  // A library loaded while no context was current (the CUDA 13 runtime
+  // loads a program's code that way when its first CUDA call is a launch;
+  // a driver-API program may load a library before it makes a context) is
+  // filled in each context as soon as it can be: at the context's creation,
+  // in the live contexts at load, and, should one of those find no way into
+  // the context, at the first launch in it. `pending_fill()` says whether a
+  // library still lacks its fill in a context seen so far; then the hook
+  // calls OnLaunch at ENTER of every launch, with the launch's context.
+  [[nodiscard]] bool pending_fill() const {
+    return pending_fill_.load(std::memory_order_relaxed);
+  }
+  void OnLaunch(CUcontext context);
+
   [[nodiscard]] ModulePatcherStats stats() const;
 
  private:
@@ -190,6 +203,19 @@ class ModulePatcher {
   // of those contexts now rather than at its first launch there.
   void FillLibraryInOtherContextsLocked(void* handle, Pending& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills a library in `context`, which the caller made current, unless it
+  // was filled there already or the maps cannot be given to that context
+  // (asked unless `usable_checked`). Remembers the context as filled
+  // whether or not the fill succeeded: failures are logged, not retried at
+  // every launch.
+  void FillLibraryHereLocked(void* handle, Pending& pending, CUcontext context,
+                             bool usable_checked = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every library not yet filled in `context` (null: whichever is current),
+  // when it is the current context.
+  void FillLibrariesHereLocked(CUcontext context) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // pending_fill_: whether a library lacks its fill in a live context, or
+  // in every context.
+  void UpdatePendingFillLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CuptiSeam& seam_;
   ImageInstrumenter& instrumenter_;
@@ -212,6 +238,7 @@ class ModulePatcher {
   // in one is filled in the others too (FillLibraryInOtherContextsLocked).
   std::vector<CUcontext> contexts_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> claim_warned_{false};
+  std::atomic<bool> pending_fill_{false};
 };
 
 }  // namespace cuprobe

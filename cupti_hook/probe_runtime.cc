@@ -305,12 +305,16 @@ absl::StatusOr<const CudaDriver*> DeviceMaps::Driver() const {
 
 DeviceMaps::~DeviceMaps() = default;
 
-absl::Status DeviceMaps::CreateLocked() {
+absl::Status DeviceMaps::CreateLocked(CUcontext expected, bool* no_context) {
+  *no_context = false;
   CUPROBE_ASSIGN_OR_RETURN(driver_, Driver());
   CUcontext context = nullptr;
   CUPROBE_RETURN_IF_ERROR(driver_->Check(driver_->CtxGetCurrent(&context), "cuCtxGetCurrent"));
-  if (context == nullptr) {
-    return absl::FailedPreconditionError("no CUDA context is current while loading the module");
+  if (context == nullptr || (expected != nullptr && context != expected)) {
+    *no_context = true;
+    return absl::FailedPreconditionError(context == nullptr
+                                             ? "no CUDA context is current"
+                                             : "the new CUDA context cannot be made current");
   }
   CUPROBE_ASSIGN_OR_RETURN(memory_, CudaDeviceMemory::Create(driver_));
   MapsRegion* region = region_ != nullptr && region_->size() > 0 ? region_ : nullptr;
@@ -393,11 +397,14 @@ absl::StatusOr<std::vector<uint64_t>> DeviceMaps::MapTableLocked() {
   if (released_) return absl::FailedPreconditionError("the maps were released (exiting)");
   if (!maps_.has_value()) {
     if (!failed_.ok()) return failed_;
-    absl::Status s = CreateLocked();
+    bool no_context = false;
+    absl::Status s = CreateLocked(/*expected=*/nullptr, &no_context);
     if (!s.ok()) {
-      failed_ =
-          absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
-      return failed_;
+      s = absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
+      // Without a context nothing has failed yet: the first context that
+      // uses the maps makes them.
+      if (!no_context) failed_ = s;
+      return s;
     }
   }
   CUPROBE_RETURN_IF_ERROR(ClaimLocked());
@@ -520,8 +527,11 @@ void DeviceMaps::Prepare(CUcontext context) {
   absl::StatusOr<const CudaDriver*> driver = Driver();
   if (!driver.ok()) return;
   ScopedContext scope(*driver, context);
-  absl::Status s = CreateLocked();
-  if (!s.ok()) {
+  bool no_context = false;
+  absl::Status s = CreateLocked(context, &no_context);
+  // A context that cannot be made current here gets the maps at its first
+  // module load or library fill instead.
+  if (!s.ok() && !no_context) {
     failed_ = absl::Status(s.code(), absl::StrCat("cannot create the probes' maps: ", s.message()));
   }
 }

@@ -140,7 +140,11 @@ class DeviceMaps final : public MapTableProvider {
   absl::Status Release(uint64_t now_ns);
 
  private:
-  absl::Status CreateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the maps in the current context (`expected`, unless null).
+  // `*no_context`: the failure is that no such context is current, which is
+  // not remembered as a failure (another context may make them later).
+  absl::Status CreateLocked(CUcontext expected, bool* no_context)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The maps are made (allocated) at context creation in every process, but
   // used, published and seeded only once claimed in the session: at the

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cupti_hook/capture_range_end.h"
+#include "ptx_rewriter/builtin_probes.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
@@ -245,6 +246,10 @@ constexpr char kInstrumentUsage[] = R"(cuprobe instrument: rewrite kernels with 
 USAGE
   cuprobe instrument --probe PROBE [--entry] [--exit] [--mem] [options] FILE -o OUT
 
+  A bundle's programs attach where their sections say; --entry, --exit and
+  --mem then keep only the programs of those attach points. builtin:count
+  needs at least one of them.
+
   FILE may be anything `cuprobe inspect` reads (executable, shared library,
   fatbin, cubin with PTX, PTX). The PTX best suited to --sm is rewritten: the
   kernels --kernels selects get the probe at the attach points given, the
@@ -257,9 +262,10 @@ OPTIONS
                           indexed by kernel id) or a bundle file (.cpb)
   -k, --kernels GLOB      kernels to instrument, by mangled or demangled name
                           without parameters; '*' and '?' wildcards (default: *)
-      --entry             probe at kernel entry
-      --exit              probe before every ret / exit
+      --entry             probe at kernel entry (a bundle: its entry programs)
+      --exit              probe before every ret / exit (a bundle: its exit programs)
       --mem               probe at every global / generic load, store, atomic
+                          (a bundle: its memory programs)
       --mem-spaces LIST   spaces --mem instruments: global, generic, shared,
                           local, const, or all (default: global,generic)
   -o, --output OUT        OUT.cubin or OUT.ptx
@@ -274,6 +280,7 @@ OPTIONS
 EXAMPLES
   cuprobe instrument --probe builtin:count --entry --exit build/samples/vec_add -o vec_add.cubin
   cuprobe instrument -p builtin:count --mem -k 'vec_add*' --stats kernels.ptx -o out.ptx
+  cuprobe instrument -p threadhist.cpb build/samples/vec_add -o vec_add.ptx   # the bundle's own
 
 ENVIRONMENT
   CUPROBE_HELPER_PTX   a GPU helper library PTX to use instead of the built-in one
@@ -768,8 +775,11 @@ absl::StatusOr<CliArgs> ParseInstrument(const std::vector<std::string>& argv, si
     return Invalid(absl::StrCat("-o '", o.output, "': the output must end in .cubin or .ptx"),
                    "instrument");
   }
-  if (!o.entry && !o.exit && !o.mem) {
-    return Invalid("instrument needs at least one attach point: --entry, --exit, --mem",
+  // A bundle's programs carry their own attach points (the flags then
+  // narrow them); the built-in probe has none.
+  if (IsBuiltinProbeSpec(o.probe) && !o.entry && !o.exit && !o.mem) {
+    return Invalid(absl::StrCat("--probe ", o.probe,
+                                " needs at least one attach point: --entry, --exit, --mem"),
                    "instrument");
   }
   return args;

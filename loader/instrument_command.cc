@@ -157,11 +157,13 @@ absl::StatusOr<ProbeBundle> LoadProbeBundle(const InstrumentCommandOptions& o) {
     return absl::Status(bundle.status().code(),
                         absl::StrCat("--probe ", o.probe, ": ", bundle.status().message()));
   }
-  // Keep the programs whose attach point --entry/--exit/--mem asks for; a
-  // --kernels other than '*' overrides the programs' own globs.
+  // Keep the programs whose attach point --entry/--exit/--mem asks for (all
+  // of them when none is given); a --kernels other than '*' overrides the
+  // programs' own globs.
+  const bool all = !o.entry && !o.exit && !o.mem;
   std::vector<ProbeProgram> kept;
   for (ProbeProgram& p : bundle->programs) {
-    bool wanted = (p.attach == AttachKind::kEntry && o.entry) ||
+    bool wanted = all || (p.attach == AttachKind::kEntry && o.entry) ||
                   (p.attach == AttachKind::kExit && o.exit) ||
                   (p.attach == AttachKind::kMemory && o.mem);
     if (!wanted) continue;

@@ -274,6 +274,7 @@ absl::StatusOr<CUcontext> FakeSeam::CurrentContext() { return current_context; }
 
 absl::Status FakeSeam::InContext(CUcontext context, absl::FunctionRef<void()> fn) {
   Record("InContext");
+  if (!in_context_status.ok()) return in_context_status;
   contexts_entered.push_back(context);
   CUcontext previous = current_context;
   current_context = context;

@@ -56,8 +56,11 @@ class FakeSeam : public CuptiSeam {
   uint32_t stream_id = 77;
   int capture_mode = 0;  // CU_STREAM_CAPTURE_MODE_GLOBAL
   // The thread's current context, and every context InContext made current.
+  // An error in `in_context_status` makes InContext fail (running nothing),
+  // as cuCtxSetCurrent would.
   CUcontext current_context = nullptr;
   std::vector<CUcontext> contexts_entered;
+  absl::Status in_context_status;
   // Launch-time redirection: launch handle -> owner; each LoadModuleData
   // returns the next handle from kFirstLoadedModule on and keeps the image
   // pointer; ModuleFunction returns module + 1 + the index of the name in

@@ -130,7 +130,10 @@ absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(const std::string& source_pat
     }
   }
   for (const std::string& a : options.clang_args) args.push_back(a);
-  args.insert(args.end(), {"-c", source_path, "-o", object_path});
+  // The caller found no ELF magic, so this is C whatever its name: without
+  // -x, clang takes a file with no known extension for a linker input and
+  // makes no object.
+  args.insert(args.end(), {"-x", "c", "-c", source_path, "-o", object_path});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -2,9 +2,9 @@
 // (tests/gpu/testdata/lifecycle.cu): fork() with the child exiting through
 // exit(), exit() called from a second thread while kernels run,
 // cudaDeviceReset in the middle of a run, two contexts made with
-// cuCtxCreate, a child that execs a CUDA program, and a program that
+// cuCtxCreate, a child that execs a CUDA program, a program that
 // subscribes to CUPTI itself (a profiler of its own) before its first CUDA
-// call. Each mode runs natively, under `cuprobe trace` and under
+// call, and code loaded before its context is current. Each mode runs natively, under `cuprobe trace` and under
 // `cuprobe run` with a counting probe: the program's output and exit code
 // must be the native ones, with no hang, and the counts exact where the
 // design says they are. Skips without a GPU.
@@ -27,6 +27,7 @@ namespace cuprobe::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kN = 10;
 constexpr uint64_t kThreads = 4096;  // lifecycle.cu's grid
@@ -150,6 +151,43 @@ TEST_P(Lifecycle, ProbesNeverBreakTheProgram) {
     EXPECT_EQ(std::stoull(m[1]), 2 * kN * kThreads) << maps << r.err;
     EXPECT_THAT(r.err, HasSubstr("continue from their last published snapshot")) << r.err;
   }
+}
+
+// A program's code loaded before any context is current on the loading
+// thread (tests/gpu/testdata/lifecycle.cu): the runtime's launch-first
+// program, a driver-API library loaded before the context is made, and one
+// loaded on a thread with no context while the context lives on another.
+// Each gives the exact counts of its reference order (cudaFree(0) first;
+// the context made first), and no warning that probes were lost.
+TEST(FirstContext, ProbesReachKernelsLoadedBeforeTheirContext) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+  char tmpl[] = "/tmp/cuprobe-first-context-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto entries = [&](const std::string& mode) -> uint64_t {
+    const std::vector<std::string> app = {SamplePath("lifecycle"), mode, std::to_string(kN)};
+    ProcessResult native = RunProcess(app, {}, 60);
+    EXPECT_EQ(native.exit_code, 0) << mode << ": " << native.err;
+    const std::string prefix = dir + "/" + mode;
+    std::vector<std::string> args = {Cuprobe(), "run", "-p",
+                                     BuildDir() + "/probes/count_entries.cpb", "-o", prefix, "--"};
+    args.insert(args.end(), app.begin(), app.end());
+    ProcessResult r = RunProcess(args, {{"CUPROBE_LOG", "info"}}, 120);
+    EXPECT_FALSE(r.timed_out) << mode << " hung: " << r.err;
+    EXPECT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    EXPECT_EQ(r.out, native.out) << mode << ": " << r.err;
+    for (const char* warning : {"cannot reach their maps", "cannot be kept", "not instrumented",
+                                "no kernel was instrumented"}) {
+      EXPECT_THAT(r.err, Not(HasSubstr(warning))) << mode << ": " << r.err;
+    }
+    return SumOfEntries(ReadWholeFile(prefix + ".maps.txt"));
+  };
+  // The launch with n = 0, then N: every thread of each enters.
+  EXPECT_EQ(entries("free_first"), (kN + 1) * kThreads);
+  EXPECT_EQ(entries("launch_first"), (kN + 1) * kThreads);
+  EXPECT_EQ(entries("context_first"), kN * kThreads);
+  EXPECT_EQ(entries("library_first"), kN * kThreads);
+  EXPECT_EQ(entries("library_thread"), kN * kThreads);
 }
 
 // 16 threads launching on 16 streams for a minute (CUPROBE_STRESS_SECONDS),

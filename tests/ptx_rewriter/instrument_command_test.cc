@@ -58,6 +58,8 @@ TEST(InstrumentArgsTest, RejectsIncompleteCommands) {
   EXPECT_THAT(message({"instrument", "--entry", "app", "-o", "x.ptx"}), HasSubstr("needs --probe"));
   EXPECT_THAT(message({"instrument", "-p", "builtin:count", "app", "-o", "x.ptx"}),
               HasSubstr("at least one attach point"));
+  // A bundle attaches where its sections say: no flag is needed.
+  EXPECT_EQ(message({"instrument", "-p", "probe.cpb", "app", "-o", "x.ptx"}), "ok");
   EXPECT_THAT(message({"instrument", "-p", "builtin:count", "--entry", "app"}), HasSubstr("-o"));
   EXPECT_THAT(message({"instrument", "-p", "builtin:count", "--entry", "app", "-o", "x.bin"}),
               HasSubstr("must end in .cubin or .ptx"));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,43 @@ TEST_P(SampleOffline, CompilesAndInstrumentsItsWorkload) {
   const std::string image = ReadWholeFile(cubin);
   ASSERT_GE(image.size(), 4u) << report;
   EXPECT_EQ(image.substr(0, 4), "\x7f" "ELF") << "an sm_90 cubin";
+}
+
+// `cuprobe compile` decides C or eBPF object by content, not by name, and
+// `cuprobe instrument` takes a bundle's own attach points when no flag
+// narrows them.
+TEST(SampleOfflineCli, CompileByContentAndInstrumentWithTheBundlesAttachPoints) {
+  char tmpl[] = "/tmp/cuprobe-samples-offline-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string cuprobe = BuildDir() + "/bin/cuprobe";
+  // A C probe with no extension compiles as C.
+  const std::string source = dir + "/threadhist";
+  std::filesystem::copy_file(SourceDir() + "/samples/threadhist/threadhist.bpf.c", source);
+  const std::string bundle = dir + "/threadhist.cpb";
+  ProcessResult compiled = RunProcess({cuprobe, "compile", source, "-o", bundle});
+  EXPECT_EQ(compiled.exit_code, 0) << compiled.err;
+  EXPECT_THAT(compiled.err, HasSubstr(" -> " + bundle));
+  // Neither C nor eBPF: clang's own error, not a missing object file.
+  const std::string text = dir + "/passwd";
+  {
+    std::ofstream out(text);
+    out << "root:x:0:0:root:/root:/bin/bash\n";
+  }
+  ProcessResult bad = RunProcess({cuprobe, "compile", text, "-o", dir + "/bad.cpb"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("clang could not compile " + text));
+  EXPECT_THAT(bad.err, HasSubstr("error:"));
+  EXPECT_THAT(bad.err, Not(HasSubstr("cannot open")));
+  // The bundle's exit program, with no attach flag.
+  const std::string ptx = dir + "/out.ptx";
+  ProcessResult r = RunProcess({cuprobe, "instrument", "-p", bundle, "--stats",
+                                SamplePath("vec_add"), "-o", ptx},
+                               {{"CUPROBE_CACHE_DIR", "off"}}, 240);
+  EXPECT_EQ(r.exit_code, 0) << r.out + r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("instrumented 1 kernel(s) with threadhist"));
+  EXPECT_THAT(r.out + r.err, HasSubstr("exit sites 1"));
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Samples, SampleOffline, ::testing::ValuesIn(Cases()),

@@ -87,6 +87,26 @@ TEST_F(DeviceMapsTest, ContextsOfTheDeviceShareTheMapsWhichMoveWhenTheirContextG
   EXPECT_TRUE(fake_.state.reserved.empty());
 }
 
+// No context current when the maps are first asked for (a library loaded
+// before the program's first context): not a failure to remember; the
+// first context makes them. A context that cannot be made current at its
+// creation leaves them to the next one too.
+TEST_F(DeviceMapsTest, WithoutAContextTheMapsWaitForTheFirstOne) {
+  fake_.state.current = nullptr;
+  absl::StatusOr<std::vector<uint64_t>> none = maps_.MapTable();
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("no CUDA context is current"));
+  EXPECT_TRUE(fake_.state.streams_created.empty());
+  fake_.state.destroyed.insert(kC);  // cuCtxSetCurrent fails there
+  maps_.Prepare(kC);
+  EXPECT_TRUE(fake_.state.streams_created.empty());
+  Create(kA);
+  ASSERT_EQ(fake_.state.streams_created.size(), 1u);
+  EXPECT_EQ(fake_.state.streams_created[0].first, kA);
+  absl::StatusOr<std::vector<uint64_t>> table = maps_.MapTable();
+  EXPECT_TRUE(table.ok()) << table.status();
+}
+
 TEST_F(DeviceMapsTest, ContextsNotSeenCreatedOrOnAnotherDeviceAreRefused) {
   Create(kA);
   ASSERT_TRUE(maps_.MapTable().ok());

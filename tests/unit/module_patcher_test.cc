@@ -116,6 +116,8 @@ class LogCapture {
   int fds_[2] = {-1, -1};
 };
 
+const auto kRigContext = reinterpret_cast<CUcontext>(0x1C0);
+
 struct Rig {
   FakeSeam seam;
   ScriptedInstrumenter instrumenter;
@@ -127,6 +129,7 @@ struct Rig {
     dir = ::mkdtemp(tmpl);
     patcher = std::make_unique<ModulePatcher>(seam, instrumenter, maps, dir);
     maps.current = &seam.current_context;
+    seam.current_context = kRigContext;  // the program's context, current
   }
   // ENTER with `params`, then EXIT with `result` after `driver` ran (the
   // test's stand-in for the driver: it sees the parameters as swapped).
@@ -288,7 +291,9 @@ TEST(ModulePatcher, LibrariesAreFilledAgainInANewContext) {
   std::memset(rig.seam.device_memory.data() + 64, 0, 24 + 64);
   rig.maps.site_counters.clear();
   rig.maps.table = std::vector<uint64_t>{0x3000, 0x4000};
-  rig.patcher->OnContextCreated(nullptr);
+  const auto b = reinterpret_cast<CUcontext>(0xB0);
+  rig.seam.current_context = b;
+  rig.patcher->OnContextCreated(b);
   EXPECT_EQ(rig.maps.calls, 2);
   uint64_t table[2];
   std::memcpy(table, rig.seam.device_memory.data() + 64, sizeof(table));
@@ -301,7 +306,9 @@ TEST(ModulePatcher, LibrariesAreFilledAgainInANewContext) {
   EXPECT_EQ(rig.seam.capture_mode, 0);
   // Maps in another context: nothing is written.
   rig.maps.usable = absl::FailedPreconditionError("the probes' maps live in another CUDA context");
-  rig.patcher->OnContextCreated(nullptr);
+  const auto c = reinterpret_cast<CUcontext>(0xC0);
+  rig.seam.current_context = c;
+  rig.patcher->OnContextCreated(c);
   EXPECT_EQ(rig.maps.calls, 2);
 }
 
@@ -353,6 +360,144 @@ TEST(ModulePatcher, LibrariesAreFilledInEveryLiveContext) {
   EXPECT_THAT(unshared.seam.contexts_entered, ElementsAre(b));
   EXPECT_THAT(unshared.maps.table_contexts, ElementsAre(a)) << "a only";
   EXPECT_THAT(log.Read(), HasSubstr("not instrumented in another context: ring buffers"));
+}
+
+// The orders in which a library and its first context can come (issue: a
+// program whose first CUDA call is a launch lost its probes). A library
+// needs no context: with none current at its load it is instrumented all
+// the same and filled in each context once one is there.
+InstrumentedImage ImageWithSiteCounters() {
+  InstrumentedImage image = SomeImage();
+  image.site_counters = {SiteCounter{{SiteAdd{1, false, {7, 0, 0, 0}, 4}}}};
+  return image;
+}
+
+void AddLibraryGlobals(Rig& rig, CUlibrary lib) {
+  rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+  rig.seam.globals[{lib, CUPROBE_SITE_COUNTS_SYMBOL}] = DeviceGlobal{128, 8};
+}
+
+uint64_t TableEntry(Rig& rig, int i) {
+  uint64_t v = 0;
+  std::memcpy(&v, rig.seam.device_memory.data() + 64 + 8 * i, 8);
+  return v;
+}
+
+// cuLibraryLoadData before any context exists (the runtime's launch-first
+// program; a driver-API program before cuCtxCreate): the image is swapped,
+// nothing is filled yet; the context's creation fills it, once.
+TEST(ModulePatcher, LibraryLoadedBeforeAnyContextIsFilledAtTheFirstContext) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(ImageWithSiteCounters());
+  rig.maps.usable = absl::FailedPreconditionError("no CUDA context is current");
+  rig.seam.current_context = nullptr;
+  const CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  AddLibraryGlobals(rig, lib);
+  LogCapture log;
+  int image = 0;
+  CUlibrary out = nullptr;
+  cuLibraryLoadData_params p = {};
+  p.library = &out;
+  p.code = &image;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] {
+    EXPECT_NE(p.code, &image) << "instrumented although no context is current";
+    out = lib;
+  });
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 1u);
+  EXPECT_EQ(rig.maps.calls, 0) << "no map table without a context";
+  EXPECT_TRUE(rig.maps.site_contexts.empty());
+  EXPECT_TRUE(rig.patcher->pending_fill());
+  const std::string lines = log.Read();
+  EXPECT_THAT(lines, Not(HasSubstr("cannot")));
+  EXPECT_THAT(lines, Not(HasSubstr("not instrumented")));
+  // The context comes (the hook makes it current for this).
+  const auto a = reinterpret_cast<CUcontext>(0xA0);
+  rig.maps.usable = absl::OkStatus();
+  rig.seam.current_context = a;
+  rig.patcher->OnContextCreated(a);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a));
+  EXPECT_THAT(rig.maps.site_contexts, ElementsAre(a));
+  EXPECT_EQ(TableEntry(rig, 0), 0x1000u);
+  EXPECT_EQ(TableEntry(rig, 1), 0x2000u);
+  EXPECT_FALSE(rig.patcher->pending_fill());
+  rig.patcher->OnLaunch(a);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a)) << "filled once";
+  EXPECT_EQ(rig.seam.capture_mode, 0);
+}
+
+// The context exists (made on the main thread) but the library is loaded
+// on a thread where none is current: it is filled in the live context at
+// once, with that context current, and the thread is left without one.
+TEST(ModulePatcher, LibraryLoadedOnAThreadWithoutAContextIsFilledInTheLiveOnes) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(ImageWithSiteCounters());
+  const auto a = reinterpret_cast<CUcontext>(0xA0);
+  rig.seam.current_context = a;
+  rig.patcher->OnContextCreated(a);
+  rig.seam.current_context = nullptr;
+  const CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  AddLibraryGlobals(rig, lib);
+  rig.LoadLibrary(lib);
+  EXPECT_THAT(rig.seam.contexts_entered, ElementsAre(a));
+  EXPECT_EQ(rig.seam.current_context, nullptr);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a));
+  EXPECT_THAT(rig.maps.site_contexts, ElementsAre(a));
+  EXPECT_FALSE(rig.patcher->pending_fill());
+  // Its launches there find nothing to do.
+  rig.seam.current_context = a;
+  rig.patcher->OnLaunch(a);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a));
+}
+
+// Neither the load nor the context's creation could get into the context
+// (cuCtxSetCurrent refused; CUPTI's callback came on a thread where it is
+// not current): the first launch in it fills the library, before the
+// kernel runs.
+TEST(ModulePatcher, TheFirstLaunchInAContextFillsWhatItsCreationCouldNot) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(ImageWithSiteCounters());
+  const auto a = reinterpret_cast<CUcontext>(0xA0);
+  rig.seam.current_context = nullptr;
+  rig.patcher->OnContextCreated(a);  // not current: nothing to do yet
+  rig.seam.in_context_status = absl::InvalidArgumentError("cuCtxSetCurrent: refused");
+  const CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  AddLibraryGlobals(rig, lib);
+  rig.LoadLibrary(lib);
+  EXPECT_EQ(rig.maps.calls, 0);
+  EXPECT_TRUE(rig.patcher->pending_fill());
+  rig.seam.current_context = a;
+  rig.patcher->OnLaunch(a);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a));
+  EXPECT_THAT(rig.maps.site_contexts, ElementsAre(a));
+  EXPECT_EQ(TableEntry(rig, 1), 0x2000u);
+  EXPECT_FALSE(rig.patcher->pending_fill());
+  // The context goes, and one made later at the same address starts
+  // unfilled: its creation fills it again.
+  rig.patcher->OnContextDestroying(a);
+  rig.seam.in_context_status = absl::OkStatus();
+  rig.patcher->OnContextCreated(a);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a, a));
+  // Unloaded: nothing is pending any more, even in a context never filled.
+  const auto b = reinterpret_cast<CUcontext>(0xB0);
+  rig.seam.current_context = nullptr;
+  rig.patcher->OnContextCreated(b);
+  EXPECT_TRUE(rig.patcher->pending_fill());
+  cuLibraryUnload_params unload = {};
+  unload.library = lib;
+  rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload, &unload, CUDA_SUCCESS, [] {});
+  EXPECT_FALSE(rig.patcher->pending_fill());
+}
+
+// A module (cuModuleLoadData) belongs to the current context: with none,
+// the maps' check at ENTER still decides, as before.
+TEST(ModulePatcher, AModuleStillNeedsItsContextsMaps) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(SomeImage());
+  rig.maps.usable = absl::FailedPreconditionError("no CUDA context is current");
+  rig.seam.current_context = nullptr;
+  rig.LoadDataEx(reinterpret_cast<CUmodule>(0x20));
+  EXPECT_TRUE(rig.instrumenter.seen.empty());
+  EXPECT_EQ(rig.patcher->stats().modules_instrumented, 0u);
 }
 
 TEST(ModulePatcher, ModuleGlobalsAreWrittenWhenTheModuleHasThem) {

@@ -14,6 +14,19 @@
 //   lifecycle launches N      N launches (the child of fork_exec)
 //   lifecycle cupti_owner N   subscribes to CUPTI itself before any CUDA call,
 //                             as a profiler would, then N launches
+//   lifecycle launch_first N  the first CUDA call is a launch (the runtime
+//                             loads the module before a context is
+//                             current), then N launches
+//   lifecycle free_first N    the same after a cudaFree(0): the reference
+//   lifecycle library_first N driver API: cuLibraryLoadData of a PTX kernel
+//                             before any context exists, then a context
+//                             and N launches of it
+//   lifecycle context_first N the same with the context made first: the
+//                             reference
+//   lifecycle library_thread N  the context is made on the main thread,
+//                             the library loaded on a second thread where
+//                             no context is current, and launched N times
+//                             on the main thread
 //
 // Every mode checks its results and prints one line; the exit code is 0
 // (exit_thread: 7) when all went well.
@@ -39,6 +52,36 @@ __global__ void bump(unsigned* counts, int n) {
 namespace {
 
 constexpr int kThreads = 4096;
+
+// The driver-API modes' kernel: bump, by hand, so that a library can be
+// loaded from memory before any context exists.
+constexpr char kBumpPtx[] = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry drv_bump(.param .u64 counts, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [counts];
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  setp.ge.s32 %p1, %r5, %r1;
+  @%p1 bra DONE;
+  cvta.to.global.u64 %rd2, %rd1;
+  mul.wide.s32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  add.s32 %r7, %r6, 1;
+  st.global.u32 [%rd4], %r7;
+DONE:
+  ret;
+}
+)";
 
 #define CHECK(call)                                                                       \
   do {                                                                                    \
@@ -179,6 +222,92 @@ int Contexts(int n) {
   return ok ? 0 : 1;
 }
 
+// The first CUDA call launches bump (it writes nothing with n = 0); with
+// `free_first`, a cudaFree(0) comes first and makes the context current.
+int LaunchFirst(int n, bool free_first) {
+  if (free_first) CHECK(cudaFree(nullptr));
+  bump<<<kThreads / 256, 256>>>(nullptr, 0);
+  CHECK(cudaDeviceSynchronize());
+  const bool ok = Launches(n);
+  std::printf("lifecycle %s: %s launches=%d\n", free_first ? "free_first" : "launch_first",
+              ok ? "OK" : "WRONG", n + 1);
+  return ok ? 0 : 1;
+}
+
+// N launches of the library's drv_bump in the current context.
+bool DriverLaunches(CUlibrary library, int n) {
+  CUkernel kernel = nullptr;
+  CU_CHECK(cuLibraryGetKernel(&kernel, library, "drv_bump"));
+  CUdeviceptr d = 0;
+  CU_CHECK(cuMemAlloc(&d, kThreads * sizeof(unsigned)));
+  CU_CHECK(cuMemsetD32(d, 0, kThreads));
+  int count = kThreads;
+  void* args[] = {&d, &count};
+  for (int i = 0; i < n; ++i) {
+    CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), kThreads / 256, 1, 1, 256, 1,
+                            1, 0, nullptr, args, nullptr));
+  }
+  std::vector<unsigned> h(kThreads);
+  CU_CHECK(cuMemcpyDtoH(h.data(), d, kThreads * sizeof(unsigned)));
+  CU_CHECK(cuMemFree(d));
+  for (unsigned v : h) {
+    if (v != static_cast<unsigned>(n)) return false;
+  }
+  return true;
+}
+
+CUlibrary LoadBumpLibrary() {
+  CUlibrary library = nullptr;
+  CU_CHECK(cuLibraryLoadData(&library, kBumpPtx, nullptr, nullptr, 0, nullptr, nullptr, 0));
+  return library;
+}
+
+CUcontext MakeCurrentContext() {
+  CUdevice dev = 0;
+  CU_CHECK(cuDeviceGet(&dev, 0));
+  CUcontext context = nullptr;
+  CU_CHECK(cuDevicePrimaryCtxRetain(&context, dev));
+  CU_CHECK(cuCtxSetCurrent(context));
+  return context;
+}
+
+// `order`: library_first, context_first or library_thread (see the top).
+int DriverOrder(const std::string& order, int n) {
+  CU_CHECK(cuInit(0));
+  CUcontext none = nullptr;
+  CU_CHECK(cuCtxGetCurrent(&none));
+  if (none != nullptr) {
+    std::fprintf(stderr, "lifecycle: a context is current before any was made\n");
+    return 2;
+  }
+  CUlibrary library = nullptr;
+  CUcontext context = nullptr;
+  if (order == "library_first") {
+    library = LoadBumpLibrary();
+    context = MakeCurrentContext();
+  } else if (order == "context_first") {
+    context = MakeCurrentContext();
+    library = LoadBumpLibrary();
+  } else {
+    context = MakeCurrentContext();
+    std::thread([&] {
+      CUcontext current = nullptr;
+      CU_CHECK(cuCtxGetCurrent(&current));
+      if (current != nullptr) std::exit(2);
+      library = LoadBumpLibrary();
+    }).join();
+  }
+  const bool ok = DriverLaunches(library, n);
+  CU_CHECK(cuLibraryUnload(library));
+  CUdevice dev = 0;
+  CU_CHECK(cuCtxGetDevice(&dev));
+  CU_CHECK(cuCtxSetCurrent(nullptr));
+  CU_CHECK(cuDevicePrimaryCtxRelease(dev));
+  (void)context;
+  std::printf("lifecycle %s: %s launches=%d\n", order.c_str(), ok ? "OK" : "WRONG", n);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,8 +321,14 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "fork_exec") == 0) return ForkExec(argv[0], n);
   if (std::strcmp(mode, "launches") == 0) return LaunchesOnly(n);
   if (std::strcmp(mode, "cupti_owner") == 0) return CuptiOwner(n);
+  if (std::strcmp(mode, "launch_first") == 0) return LaunchFirst(n, /*free_first=*/false);
+  if (std::strcmp(mode, "free_first") == 0) return LaunchFirst(n, /*free_first=*/true);
+  if (std::strcmp(mode, "library_first") == 0 || std::strcmp(mode, "context_first") == 0 ||
+      std::strcmp(mode, "library_thread") == 0) {
+    return DriverOrder(mode, n);
+  }
   std::fprintf(stderr,
-               "usage: lifecycle fork|exit_thread|reset|contexts|fork_exec|launches|cupti_owner "
-               "[N]\n");
+               "usage: lifecycle fork|exit_thread|reset|contexts|fork_exec|launches|cupti_owner|"
+               "launch_first|free_first|library_first|context_first|library_thread [N]\n");
   return 64;
 }
