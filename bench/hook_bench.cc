@@ -25,7 +25,7 @@
 #include "cupti_hook/outputs.h"
 #include "cupti_hook/testing/fake_seam.h"
 #include "maps/segment.h"
-#include "maps/trace_records.h"
+#include "probe/trace_records.h"
 
 namespace cuprobe {
 namespace {

@@ -250,7 +250,7 @@ int Main(int argc, char** argv) {
   }
   {
     // What the compiler emits for a map probes only add to (mem_trace's):
-    // values spread over per-SM copies (maps/map_desc.h).
+    // values spread over per-SM copies (probe/map_desc.h).
     rows.push_back(Row{"HASH map_add_hash_word, add-only map",
                        "uniform (4096 keys), vs consecutive counters",
                        bench.Time("hash_word_add_keys",

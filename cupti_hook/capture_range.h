@@ -41,7 +41,7 @@
 #include <limits>
 
 #include "absl/synchronization/mutex.h"
-#include "cupti_hook/capture_range_end.h"
+#include "probe/capture_range_end.h"
 
 namespace cuprobe {
 

@@ -92,7 +92,7 @@ struct HookConfig {
   // range is open (and between ranges back to back: RangeActivity).
   bool capture_profiler_api = false;
   // CUPROBE_CAPTURE_RANGE_END (`--capture-range-end`): how many ranges, and
-  // whether a stop call ends one (cupti_hook/capture_range_end.h).
+  // whether a stop call ends one (probe/capture_range_end.h).
   CaptureRangeEnd capture_range_end;
   // CUPROBE_DIAG=capture-activity-on (a measuring switch): with a capture
   // range, CUPTI's activity stays on the whole run; only the records are

@@ -14,7 +14,7 @@
 #include "cupti_hook/probe_runtime.h"
 #include "cupti_hook/tracer.h"
 #include "maps/gpu/helpers_ptx.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/image.h"
 #include "support/kept_forever.h"

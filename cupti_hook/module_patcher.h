@@ -46,7 +46,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "cupti_hook/seam.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

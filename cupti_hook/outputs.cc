@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "maps/trace_chrome.h"
-#include "maps/trace_report.h"
+#include "report/trace_chrome.h"
+#include "report/trace_report.h"
 #include "support/log.h"
 
 namespace cuprobe {

@@ -21,7 +21,7 @@
 #include "cupti_hook/hook.h"
 #include "cupti_hook/trace_output.h"
 #include "maps/segment.h"
-#include "maps/trace_data.h"
+#include "report/trace_data.h"
 
 namespace cuprobe {
 

@@ -19,7 +19,7 @@
 #include "ptx_rewriter/compile.h"
 #include "ptx_rewriter/content_hash.h"
 #include "ptx_rewriter/image.h"
-#include "ptx_rewriter/kernel_glob.h"
+#include "probe/kernel_glob.h"
 #include "support/log.h"
 #include "support/status_macros.h"
 

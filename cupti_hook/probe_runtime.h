@@ -42,7 +42,7 @@
 #include "maps/map_set.h"
 #include "maps/maps_region.h"
 #include "maps/segment.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/compile_cache.h"
 
 namespace cuprobe {

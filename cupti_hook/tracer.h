@@ -1,7 +1,7 @@
 // File: cupti_hook/tracer.h
 //
 // Launch tracing: turns CUPTI launch callbacks and activity records into trace
-// records (maps/trace_records.h) written to a RecordSink.
+// records (probe/trace_records.h) written to a RecordSink.
 //
 //   Tracer tracer(seam, sink);
 //   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) seam.EnableCallback(...);
@@ -36,7 +36,7 @@
 #include "cupti_hook/capture_range.h"
 #include "cupti_hook/record_sink.h"
 #include "cupti_hook/seam.h"
-#include "maps/trace_records.h"
+#include "probe/trace_records.h"
 
 namespace cuprobe {
 

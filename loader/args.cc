@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "cupti_hook/capture_range_end.h"
+#include "probe/capture_range_end.h"
 #include "ptx_rewriter/builtin_probes.h"
 #include "support/status_macros.h"
 

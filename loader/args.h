@@ -38,7 +38,7 @@ struct TraceOptions {
   // launched between the program's cudaProfilerStart and cudaProfilerStop.
   bool capture_profiler_api = false;
   // --capture-range-end (CUPROBE_CAPTURE_RANGE_END): repeat (the default),
-  // repeat:N, stop or none (cupti_hook/capture_range_end.h); empty: the
+  // repeat:N, stop or none (probe/capture_range_end.h); empty: the
   // default. Only with --capture-range.
   std::string capture_range_end;
   std::vector<std::string> command;  // the program and its arguments

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/run_command.h"
 #include "maps/segment.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "support/log.h"
 #include "support/status_macros.h"
 

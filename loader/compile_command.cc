@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "loader/compiler/compiler.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {

@@ -10,7 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "maps/trace_report.h"
+#include "report/trace_report.h"
 #include "ptx_rewriter/image.h"
 #include "ptx_rewriter/ptx_parser.h"
 #include "support/status_macros.h"

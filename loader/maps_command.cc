@@ -20,7 +20,7 @@
 #include "absl/strings/strip.h"
 #include "cuprobe/abi.h"
 #include "loader/session_lookup.h"
-#include "maps/map_layout.h"
+#include "probe/map_layout.h"
 #include "maps/map_print.h"
 #include "maps/map_reader.h"
 #include "maps/segment_layout.h"

@@ -21,7 +21,7 @@
 #include "loader/trace_command.h"
 #include "maps/map_print.h"
 #include "maps/map_reader.h"
-#include "maps/trace_report.h"
+#include "report/trace_report.h"
 #include "support/log.h"
 #include "support/status_macros.h"
 

@@ -20,7 +20,7 @@
 #include "absl/types/span.h"
 #include "loader/args.h"
 #include "maps/segment.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

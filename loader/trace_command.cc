@@ -18,9 +18,9 @@
 #include "loader/child_process.h"
 #include "maps/map_print.h"
 #include "maps/segment.h"
-#include "maps/trace_chrome.h"
-#include "maps/trace_data.h"
-#include "maps/trace_report.h"
+#include "report/trace_chrome.h"
+#include "report/trace_data.h"
+#include "report/trace_report.h"
 #include "support/log.h"
 #include "support/status_macros.h"
 

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "loader/args.h"
 #include "maps/segment.h"
-#include "maps/trace_data.h"
+#include "report/trace_data.h"
 
 namespace cuprobe {
 

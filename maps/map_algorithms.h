@@ -4,7 +4,7 @@
 // GPU helper library (maps/gpu/helpers.cu), g++ into host code that reads
 // snapshots (maps/map_snapshot.cc) and into the CPU tests, which check the
 // semantics of the very code the GPU runs. Everything works on a
-// `cuprobe_map_desc` (maps/map_desc.h) whose addresses are device addresses
+// `cuprobe_map_desc` (probe/map_desc.h) whose addresses are device addresses
 // on the GPU and host addresses on the host.
 //
 //   const cuprobe_map_desc* d = ...;          // a descriptor built by MapSet
@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 
 #if defined(__CUDACC__)
 // Everything is inlined into the helper library's exported functions: a
@@ -418,7 +418,7 @@ CUPROBE_HD void AddToCounter(const cuprobe_map_desc* d, uint32_t shard_offset, u
 
 // Counts a refused update or out-of-range id. On the GPU: one atomic per
 // warp (the leader of the lanes counting here adds for all of them) on this
-// SM's error shard (maps/map_desc.h), so a kernel whose every thread is out
+// SM's error shard (probe/map_desc.h), so a kernel whose every thread is out
 // of range does not serialize on one counter; the host folds the shards.
 CUPROBE_HD void CountError(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__
@@ -442,7 +442,7 @@ CUPROBE_HD void CountError(const cuprobe_map_desc* d) {
 
 // The copy of the u64 at `target` (a value of map d) that this lane adds
 // to: an add-only map's values are spread over copies by SM
-// (maps/map_desc.h); other maps have one. The host folds them.
+// (probe/map_desc.h); other maps have one. The host folds them.
 // How far this SM's copy of a value lies from the value (0 without copies).
 CUPROBE_HD uint64_t ValueShardOffset(const cuprobe_map_desc* d) {
 #ifdef __CUDA_ARCH__

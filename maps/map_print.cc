@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "maps/map_layout.h"
+#include "probe/map_layout.h"
 
 namespace cuprobe {
 namespace {

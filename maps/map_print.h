@@ -29,7 +29,7 @@
 #include "absl/types/span.h"
 #include "maps/map_ring.h"
 #include "maps/map_snapshot.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

@@ -2,7 +2,7 @@
 //
 // MapRing: the host consumer of a RINGBUF map. The ring lives in host memory
 // that the GPU reaches through cuMemHostRegister (the session segment's maps
-// region): a struct cuprobe_ring_host (maps/map_desc.h) followed by the data.
+// region): a struct cuprobe_ring_host (probe/map_desc.h) followed by the data.
 // GPU producers reserve space against device-memory cursors and commit each
 // record with a system-scope release store of its header
 // (maps/map_algorithms.h); this class reads committed records in order,
@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 
 namespace cuprobe {
 

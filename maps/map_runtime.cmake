@@ -5,9 +5,9 @@
 # map_core has no Boost and no driver: the hook, the CLI and the tests share it.
 cuprobe_cc_library(
   NAME map_core
-  SRCS map_layout.cc map_ring.cc maps_region.cc map_snapshot.cc
-  HDRS map_layout.h map_ring.h maps_region.h map_snapshot.h
-  DEPS cuprobe::map_algorithms cuprobe::support absl::status absl::statusor absl::span
+  SRCS map_ring.cc maps_region.cc map_snapshot.cc
+  HDRS map_ring.h maps_region.h map_snapshot.h
+  DEPS cuprobe::probe cuprobe::map_algorithms cuprobe::support absl::status absl::statusor absl::span
        absl::strings absl::str_format absl::function_ref absl::time
 )
 
@@ -16,7 +16,8 @@ cuprobe_cc_library(
   NAME map_set
   SRCS map_set.cc device_memory.cc
   HDRS map_set.h device_memory.h
-  DEPS cuprobe::map_core absl::status absl::statusor absl::str_format
+  DEPS cuprobe::map_core cuprobe::probe cuprobe::support absl::status absl::statusor
+       absl::str_format
 )
 
 # Readers in other processes: the host API over a session, and bpftrace-style
@@ -25,7 +26,7 @@ cuprobe_cc_library(
   NAME map_reader
   SRCS map_reader.cc map_print.cc
   HDRS map_reader.h map_print.h
-  DEPS cuprobe::map_core cuprobe::segment absl::status absl::statusor absl::strings
+  DEPS cuprobe::map_core cuprobe::segment cuprobe::probe cuprobe::support absl::status absl::statusor absl::strings
        absl::str_format absl::time
 )
 
@@ -43,5 +44,5 @@ cuprobe_cc_library(
   NAME maps_gpu_harness
   SRCS testing/gpu_harness.cc
   HDRS testing/gpu_harness.h
-  DEPS cuprobe::cuda_device_memory cuprobe::helpers_ptx CUDA::nvJitLink
+  DEPS cuprobe::cuda_device_memory cuprobe::helpers_ptx cuprobe::support CUDA::nvJitLink
 )

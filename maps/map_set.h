@@ -2,7 +2,7 @@
 //
 // MapSet: the hook's side of the maps. Given the bundle's map specs, it
 // allocates every map in device memory (descriptor + control + image, see
-// maps/map_desc.h), initializes it, and returns the descriptors' device
+// probe/map_desc.h), initializes it, and returns the descriptors' device
 // addresses: what the hook writes into each instrumented module's
 // `__cuprobe_map_table`. Its watcher then calls Publish() after kernels
 // complete and every N ms: a snapshot of each map goes into the session's
@@ -34,7 +34,7 @@
 //    bench/experiments/ring_latency.cu).
 //  - kDeviceSpeculative: as kDeviceMirrored, with a device data area twice
 //    the capacity, and producers that reserve first and check after
-//    (CUPROBE_MAP_F_RING_SPECULATIVE, maps/map_desc.h): a producer whose
+//    (CUPROBE_MAP_F_RING_SPECULATIVE, probe/map_desc.h): a producer whose
 //    bytes do not fit within the capacity makes them a pad in the area's
 //    free half, which the pump skips like any pad.
 //
@@ -55,10 +55,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "maps/device_memory.h"
-#include "maps/map_layout.h"
+#include "probe/map_layout.h"
 #include "maps/map_snapshot.h"
 #include "maps/maps_region.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

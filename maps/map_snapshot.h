@@ -1,6 +1,6 @@
 // File: maps/map_snapshot.h
 //
-// MapSnapshot: one consistent copy of a map (control + image, maps/map_desc.h)
+// MapSnapshot: one consistent copy of a map (control + image, probe/map_desc.h)
 // with typed access for readers: lookup by key, iteration, counters. Lookups
 // in a HASH snapshot run the same probing code as the GPU
 // (maps/map_algorithms.h) over the copy.
@@ -20,7 +20,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 #include "maps/maps_region.h"
 
 namespace cuprobe {

@@ -10,7 +10,7 @@
 //   region offset 0          MapsRegionHeader (256 bytes)
 //   entries_offset           MapEntry[map_count] (256 bytes each)
 //   strings_offset           names and serialized key/value TypeDescriptions
-//   entry.snapshot_offset    per map: control + image (maps/map_layout.h), 64-aligned
+//   entry.snapshot_offset    per map: control + image (probe/map_layout.h), 64-aligned
 //   rings_offset             per RINGBUF map: cuprobe_ring_host + data, 4096-aligned
 //
 // Like the segment header, everything is offsets (relative to the region),
@@ -18,7 +18,7 @@
 // offset, size and string is checked against the region's real size, the
 // specs must be valid (ComputeMapGeometry) and agree with the sizes recorded,
 // and no two areas may overlap. Bump kMapsRegionVersion on any change to
-// this layout; the format of the ring records inside it (maps/map_desc.h)
+// this layout; the format of the ring records inside it (probe/map_desc.h)
 // is versioned by the segment's layout version, which the hook and the CLI
 // both check.
 //
@@ -47,9 +47,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "maps/map_layout.h"
+#include "probe/map_layout.h"
 #include "maps/map_ring.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

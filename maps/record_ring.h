@@ -1,7 +1,7 @@
 // File: maps/record_ring.h
 //
 // RecordRing: a multi-producer, single-consumer ring of variable-size records
-// (RecordHeader + body, maps/trace_records.h) over a RingControl block and a
+// (RecordHeader + body, probe/trace_records.h) over a RingControl block and a
 // data area in any memory: the session segment (producers may be threads of
 // several processes) or a heap buffer (HeapRecordRing, the hook's standalone
 // mode). RecordRing itself is a view: it owns nothing in shared memory.

@@ -6,7 +6,7 @@ cuprobe_cc_library(
   NAME record_ring
   SRCS record_ring.cc
   HDRS record_ring.h segment_layout.h
-  DEPS cuprobe::trace_records absl::status absl::statusor absl::span absl::function_ref
+  DEPS cuprobe::probe absl::status absl::statusor absl::span absl::function_ref
        absl::str_format
 )
 
@@ -16,7 +16,7 @@ cuprobe_cc_library(
   NAME segment
   SRCS segment.cc
   HDRS segment.h
-  DEPS cuprobe::record_ring cuprobe::map_core cuprobe::support absl::status absl::statusor
+  DEPS cuprobe::record_ring cuprobe::map_core cuprobe::probe cuprobe::support absl::status absl::statusor
        absl::strings
        absl::str_format
 )

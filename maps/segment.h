@@ -47,7 +47,7 @@
 #include "maps/maps_region.h"
 #include "maps/record_ring.h"
 #include "maps/segment_layout.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 // Kept out of this header so that users of Session do not include Boost.
 namespace boost::interprocess {

@@ -34,7 +34,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "maps/trace_records.h"
+#include "probe/trace_records.h"
 
 namespace cuprobe {
 
@@ -45,7 +45,7 @@ inline constexpr uint64_t kSegmentMagic = 0x5345424F'52505543ull;
 // 4: the attach request (attach_owner, attach_request, attach_name; formerly
 //    reserved): `cuprobe attach` asks the hook to attach a probe session.
 // 5: map ring records begun by bpf_ringbuf_reserve commit in their header's
-//    word 1 (maps/map_desc.h); a consumer of version 4 would wait on them.
+//    word 1 (probe/map_desc.h); a consumer of version 4 would wait on them.
 //    Still 5 with capture_ranges (formerly spare_stats[0]): a hook of an
 //    earlier build leaves it 0, which reads as "no profiler range opened",
 //    and such a hook has no capture range; the CLI then checks the records.
@@ -133,7 +133,7 @@ struct SegmentHeader {
   char hook_reason[kHookReasonSize];
 
   // Written once by the creator (like the fields at the top): the probe
-  // bundle (ptx_rewriter/bundle.h's byte format) that `cuprobe run` hands to
+  // bundle (probe/bundle.h's byte format) that `cuprobe run` hands to
   // the hook; 64-aligned, after the ring and the maps region. 0 and 0 when
   // the session only traces.
   uint64_t bundle_offset;

@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/instrument.h"
 #include "ptx_rewriter/nvjitlink.h"

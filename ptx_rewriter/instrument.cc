@@ -11,7 +11,7 @@
 #include "ptx_rewriter/context_pass.h"
 #include "ptx_rewriter/entry_pass.h"
 #include "ptx_rewriter/exit_pass.h"
-#include "ptx_rewriter/kernel_glob.h"
+#include "probe/kernel_glob.h"
 #include "ptx_rewriter/link_pass.h"
 #include "ptx_rewriter/memory_pass.h"
 #include "ptx_rewriter/ptx_parser.h"

@@ -29,7 +29,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/kernel_editor.h"
 #include "ptx_rewriter/ptx_module.h"
 #include "ptx_rewriter/site_summary.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
-#include "maps/map_layout.h"
+#include "probe/map_layout.h"
 #include "ptx_rewriter/site_summary.h"
 
 namespace cuprobe {

@@ -43,7 +43,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/kernel_editor.h"
 
 namespace cuprobe {

@@ -4,10 +4,11 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
-#include "loader/compiler/interpreter.h"
-#include "maps/map_desc.h"
+#include "probe/interpreter.h"
+#include "probe/map_desc.h"
 
 namespace cuprobe {
 namespace {
@@ -34,28 +35,28 @@ std::optional<std::vector<SiteAdd>> SummarizeSite(const ProbeProgram& program,
                                                   absl::Span<const MapSpec> maps,
                                                   const SiteConstants& site) {
   if (program.summary_code.empty() || program.summary_code.size() % 8 != 0) return std::nullopt;
-  BpfProgram bpf;
-  bpf.name = program.name;
   const size_t n = program.summary_code.size() / 8;
-  bpf.insns.reserve(n);
-  for (size_t i = 0; i < n; ++i) bpf.insns.push_back(DecodeInsn(&program.summary_code[i * 8]));
+  std::vector<Insn> insns;
+  insns.reserve(n);
+  for (size_t i = 0; i < n; ++i) insns.push_back(DecodeInsn(&program.summary_code[i * 8]));
+  absl::flat_hash_set<uint32_t> map_refs;  // instructions that load a map
   // A map reference's immediate is whatever the object said (its own map
   // numbering); the bundle's map index comes from summary_maps.
   for (const auto& [insn, map] : program.summary_maps) {
-    if (map >= maps.size() || insn >= n || bpf.insns[insn].code != kLdImm64 ||
-        bpf.insns[insn].src != kPseudoMapFd) {
+    if (map >= maps.size() || insn >= n || insns[insn].code != kLdImm64 ||
+        insns[insn].src != kPseudoMapFd) {
       return std::nullopt;
     }
     const MapSpec& spec = maps[map];
     if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) == 0 || !SummarizableType(spec.type, site.attach)) {
       return std::nullopt;
     }
-    bpf.insns[insn].imm = static_cast<int32_t>(map);
-    bpf.map_refs[insn] = MapRef{map, false, 0};
+    insns[insn].imm = static_cast<int32_t>(map);
+    map_refs.insert(insn);
   }
   for (size_t i = 0; i < n; ++i) {
-    const Insn& insn = bpf.insns[i];
-    if (insn.code == kLdImm64 && insn.src != 0 && !bpf.map_refs.contains(static_cast<uint32_t>(i))) {
+    const Insn& insn = insns[i];
+    if (insn.code == kLdImm64 && insn.src != 0 && !map_refs.contains(static_cast<uint32_t>(i))) {
       return std::nullopt;  // a map or global-data reference the bundle does not resolve
     }
   }
@@ -121,7 +122,7 @@ std::optional<std::vector<SiteAdd>> SummarizeSite(const ProbeProgram& program,
     adds.push_back(std::move(add));
     return 0;
   };
-  absl::StatusOr<uint64_t> r = Interpret(bpf, env);
+  absl::StatusOr<uint64_t> r = Interpret(insns, env);
   if (!r.ok() || varies) return std::nullopt;
   return adds;
 }

@@ -38,7 +38,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

@@ -37,7 +37,7 @@
  *      .visible .global .align 8 .u64 __cuprobe_map_table[N];
  *    that the rewriter's link pass defines (N = the bundle's map count) and
  *    the hook fills after the module loads: entry i is the device address of
- *    map i's descriptor (maps/map_desc.h). Probe PTX declares it
+ *    map i's descriptor (probe/map_desc.h). Probe PTX declares it
  *      .extern .global .align 8 .u64 __cuprobe_map_table[];
  *    and an eBPF map reference (ld_imm64 pseudo map) to map i lowers to
  *    `ld.global.u64 %rd, [__cuprobe_map_table + 8*i]`.
@@ -60,7 +60,7 @@
  *    (CUPROBE_HELPER_SYMBOL_*_<TYPE>): a map reference is a constant, so the
  *    compiler knows the type at each call site and calls the specialized
  *    one, with small keys by value. The compiler also inlines ARRAY / PER* /
- *    HIST lookups and PERTHREAD map_add from the descriptor (maps/map_desc.h,
+ *    HIST lookups and PERTHREAD map_add from the descriptor (probe/map_desc.h,
  *    whose version it checks at run time like the helpers do); see 8.
  *
  * 5. Global data (decided by the compiler, loader/compiler/lower.cc):
@@ -107,7 +107,7 @@
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 7 /* 7: rings that reserve first and leave holes (maps/map_desc.h) */
+#define CUPROBE_ABI_VERSION 7 /* 7: rings that reserve first and leave holes (probe/map_desc.h) */
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -282,7 +282,7 @@ struct cuprobe_ctx {
 #define CUPROBE_PRINTK_MAP_NAME "__cuprobe_printk"
 #define CUPROBE_MAP_TABLE_SYMBOL "__cuprobe_map_table"
 #define CUPROBE_MAP_DESCS_SYMBOL "__cuprobe_map_descs"
-#define CUPROBE_MAP_DESCS_ENTRY_SIZE 128 /* == CUPROBE_MAP_DESC_SIZE (maps/map_desc.h) */
+#define CUPROBE_MAP_DESCS_ENTRY_SIZE 128 /* == CUPROBE_MAP_DESC_SIZE (probe/map_desc.h) */
 /* (Version 3) Site counters. When a probe program's effect at a site is
  * only adds of constants to add-only maps (map_add / hist_add with a key,
  * value and delta that depend on nothing but the site: kernel id, attach

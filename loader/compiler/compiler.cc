@@ -20,7 +20,7 @@
 #include "llvm/IR/Module.h"
 #include "loader/compiler/lower.h"
 #include "loader/compiler/object.h"
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 #include "support/status_macros.h"
 
 extern char** environ;
@@ -175,7 +175,7 @@ namespace {
 // Sets CUPROBE_MAP_F_ADD_ONLY on the bundle's maps that every program only
 // adds to (map_add, hist_add), and clears it everywhere else (a probe does
 // not get to declare it): their hot counters may then be spread over copies
-// that the host folds (maps/map_desc.h). A call whose map differs between
+// that the host folds (probe/map_desc.h). A call whose map differs between
 // paths could be any map: then no map is add-only.
 void MarkAddOnlyMaps(const BpfObject& object, absl::Span<const VerifiedProgram> verified,
                      absl::Span<const int32_t> map_slot, std::vector<MapSpec>* maps) {

@@ -3,7 +3,7 @@
 // The probe compiler end to end: C source -> clang-19 -target bpf -> eBPF
 // object -> verifier -> LLVM IR -> O2 -> NVPTX PTX (sm_90) -> ProbeBundle.
 // `cuprobe compile` and `cuprobe run` call it; the bundle it returns is what
-// the rewriter and the hook consume (ptx_rewriter/bundle.h).
+// the rewriter and the hook consume (probe/bundle.h).
 //
 //   ProbeCompileOptions options;
 //   CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFile("threadhist.bpf.c", options));
@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "loader/compiler/verifier.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

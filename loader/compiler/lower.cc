@@ -24,7 +24,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 #include "support/status_macros.h"
 
 extern "C" void LLVMInitializeNVPTXTargetInfo();
@@ -494,7 +494,7 @@ void FunctionLowering::LowerAtomic(uint32_t pc, const Insn& insn) {
   if (fetch) SetReg(insn.src, b_.CreateZExt(old, I64()));
 }
 
-// The ids of maps/map_desc.h (the numbering of CUPROBE_HELPER_GLOBAL_THREAD_ID
+// The ids of probe/map_desc.h (the numbering of CUPROBE_HELPER_GLOBAL_THREAD_ID
 // and of the helper library's PER* maps), in 64 bits.
 llvm::Value* FunctionLowering::BlockLinear() {
   llvm::Value* bx = CtxField(8);
@@ -684,7 +684,7 @@ void FunctionLowering::AddNoReturn(llvm::Value* address, llvm::Value* delta) {
                 {address, delta});
 }
 
-// Counts one error of `map` (maps/map_desc.h): on the GPU, the first lane of
+// Counts one error of `map` (probe/map_desc.h): on the GPU, the first lane of
 // the warp's lanes here adds for all of them (every lane at this site has
 // the same map) to its SM's error shard; on the host, one add to
 // control.errors.

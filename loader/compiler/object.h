@@ -23,8 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "loader/compiler/btf.h"
-#include "loader/compiler/ebpf.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/ebpf.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "loader/compiler/alu.h"
+#include "probe/alu.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {

@@ -32,7 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "loader/compiler/object.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 

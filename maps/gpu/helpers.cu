@@ -23,7 +23,7 @@
 //
 // The algorithms are those of maps/map_algorithms.h (also compiled for the
 // host and tested there); this file adds what only a GPU has:
-//  - the ids of PER* maps, from special registers (maps/map_desc.h);
+//  - the ids of PER* maps, from special registers (probe/map_desc.h);
 //  - warp aggregation (KeyGroup): lanes that add to the same counter (same
 //    HASH key, same array slot, same histogram bucket) are grouped, their
 //    deltas summed with redux.sync, and one lane does one atomic; lanes that
@@ -49,7 +49,7 @@
 
 #include "cuprobe/abi.h"
 #include "maps/map_algorithms.h"
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
 // redux.sync (warp sums) needs sm_80; the library targets sm_90.
@@ -85,7 +85,7 @@ __device__ __forceinline__ uint32_t SmId() {
   return sm;
 }
 
-// The id of the calling thread for a PER* map (numbering: maps/map_desc.h).
+// The id of the calling thread for a PER* map (numbering: probe/map_desc.h).
 __device__ __forceinline__ uint64_t PerIdOf(uint32_t type) {
   const uint64_t threads_per_block = static_cast<uint64_t>(blockDim.x) * blockDim.y * blockDim.z;
   const uint64_t block =

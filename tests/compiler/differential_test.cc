@@ -25,11 +25,11 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/TargetSelect.h"
-#include "loader/compiler/interpreter.h"
+#include "probe/interpreter.h"
 #include "loader/compiler/lower.h"
 #include "loader/compiler/verifier.h"
 #include "maps/map_algorithms.h"
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 #include "tests/compiler/test_util.h"
 #include "tests/maps/map_test_util.h"
 
@@ -362,7 +362,7 @@ TEST(Differential, JitOfLoweredIrMatchesTheReferenceInterpreter) {
       env.helper = [](int32_t, const uint64_t*) -> uint64_t { return 0; };
       env.map_handle = [](uint32_t m) { return g_map_table[m]; };
       env.value_address = [](uint32_t) { return reinterpret_cast<uint64_t>(g_value); };
-      absl::StatusOr<uint64_t> expected = Interpret(obj.programs[i], env);
+      absl::StatusOr<uint64_t> expected = Interpret(obj.programs[i].insns, env);
       ASSERT_TRUE(expected.ok()) << expected.status();
       uint8_t expected_mem[kValueSize];
       std::memcpy(expected_mem, g_value, kValueSize);
@@ -522,7 +522,7 @@ TEST(InlineMaps, JitOfInlineMapOperationsMatchesTheHelperAlgorithms) {
   };
   point_table({0, 1, 2, 3, 4, 5});
 
-  // The ids of maps/map_desc.h from the special registers.
+  // The ids of probe/map_desc.h from the special registers.
   struct Sregs {
     uint64_t ctaid[3], tid[3], ntid[3], nctaid[3], smid;
   };

@@ -22,8 +22,8 @@
 #include "loader/args.h"
 #include "loader/compile_command.h"
 #include "loader/compiler/compiler.h"
-#include "maps/map_desc.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/map_desc.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/site_summary.h"
 #include "tests/compiler/test_util.h"
 

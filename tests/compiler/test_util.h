@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loader/compiler/ebpf.h"
+#include "probe/ebpf.h"
 #include "loader/compiler/object.h"
 
 namespace cuprobe::testing {

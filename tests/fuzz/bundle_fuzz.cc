@@ -1,6 +1,6 @@
 // File: tests/fuzz/bundle_fuzz.cc
 //
-// Fuzz target of the probe bundle reader (ptx_rewriter/bundle.h): every
+// Fuzz target of the probe bundle reader (probe/bundle.h): every
 // input is read as a bundle; whatever is accepted must write back to the
 // same bytes (the format has one encoding). Errors are the expected outcome.
 // A program's summary code is then run as the hook runs it at a probe site
@@ -22,7 +22,7 @@
 
 #include "absl/types/span.h"
 #include "cuprobe/abi.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/site_summary.h"
 
 namespace {

@@ -35,7 +35,7 @@
 #include "absl/types/span.h"
 #include "maps/device_memory.h"
 #include "maps/map_algorithms.h"
-#include "maps/map_desc.h"
+#include "probe/map_desc.h"
 #include "maps/map_set.h"
 #include "maps/segment.h"
 

@@ -26,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "maps/segment.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string name = absl::StrCat("cuprobe-fuzz-", ::getpid());

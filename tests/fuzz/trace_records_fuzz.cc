@@ -1,7 +1,7 @@
 // File: tests/fuzz/trace_records_fuzz.cc
 //
 // Fuzz target of the trace reader: the records the session ring carries
-// (maps/trace_records.h), written by a hook in another process, through
+// (probe/trace_records.h), written by a hook in another process, through
 // TraceData (decoding, the join of launches from API activity with their
 // kernels, the merge of a runtime and a driver record of one call) and every
 // report the CLI writes from them (text, CSV, JSON, Prometheus, Chrome
@@ -31,9 +31,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "maps/trace_chrome.h"
-#include "maps/trace_data.h"
-#include "maps/trace_report.h"
+#include "report/trace_chrome.h"
+#include "report/trace_data.h"
+#include "report/trace_report.h"
 
 namespace {
 

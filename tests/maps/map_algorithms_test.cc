@@ -22,8 +22,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "maps/map_algorithms.h"
-#include "maps/map_desc.h"
-#include "maps/map_layout.h"
+#include "probe/map_desc.h"
+#include "probe/map_layout.h"
 #include "maps/map_ring.h"
 #include "tests/maps/map_test_util.h"
 

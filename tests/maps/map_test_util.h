@@ -2,7 +2,7 @@
 //
 // Maps over plain host memory for the CPU tests of maps/map_algorithms.h:
 // the descriptor, control and image laid out exactly as MapSet lays them out
-// in device memory (maps/map_layout.h), so the host-compiled algorithms run
+// in device memory (probe/map_layout.h), so the host-compiled algorithms run
 // on the same bytes the GPU helpers would.
 //
 //   HostMap m = HostMap::Make(Spec("counts", CUPROBE_MAP_HASH, 8, 8, 1024));
@@ -19,9 +19,9 @@
 
 #include "gtest/gtest.h"
 #include "maps/map_algorithms.h"
-#include "maps/map_layout.h"
+#include "probe/map_layout.h"
 #include "maps/map_ring.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe::testing {
 

@@ -33,7 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "maps/trace_records.h"
+#include "probe/trace_records.h"
 #include "tests/maps/ring_test_util.h"
 #include "tests/test_paths.h"
 

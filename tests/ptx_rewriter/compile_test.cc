@@ -23,7 +23,7 @@
 #include "gtest/gtest.h"
 #include "maps/gpu/helpers_ptx.h"
 #include "ptx_rewriter/builtin_probes.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/compile.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/content_hash.h"

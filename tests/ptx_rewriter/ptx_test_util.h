@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe::testing {
 

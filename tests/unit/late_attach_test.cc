@@ -22,7 +22,7 @@
 #include "cupti_hook/tracer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 #include "ptx_rewriter/image.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Writes the seed corpus of tests/fuzz/trace_records_fuzz.cc into this folder:
-# sequences of trace records (maps/trace_records.h) in the input format the
+# sequences of trace records (probe/trace_records.h) in the input format the
 # target's header describes (u16 type, u16 body length, body).
 #
 #   python3 tests/corpus/trace_records/make_seeds.py

@@ -27,7 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "maps/map_algorithms.h"
-#include "maps/map_layout.h"
+#include "probe/map_layout.h"
 #include "maps/map_set.h"
 #include "maps/map_snapshot.h"
 #include "maps/segment.h"

@@ -4,7 +4,7 @@
 // result .b64). The map descriptor here is the test's own, minimal one:
 // { u64* values; u32 max_entries; u32 value_size } -- the GPU test
 // (tests/gpu/instrument_gpu_test.cc) builds it; the real library reads the
-// descriptors of maps/map_desc.h instead.
+// descriptors of probe/map_desc.h instead.
 #include <cstdint>
 
 namespace {

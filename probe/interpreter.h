@@ -1,4 +1,4 @@
-// File: loader/compiler/interpreter.h
+// File: probe/interpreter.h
 //
 // A small reference interpreter of eBPF, the oracle of the differential tests
 // (tests/compiler/differential_test.cc): the same program runs here and as
@@ -10,15 +10,16 @@
 //
 //   InterpreterEnv env;
 //   env.ctx_field = [&](int32_t off) { return off == 120 ? 42 : 0; };
-//   CUPROBE_ASSIGN_OR_RETURN(uint64_t r0, Interpret(program, env));
-#ifndef CUPROBE_LOADER_COMPILER_INTERPRETER_H_
-#define CUPROBE_LOADER_COMPILER_INTERPRETER_H_
+//   CUPROBE_ASSIGN_OR_RETURN(uint64_t r0, Interpret(program.insns, env));
+#ifndef CUPROBE_PROBE_INTERPRETER_H_
+#define CUPROBE_PROBE_INTERPRETER_H_
 
 #include <cstdint>
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "loader/compiler/object.h"
+#include "absl/types/span.h"
+#include "probe/ebpf.h"
 
 namespace cuprobe {
 
@@ -46,9 +47,9 @@ struct InterpreterEnv {
 // Runs the program from instruction 0 with r1 = the context; returns r0 at
 // exit. Errors: out-of-range jumps, the step limit, unknown opcodes, and
 // with confine_memory, an access outside the stack and the context.
-[[nodiscard]] absl::StatusOr<uint64_t> Interpret(const BpfProgram& program,
+[[nodiscard]] absl::StatusOr<uint64_t> Interpret(absl::Span<const Insn> insns,
                                                  const InterpreterEnv& env);
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_LOADER_COMPILER_INTERPRETER_H_
+#endif  // CUPROBE_PROBE_INTERPRETER_H_

@@ -1,4 +1,4 @@
-#include "loader/compiler/ebpf.h"
+#include "probe/ebpf.h"
 
 #include "absl/strings/str_cat.h"
 

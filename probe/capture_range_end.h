@@ -1,4 +1,4 @@
-// File: cupti_hook/capture_range_end.h
+// File: probe/capture_range_end.h
 //
 // `--capture-range-end` (CUPROBE_CAPTURE_RANGE_END): what a capture range's
 // end does, read by the CLI (to reject a bad value before the program runs)
@@ -13,8 +13,8 @@
 // nsys' stop-shutdown and repeat-shutdown:N end the program after the
 // range; cuprobe never ends the program it traces, so they are refused with
 // a message that names what to use instead.
-#ifndef CUPROBE_CUPTI_HOOK_CAPTURE_RANGE_END_H_
-#define CUPROBE_CUPTI_HOOK_CAPTURE_RANGE_END_H_
+#ifndef CUPROBE_PROBE_CAPTURE_RANGE_END_H_
+#define CUPROBE_PROBE_CAPTURE_RANGE_END_H_
 
 #include <string_view>
 
@@ -71,4 +71,4 @@ inline absl::StatusOr<CaptureRangeEnd> ParseCaptureRangeEnd(std::string_view val
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_CUPTI_HOOK_CAPTURE_RANGE_END_H_
+#endif  // CUPROBE_PROBE_CAPTURE_RANGE_END_H_

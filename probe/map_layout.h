@@ -1,7 +1,7 @@
-// File: maps/map_layout.h
+// File: probe/map_layout.h
 //
-// From a map's spec (ptx_rewriter/bundle.h MapSpec) to the sizes and the
-// descriptor of its device allocation (maps/map_desc.h): the one place that
+// From a map's spec (probe/bundle.h MapSpec) to the sizes and the
+// descriptor of its device allocation (probe/map_desc.h): the one place that
 // knows the arithmetic, shared by the host runtime (MapSet), the segment's
 // maps region (its snapshot areas have the size of control + image) and the
 // readers (which rebuild a descriptor over a snapshot copy).
@@ -27,16 +27,16 @@
 //   RINGBUF      key_size 0, value_size 0, max_entries = data bytes, a power
 //                of two in [kMinRingBytes, kMaxRingBytes]
 // and every allocation at most kMaxMapBytes.
-#ifndef CUPROBE_MAPS_MAP_LAYOUT_H_
-#define CUPROBE_MAPS_MAP_LAYOUT_H_
+#ifndef CUPROBE_PROBE_MAP_LAYOUT_H_
+#define CUPROBE_PROBE_MAP_LAYOUT_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "maps/map_desc.h"
-#include "ptx_rewriter/bundle.h"
+#include "probe/map_desc.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 
@@ -70,7 +70,7 @@ struct MapGeometry {
   uint64_t image_bytes = 0;       // 0 for RINGBUF
   uint64_t allocation_bytes = 0;  // desc + control + image + value shards + aux
   uint64_t ring_bytes = 0;        // RINGBUF data bytes (host-mapped)
-  // Hot counters spread over copies (maps/map_desc.h): the value copies of
+  // Hot counters spread over copies (probe/map_desc.h): the value copies of
   // an add-only map (1: none), the bytes of one (its values array, which
   // ends the image), and where the aux block (error shards) starts, from
   // the allocation's base.
@@ -102,7 +102,7 @@ struct MapGeometry {
 // Folds a device copy (DeviceCopyBytes bytes, from control on) in place
 // into a snapshot, its first snapshot_bytes(): control.errors gains every
 // error shard, and each value's first u64 gains the same u64 of every other
-// value copy (maps/map_desc.h).
+// value copy (probe/map_desc.h).
 void FoldMapImage(const MapGeometry& g, uint8_t* device_copy);
 
 // A HASH snapshot (control + image at `snapshot`) copied while a GPU insert
@@ -124,4 +124,4 @@ void SettleHashStates(const MapGeometry& g, uint8_t* snapshot);
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_MAPS_MAP_LAYOUT_H_
+#endif  // CUPROBE_PROBE_MAP_LAYOUT_H_

@@ -15,7 +15,7 @@
 // not break an older reader; a new *required* meaning bumps the version.
 // Payload fields are u32 / u64 or strings (u32 length + bytes); every read is
 // bounds-checked against the chunk, every chunk against the file.
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 
 #include <cstring>

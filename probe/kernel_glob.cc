@@ -1,5 +1,5 @@
-// File: ptx_rewriter/kernel_glob.cc
-#include "ptx_rewriter/kernel_glob.h"
+// File: probe/kernel_glob.cc
+#include "probe/kernel_glob.h"
 
 #include <cxxabi.h>
 

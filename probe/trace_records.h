@@ -1,4 +1,4 @@
-// File: maps/trace_records.h
+// File: probe/trace_records.h
 //
 // The records the hook publishes into the session segment's record ring, and
 // that `cuprobe trace` (or the hook itself, in standalone mode) turns into a
@@ -14,8 +14,8 @@
 // Names travel once, as kName records (NameRecord + `length` bytes, no NUL);
 // other records refer to them by name_id. Every timestamp is CUPTI's clock
 // (cuptiGetTimestamp, nanoseconds), for launch and activity records alike.
-#ifndef CUPROBE_MAPS_TRACE_RECORDS_H_
-#define CUPROBE_MAPS_TRACE_RECORDS_H_
+#ifndef CUPROBE_PROBE_TRACE_RECORDS_H_
+#define CUPROBE_PROBE_TRACE_RECORDS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -188,4 +188,4 @@ static_assert(std::is_trivially_copyable_v<MemcpyRecord> && std::is_trivially_co
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_MAPS_TRACE_RECORDS_H_
+#endif  // CUPROBE_PROBE_TRACE_RECORDS_H_

@@ -1,4 +1,4 @@
-// File: loader/compiler/alu.h
+// File: probe/alu.h
 //
 // The exact semantics of eBPF ALU and conditional-jump operations on
 // concrete values, in one place: the reference interpreter runs them, the
@@ -12,12 +12,12 @@
 //   - every 32-bit operation zero-extends its result into the 64-bit register.
 //
 //   uint64_t r = EvalAlu(insn, dst_value, src_value);
-#ifndef CUPROBE_LOADER_COMPILER_ALU_H_
-#define CUPROBE_LOADER_COMPILER_ALU_H_
+#ifndef CUPROBE_PROBE_ALU_H_
+#define CUPROBE_PROBE_ALU_H_
 
 #include <cstdint>
 
-#include "loader/compiler/ebpf.h"
+#include "probe/ebpf.h"
 
 namespace cuprobe {
 
@@ -154,4 +154,4 @@ inline bool EvalJmp(const Insn& insn, uint64_t dst, uint64_t src) {
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_LOADER_COMPILER_ALU_H_
+#endif  // CUPROBE_PROBE_ALU_H_

@@ -1,4 +1,4 @@
-// File: ptx_rewriter/bundle.h
+// File: probe/bundle.h
 //
 // The probe bundle (.cpb): what the probe compiler (loader/compiler) produces
 // and what the rewriter and the hook consume. In memory it is a ProbeBundle;
@@ -11,8 +11,8 @@
 //     if (p.Matches(kernel_name)) ...
 //
 // The probe ABI the programs follow is include/cuprobe/abi.h.
-#ifndef CUPROBE_PTX_REWRITER_BUNDLE_H_
-#define CUPROBE_PTX_REWRITER_BUNDLE_H_
+#ifndef CUPROBE_PROBE_BUNDLE_H_
+#define CUPROBE_PROBE_BUNDLE_H_
 
 #include <cstdint>
 #include <string>
@@ -131,4 +131,4 @@ struct SiteCounter {
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_PTX_REWRITER_BUNDLE_H_
+#endif  // CUPROBE_PROBE_BUNDLE_H_

@@ -1,4 +1,4 @@
-// File: ptx_rewriter/kernel_glob.h
+// File: probe/kernel_glob.h
 //
 // Which kernels a probe's glob selects (abi.h, "Attach points"): the glob
 // matches the kernel's mangled name or its demangled name without
@@ -11,13 +11,13 @@
 //
 // KernelGlobMatches itself is declared in bundle.h (it is part of the bundle
 // contract); it is defined in kernel_glob.cc.
-#ifndef CUPROBE_PTX_REWRITER_KERNEL_GLOB_H_
-#define CUPROBE_PTX_REWRITER_KERNEL_GLOB_H_
+#ifndef CUPROBE_PROBE_KERNEL_GLOB_H_
+#define CUPROBE_PROBE_KERNEL_GLOB_H_
 
 #include <string>
 #include <string_view>
 
-#include "ptx_rewriter/bundle.h"
+#include "probe/bundle.h"
 
 namespace cuprobe {
 
@@ -30,4 +30,4 @@ namespace cuprobe {
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_PTX_REWRITER_KERNEL_GLOB_H_
+#endif  // CUPROBE_PROBE_KERNEL_GLOB_H_

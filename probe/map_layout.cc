@@ -1,5 +1,5 @@
-// File: maps/map_layout.cc
-#include "maps/map_layout.h"
+// File: probe/map_layout.cc
+#include "probe/map_layout.h"
 
 #include <cstddef>
 #include <cstring>

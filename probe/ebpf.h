@@ -1,4 +1,4 @@
-// File: loader/compiler/ebpf.h
+// File: probe/ebpf.h
 //
 // The eBPF instruction set as the probe compiler sees it: the 8-byte
 // instruction, its opcode fields, and names for the classes, operations and
@@ -9,8 +9,8 @@
 //
 // Every decoder of the compiler (verifier, lowering, reference interpreter,
 // disassembler) uses these names, so there is one place that knows the bits.
-#ifndef CUPROBE_LOADER_COMPILER_EBPF_H_
-#define CUPROBE_LOADER_COMPILER_EBPF_H_
+#ifndef CUPROBE_PROBE_EBPF_H_
+#define CUPROBE_PROBE_EBPF_H_
 
 #include <cstdint>
 #include <string>
@@ -128,4 +128,4 @@ inline int SizeBytes(uint8_t size_field) {
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_LOADER_COMPILER_EBPF_H_
+#endif  // CUPROBE_PROBE_EBPF_H_

@@ -1,19 +1,20 @@
-#include "loader/compiler/interpreter.h"
+#include "probe/interpreter.h"
 
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "loader/compiler/alu.h"
+#include "cuprobe/abi.h"
+#include "probe/alu.h"
 
 namespace cuprobe {
 
-absl::StatusOr<uint64_t> Interpret(const BpfProgram& program, const InterpreterEnv& env) {
+absl::StatusOr<uint64_t> Interpret(absl::Span<const Insn> insns, const InterpreterEnv& env) {
   // Register fields are 4 bits wide; eBPF has 11 registers. Verified code
   // never names r11..r15, but summary code arrives in bundles (untrusted
   // bytes): refuse it before any instruction indexes the register file.
-  for (size_t i = 0; i < program.insns.size(); ++i) {
-    const Insn& insn = program.insns[i];
+  for (size_t i = 0; i < insns.size(); ++i) {
+    const Insn& insn = insns[i];
     if (insn.dst >= kNumRegs || insn.src >= kNumRegs) {
       return absl::InvalidArgumentError(absl::StrCat(
           "instruction ", i, " names register r", insn.dst >= kNumRegs ? insn.dst : insn.src,
@@ -27,7 +28,6 @@ absl::StatusOr<uint64_t> Interpret(const BpfProgram& program, const InterpreterE
   uint64_t reg[kNumRegs] = {};
   reg[1] = ctx_lo;
   reg[10] = reinterpret_cast<uint64_t>(stack + kStackSize);
-  const std::vector<Insn>& insns = program.insns;
   const uint64_t n = insns.size();
   const uint64_t stack_lo = reinterpret_cast<uint64_t>(stack);
   bool fault = false;  // confine_memory: an access left the stack and the context

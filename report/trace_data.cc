@@ -1,5 +1,5 @@
-// File: maps/trace_data.cc
-#include "maps/trace_data.h"
+// File: report/trace_data.cc
+#include "report/trace_data.h"
 
 #include <cstring>
 #include <type_traits>

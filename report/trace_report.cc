@@ -1,5 +1,5 @@
-// File: maps/trace_report.cc
-#include "maps/trace_report.h"
+// File: report/trace_report.cc
+#include "report/trace_report.h"
 
 #include <cxxabi.h>
 #include <errno.h>

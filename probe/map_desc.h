@@ -1,4 +1,4 @@
-/* File: maps/map_desc.h
+/* File: probe/map_desc.h
  *
  * The device map descriptor, version 1: what `__cuprobe_map_table[i]` points
  * at (include/cuprobe/abi.h, 3.). The host runtime (maps/map_set.h) builds one
@@ -17,7 +17,7 @@
  * and the inline code refuse a descriptor whose magic or version differ (the
  * call fails as on a bad map: -EINVAL or 0).
  *
- * One device allocation per map (see maps/map_layout.h for the arithmetic):
+ * One device allocation per map (see probe/map_layout.h for the arithmetic):
  *
  *   +0     struct cuprobe_map_desc     128 bytes, written once, read-only
  *   +128   struct cuprobe_map_control  128 bytes, the map's atomics
@@ -48,7 +48,7 @@
  * CUPROBE_MAP_F_RING_SPECULATIVE reserve first and check after, below.)
  * (Version 3: counter shards are 128 bytes apart, one cache line each:
  * atomics of two SMs on one line serialize in L2 as if on one address.)
- * The host folds before anyone reads (maps/map_layout.h, FoldMapImage):
+ * The host folds before anyone reads (probe/map_layout.h, FoldMapImage):
  * each control counter += its field in every counter shard, each value's
  * first u64 += the same u64 of every other copy. Readers see one plain
  * image.
@@ -70,8 +70,8 @@
  * An id >= id_slots is out of range: lookups return 0, updates -E2BIG, and
  * control.errors counts it.
  */
-#ifndef CUPROBE_MAPS_MAP_DESC_H_
-#define CUPROBE_MAPS_MAP_DESC_H_
+#ifndef CUPROBE_PROBE_MAP_DESC_H_
+#define CUPROBE_PROBE_MAP_DESC_H_
 
 #include "cuprobe/abi.h"
 
@@ -248,4 +248,4 @@ static_assert(CUPROBE_MAP_IMAGE_OFFSET == CUPROBE_MAP_DESC_SIZE + CUPROBE_MAP_CO
               "image follows control");
 #endif
 
-#endif /* CUPROBE_MAPS_MAP_DESC_H_ */
+#endif /* CUPROBE_PROBE_MAP_DESC_H_ */

@@ -1,9 +1,9 @@
-// File: maps/trace_chrome.h
+// File: report/trace_chrome.h
 //
 // The timeline of a trace as Chrome trace-event JSON, which opens in Perfetto
 // (ui.perfetto.dev) and chrome://tracing:
 //
-//   TraceData data = ...;                               // maps/trace_data.h
+//   TraceData data = ...;                               // report/trace_data.h
 //   CUPROBE_RETURN_IF_ERROR(WriteFile("trace.json", FormatChromeTrace(data)));
 //
 // Layout of the output:
@@ -36,13 +36,13 @@
 //   to the earliest; the others still carry the id in their args.
 // - ts/dur are microseconds with three decimals (exact ns, no floating
 //   point), measured from the earliest timestamp of any slice.
-#ifndef CUPROBE_MAPS_TRACE_CHROME_H_
-#define CUPROBE_MAPS_TRACE_CHROME_H_
+#ifndef CUPROBE_REPORT_TRACE_CHROME_H_
+#define CUPROBE_REPORT_TRACE_CHROME_H_
 
 #include <cstdint>
 #include <string>
 
-#include "maps/trace_data.h"
+#include "report/trace_data.h"
 
 namespace cuprobe {
 
@@ -54,4 +54,4 @@ inline constexpr uint32_t kChromeMaxLanes = 64;  // beyond: all in the last lane
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_MAPS_TRACE_CHROME_H_
+#endif  // CUPROBE_REPORT_TRACE_CHROME_H_

@@ -1,7 +1,7 @@
-// File: maps/trace_data.h
+// File: report/trace_data.h
 //
 // TraceData accumulates the trace records of one process (see
-// maps/trace_records.h) for the report: names, launches, kernels, memory
+// probe/trace_records.h) for the report: names, launches, kernels, memory
 // operations and processes. The consumer of the record ring feeds it each
 // record's type and body; the hook (standalone mode) and tests may add the
 // structs directly:
@@ -20,12 +20,12 @@
 // struct's bytes are read.
 //
 // Several processes may share one session: the hook qualifies correlation
-// and name ids with the writing process (maps/trace_records.h,
+// and name ids with the writing process (probe/trace_records.h,
 // ProcessQualifiedId), so one TraceData takes them all.
 //
 // Not thread-safe: one consumer thread feeds it.
-#ifndef CUPROBE_MAPS_TRACE_DATA_H_
-#define CUPROBE_MAPS_TRACE_DATA_H_
+#ifndef CUPROBE_REPORT_TRACE_DATA_H_
+#define CUPROBE_REPORT_TRACE_DATA_H_
 
 #include <cstdint>
 #include <string>
@@ -35,7 +35,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "maps/trace_records.h"
+#include "probe/trace_records.h"
 
 namespace cuprobe {
 
@@ -130,4 +130,4 @@ class TraceData {
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_MAPS_TRACE_DATA_H_
+#endif  // CUPROBE_REPORT_TRACE_DATA_H_

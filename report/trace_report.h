@@ -1,11 +1,11 @@
-// File: maps/trace_report.h
+// File: report/trace_report.h
 //
 // The summary of a trace, in the style of `nsys stats`: per kernel name (the
 // cuda_gpu_kern_sum report), per launched kernel name (API calls on the CPU),
 // and per memory-operation kind. Rendered as an aligned text table, CSV or
-// JSON. The Chrome/Perfetto timeline is in maps/trace_chrome.h.
+// JSON. The Chrome/Perfetto timeline is in report/trace_chrome.h.
 //
-//   TraceData data = ...;                        // maps/trace_data.h
+//   TraceData data = ...;                        // report/trace_data.h
 //   TraceSummary summary = Summarize(data);
 //   std::string text = FormatSummaryText(summary);   // all tables
 //   CUPROBE_RETURN_IF_ERROR(WriteFile("report.json", FormatSummaryJson(summary)));
@@ -21,8 +21,8 @@
 // Everything here builds strings (no iostreams, no exceptions, no static
 // state): it is also linked into libcuprobe_hook.so, which writes the report
 // itself in standalone mode.
-#ifndef CUPROBE_MAPS_TRACE_REPORT_H_
-#define CUPROBE_MAPS_TRACE_REPORT_H_
+#ifndef CUPROBE_REPORT_TRACE_REPORT_H_
+#define CUPROBE_REPORT_TRACE_REPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "maps/trace_data.h"
+#include "report/trace_data.h"
 
 namespace cuprobe {
 
@@ -207,4 +207,4 @@ void AppendCsvField(std::string* out, std::string_view field);
 
 }  // namespace cuprobe
 
-#endif  // CUPROBE_MAPS_TRACE_REPORT_H_
+#endif  // CUPROBE_REPORT_TRACE_REPORT_H_

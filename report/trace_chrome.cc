@@ -1,5 +1,5 @@
-// File: maps/trace_chrome.cc
-#include "maps/trace_chrome.h"
+// File: report/trace_chrome.cc
+#include "report/trace_chrome.h"
 
 #include <algorithm>
 #include <limits>
@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "maps/trace_report.h"
+#include "report/trace_report.h"
 
 namespace cuprobe {
 namespace {
