@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "cupti_hook/real_seam.h"
 #include "maps/map_set.h"
 #include "maps/segment.h"
 #include "maps/testing/gpu_harness.h"
@@ -141,7 +142,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::unique_ptr<GpuHarness> gpu = Value(GpuHarness::Create(), "GPU");
+  std::unique_ptr<GpuHarness> gpu = Value(GpuHarness::Create(LoadCudaDriver()), "GPU");
   const char* build_env = std::getenv("CUPROBE_BUILD_DIR");
   const std::string build = build_env != nullptr && *build_env ? build_env : CUPROBE_BINARY_DIR;
   const std::string ptx = ReadFile(build + "/tests/maps/gpu/map_kernels.ptx");

@@ -381,7 +381,7 @@ void Hook::StartProbes() {
         absl::StatusOr<uint32_t> id = seam->StreamId(context, stream);
         if (id.ok()) tracer->IgnoreStream(*id);
       },
-      /*driver=*/nullptr, ring_data));
+      SeamDriver(seam_), ring_data));
   const char* tmp = std::getenv("TMPDIR");
   patcher_ = KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_,
                                            tmp != nullptr && *tmp != '\0' ? tmp : "/tmp"));
@@ -652,7 +652,10 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
         auto* r = static_cast<const CUpti_ResourceData*>(cbdata);
         if (device_maps_ != nullptr && r != nullptr) device_maps_->Prepare(r->context);
         if (patcher_ != nullptr && r != nullptr) {
-          RunInContext(r->context, [this, r] { patcher_->OnContextCreated(r->context); });
+          // With the new context current; should it not become current,
+          // the patcher remembers it and fills it at its first launch.
+          auto created = [this, r] { patcher_->OnContextCreated(r->context); };
+          if (!seam_.InContext(r->context, created).ok()) created();
         }
       } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
         contexts_alive_.fetch_sub(1, std::memory_order_relaxed);

@@ -662,7 +662,8 @@ void LateAttach::Attach(const std::string& name, uint64_t now_ns) {
       std::move(specs), &attached->session, [seam, tracer](CUcontext c, CUstream s) {
         absl::StatusOr<uint32_t> id = seam->StreamId(c, s);
         if (id.ok()) tracer->IgnoreStream(*id);
-      });
+      },
+      SeamDriver(seam_));
   uint64_t pid_tgid = (uint64_t{pid_} << 32) | pid_;
   std::vector<uint8_t> value(sizeof(pid_tgid));
   std::memcpy(value.data(), &pid_tgid, sizeof(pid_tgid));

@@ -109,26 +109,6 @@ std::optional<std::string> FindTritonPtx(absl::Span<const uint8_t> cubin) {
   return std::nullopt;
 }
 
-// Makes `context` current on this thread for a scope, then restores what was.
-class ScopedContext {
- public:
-  ScopedContext(const CudaDriver* driver, CUcontext context) : driver_(driver) {
-    if (driver_ == nullptr || context == nullptr) return;
-    if (driver_->CtxGetCurrent(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
-    switched_ = previous_ != context && driver_->CtxSetCurrent(context) == CUDA_SUCCESS;
-  }
-  ~ScopedContext() {
-    if (switched_) (void)driver_->CtxSetCurrent(previous_);
-  }
-  ScopedContext(const ScopedContext&) = delete;
-  ScopedContext& operator=(const ScopedContext&) = delete;
-
- private:
-  const CudaDriver* driver_;
-  CUcontext previous_ = nullptr;
-  bool switched_ = false;
-};
-
 }  // namespace
 
 BundleInstrumenter::BundleInstrumenter(ProbeBundle bundle, std::string_view helper_ptx,
@@ -282,10 +262,9 @@ absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
   return std::optional<InstrumentedImage>(std::move(out));
 }
 
-void RunInContext(CUcontext context, absl::FunctionRef<void()> fn) {
-  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
-  ScopedContext scope(driver.ok() ? *driver : nullptr, context);
-  fn();
+const CudaDriver* SeamDriver(CuptiSeam& seam) {
+  absl::StatusOr<const CudaDriver*> driver = seam.Driver();
+  return driver.ok() ? *driver : nullptr;
 }
 
 DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, Session* session,
@@ -300,7 +279,7 @@ DeviceMaps::DeviceMaps(std::vector<MapSpec> specs, Session* session,
 
 absl::StatusOr<const CudaDriver*> DeviceMaps::Driver() const {
   if (given_driver_ != nullptr) return given_driver_;
-  return CudaDriver::Load();
+  return absl::UnavailableError("the CUDA driver cannot be loaded");
 }
 
 DeviceMaps::~DeviceMaps() = default;
@@ -349,7 +328,7 @@ absl::Status DeviceMaps::SeedLocked() {
   if (!maps_.has_value() || !claimed_ || seeded_) return absl::OkStatus();
   // Another process of the session, or this one before a cudaDeviceReset,
   // may have counted already: go on from its last snapshot.
-  ScopedContext scope(driver_, context_);
+  ScopedCurrentContext scope(driver_, context_);
   absl::StatusOr<size_t> seeded_maps = maps_->SeedFromRegion();
   if (!seeded_maps.ok()) {
     // Unseeded maps must never be published over the snapshot they failed
@@ -371,7 +350,7 @@ absl::Status DeviceMaps::SeedLocked() {
 }
 
 absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns, bool give_back) {
-  ScopedContext scope(driver_, context_);
+  ScopedCurrentContext scope(driver_, context_);
   absl::Status status;
   // Maps never claimed and seeded were never used.
   if (claimed_ && seeded_) status = maps_->Publish(now_ns);
@@ -422,7 +401,7 @@ absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> co
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value()) return absl::FailedPreconditionError("the maps do not exist");
   CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
-  ScopedContext scope(driver_, context_);
+  ScopedCurrentContext scope(driver_, context_);
   return maps_->AddSiteCounters(std::move(counters));
 }
 
@@ -485,7 +464,7 @@ void DeviceMaps::OnContextDestroying(CUcontext context) {
     const CUcontext next = users_.back();
     users_.pop_back();
     if (claimed_ && seeded_) {
-      ScopedContext scope(driver_, context_);
+      ScopedCurrentContext scope(driver_, context_);
       absl::Status published = maps_->Publish(absl::GetCurrentTimeNanos());
       if (!published.ok()) {
         CUPROBE_LOG(kWarning, "the probes' maps at context teardown: %s", published.message());
@@ -494,7 +473,7 @@ void DeviceMaps::OnContextDestroying(CUcontext context) {
     const CUcontext previous = std::exchange(context_, next);
     absl::Status moved;
     {
-      ScopedContext scope(driver_, next);
+      ScopedCurrentContext scope(driver_, next);
       moved = memory_->MoveStream(previous, next);
     }
     if (!moved.ok()) {
@@ -526,7 +505,7 @@ void DeviceMaps::Prepare(CUcontext context) {
   if (specs_.empty() || maps_.has_value() || released_ || !failed_.ok()) return;
   absl::StatusOr<const CudaDriver*> driver = Driver();
   if (!driver.ok()) return;
-  ScopedContext scope(*driver, context);
+  ScopedCurrentContext scope(*driver, context);
   bool no_context = false;
   absl::Status s = CreateLocked(context, &no_context);
   // A context that cannot be made current here gets the maps at its first
@@ -540,7 +519,7 @@ absl::Status DeviceMaps::Publish(uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   if (!maps_.has_value() || !claimed_ || !seeded_) return absl::OkStatus();
   CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
-  ScopedContext scope(driver_, context_);
+  ScopedCurrentContext scope(driver_, context_);
   return maps_->Publish(now_ns);
 }
 
@@ -551,7 +530,7 @@ absl::Status DeviceMaps::PumpRings() {
     return absl::OkStatus();
   }
   CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
-  ScopedContext scope(driver_, context_);
+  ScopedCurrentContext scope(driver_, context_);
   return maps_->PumpRings().status();
 }
 
@@ -564,7 +543,7 @@ bool DeviceMaps::mirrors_rings() const {
 absl::Status DeviceMaps::EnsureStreamLocked() {
   if (memory_->stream() != nullptr) return absl::OkStatus();
   {
-    ScopedContext scope(driver_, context_);
+    ScopedCurrentContext scope(driver_, context_);
     CUPROBE_RETURN_IF_ERROR(memory_->MoveStream(nullptr, context_));
   }
   if (on_stream_) on_stream_(context_, memory_->stream());

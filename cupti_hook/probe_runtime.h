@@ -75,9 +75,9 @@ class BundleInstrumenter final : public ImageInstrumenter {
   absl::flat_hash_set<uint32_t> reported_ ABSL_GUARDED_BY(mu_);  // ids told to on_kernel_
 };
 
-// Runs `fn` with `context` current on this thread, then restores the
-// previous one (fn runs anyway when the driver cannot be reached).
-void RunInContext(CUcontext context, absl::FunctionRef<void()> fn);
+// The seam's driver table, or null where there is none (DeviceMaps then
+// says so when the maps are first needed).
+[[nodiscard]] const CudaDriver* SeamDriver(CuptiSeam& seam);
 
 class DeviceMaps final : public MapTableProvider {
  public:
@@ -88,8 +88,8 @@ class DeviceMaps final : public MapTableProvider {
   // (MapSet::SeedFromRegion).
   // `on_stream`: told the private copy stream, once, so the tracer can keep
   // those copies out of the program's trace.
-  // `driver`: the driver table to use (a test's fake); null: the real
-  // driver (CudaDriver::Load).
+  // `driver`: the driver table (the seam's, CuptiSeam::Driver, or a test's
+  // fake); null where there is no driver: the maps are then never made.
   // `ring_data`: where producers write ring records (maps/map_set.h); with
   // kDeviceMirrored someone must call PumpRings() often (the hook's ring
   // pump, every millisecond), and Publish pumps too.
@@ -167,7 +167,7 @@ class DeviceMaps final : public MapTableProvider {
   const std::function<void(CUcontext, CUstream)> on_stream_;
   const CudaDriver* const given_driver_;
   const RingData ring_data_;
-  // The given driver, else the real one.
+  // The given driver, or why there is none.
   [[nodiscard]] absl::StatusOr<const CudaDriver*> Driver() const;
   absl::Mutex mu_;
   const CudaDriver* driver_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -1,103 +1,123 @@
-// The only file of cuprobe that calls cupti* and cu* functions.
+// File: cupti_hook/real_seam.cc
+//
+// The only file of cuprobe that calls cupti* functions and loads the CUDA
+// driver (LoadCudaDriver): every driver call of the product goes through the
+// table it fills (support/cuda_driver.h).
 #include "cupti_hook/real_seam.h"
 
 #include <dlfcn.h>
 
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "support/cuda_status.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
+// The symbol a cuda.h name resolves to ("cuMemAlloc" -> "cuMemAlloc_v2"):
+// the argument is macro-expanded before it is stringified.
+#define CUPROBE_SYMBOL_NAME_(x) #x
+#define CUPROBE_SYMBOL_NAME(x) CUPROBE_SYMBOL_NAME_(x)
+
 namespace {
 
-// Driver entry points, resolved once. In an application the driver is loaded
-// already (we are called from inside cuInit), so RTLD_NOLOAD finds it.
-struct DriverApi {
-  absl::Status status;
-  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
-  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
-  CUresult (*device_get)(CUdevice*, int) = nullptr;
-  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*library_get_global)(CUdeviceptr*, size_t*, CUlibrary, const char*) = nullptr;
-  CUresult (*module_get_global)(CUdeviceptr*, size_t*, CUmodule, const char*) = nullptr;
-  CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
-  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
-  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
-  CUresult (*ctx_set_current)(CUcontext) = nullptr;
-  // Launch-time redirection: resolved apart, so that a driver without one of
-  // them only loses late attach.
-  absl::Status redirect_status;
-  CUresult (*func_get_module)(CUmodule*, CUfunction) = nullptr;
-  CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;
-  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
-  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*module_unload)(CUmodule) = nullptr;
-  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*func_get_attribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
-  CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
-  CUresult (*kernel_get_attribute)(int*, CUfunction_attribute, CUkernel, CUdevice) = nullptr;
-  CUresult (*event_create)(CUevent*, unsigned int) = nullptr;
-  CUresult (*event_record)(CUevent, CUstream) = nullptr;
-  CUresult (*event_query)(CUevent) = nullptr;
-  CUresult (*event_destroy)(CUevent) = nullptr;
-};
-
+// Resolves `fn` as `name`; a missing symbol sets `*missing` (once).
 template <typename F>
-absl::Status Resolve(void* lib, const char* name, F* out) {
-  *out = reinterpret_cast<F>(::dlsym(lib, name));
-  if (*out == nullptr) {
-    return absl::UnavailableError(absl::StrCat("libcuda.so.1 has no symbol ", name));
+void Resolve(void* lib, const char* name, F* fn, absl::Status* missing) {
+  void* sym = ::dlsym(lib, name);
+  if (sym == nullptr && missing->ok()) {
+    *missing = absl::UnavailableError(
+        absl::StrCat("the CUDA driver has no ", name, " (driver too old?)"));
   }
-  return absl::OkStatus();
+  *fn = reinterpret_cast<F>(sym);
 }
 
-const DriverApi& Driver() {
-  // Leaked on purpose: callbacks may run during exit.
-  static const DriverApi* api = [] {
-    auto* d = new DriverApi;
-    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) lib = ::dlopen("libcuda.so.1", RTLD_NOW);
-    if (lib == nullptr) {
-      const char* err = ::dlerror();
-      d->status = absl::FailedPreconditionError(
-          absl::StrCat("the CUDA driver (libcuda.so.1) cannot be loaded: ", err ? err : "?"));
-      return d;
-    }
-    d->status.Update(Resolve(lib, "cuFuncGetName", &d->func_get_name));
-    d->status.Update(Resolve(lib, "cuKernelGetName", &d->kernel_get_name));
-    d->status.Update(Resolve(lib, "cuCtxGetDevice", &d->ctx_get_device));
-    d->status.Update(Resolve(lib, "cuDeviceGet", &d->device_get));
-    d->status.Update(Resolve(lib, "cuDeviceGetAttribute", &d->device_get_attribute));
-    d->status.Update(Resolve(lib, "cuLibraryGetGlobal", &d->library_get_global));
-    // The _v2 names are the real symbols behind the API macros of cuda.h.
-    d->status.Update(Resolve(lib, "cuModuleGetGlobal_v2", &d->module_get_global));
-    d->status.Update(Resolve(lib, "cuMemcpyHtoD_v2", &d->memcpy_htod));
-    d->status.Update(Resolve(lib, "cuThreadExchangeStreamCaptureMode",
-                             &d->exchange_capture_mode));
-    d->status.Update(Resolve(lib, "cuCtxGetCurrent", &d->ctx_get_current));
-    d->status.Update(Resolve(lib, "cuCtxSetCurrent", &d->ctx_set_current));
-    d->redirect_status.Update(Resolve(lib, "cuFuncGetModule", &d->func_get_module));
-    d->redirect_status.Update(Resolve(lib, "cuKernelGetLibrary", &d->kernel_get_library));
-    d->redirect_status.Update(Resolve(lib, "cuModuleLoadData", &d->module_load_data));
-    d->redirect_status.Update(Resolve(lib, "cuModuleGetFunction", &d->module_get_function));
-    d->redirect_status.Update(Resolve(lib, "cuModuleUnload", &d->module_unload));
-    d->redirect_status.Update(Resolve(lib, "cuStreamIsCapturing", &d->stream_is_capturing));
-    d->redirect_status.Update(Resolve(lib, "cuFuncGetAttribute", &d->func_get_attribute));
-    d->redirect_status.Update(Resolve(lib, "cuFuncSetAttribute", &d->func_set_attribute));
-    d->redirect_status.Update(Resolve(lib, "cuKernelGetAttribute", &d->kernel_get_attribute));
-    d->redirect_status.Update(Resolve(lib, "cuEventCreate", &d->event_create));
-    d->redirect_status.Update(Resolve(lib, "cuEventRecord", &d->event_record));
-    d->redirect_status.Update(Resolve(lib, "cuEventQuery", &d->event_query));
-    d->redirect_status.Update(Resolve(lib, "cuEventDestroy_v2", &d->event_destroy));
-    return d;
-  }();
-  return *api;
+absl::StatusOr<CudaDriver> ResolveDriver() {
+  // RTLD_NOLOAD first: inside an application (we are called from inside
+  // cuInit) the driver is loaded already.
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (lib == nullptr) lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = ::dlerror();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot load the CUDA driver (libcuda.so.1): ", why != nullptr ? why : "not found",
+        "; hint: this needs an NVIDIA GPU and driver"));
+  }
+  CudaDriver d{};
+  absl::Status missing;
+#define CUPROBE_GET(field, fn) Resolve(lib, CUPROBE_SYMBOL_NAME(fn), &d.field, &missing)
+  CUPROBE_GET(Init, cuInit);
+  CUPROBE_GET(GetErrorString, cuGetErrorString);
+  CUPROBE_GET(DeviceGet, cuDeviceGet);
+  CUPROBE_GET(DeviceGetCount, cuDeviceGetCount);
+  CUPROBE_GET(DeviceGetAttribute, cuDeviceGetAttribute);
+  CUPROBE_GET(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
+  CUPROBE_GET(CtxSetCurrent, cuCtxSetCurrent);
+  CUPROBE_GET(CtxGetCurrent, cuCtxGetCurrent);
+  CUPROBE_GET(CtxSynchronize, cuCtxSynchronize);
+  CUPROBE_GET(CtxGetDevice, cuCtxGetDevice);
+  CUPROBE_GET(MemAlloc, cuMemAlloc);
+  CUPROBE_GET(MemFree, cuMemFree);
+  CUPROBE_GET(MemcpyHtoD, cuMemcpyHtoD);
+  CUPROBE_GET(MemcpyDtoH, cuMemcpyDtoH);
+  CUPROBE_GET(MemcpyHtoDAsync, cuMemcpyHtoDAsync);
+  CUPROBE_GET(MemcpyDtoHAsync, cuMemcpyDtoHAsync);
+  CUPROBE_GET(MemsetD8Async, cuMemsetD8Async);
+  CUPROBE_GET(MemHostRegister, cuMemHostRegister);
+  CUPROBE_GET(MemHostUnregister, cuMemHostUnregister);
+  CUPROBE_GET(MemHostGetDevicePointer, cuMemHostGetDevicePointer);
+  CUPROBE_GET(MemGetAllocationGranularity, cuMemGetAllocationGranularity);
+  CUPROBE_GET(MemCreate, cuMemCreate);
+  CUPROBE_GET(MemRelease, cuMemRelease);
+  CUPROBE_GET(MemAddressReserve, cuMemAddressReserve);
+  CUPROBE_GET(MemAddressFree, cuMemAddressFree);
+  CUPROBE_GET(MemMap, cuMemMap);
+  CUPROBE_GET(MemUnmap, cuMemUnmap);
+  CUPROBE_GET(MemSetAccess, cuMemSetAccess);
+  CUPROBE_GET(StreamCreate, cuStreamCreate);
+  CUPROBE_GET(StreamDestroy, cuStreamDestroy);
+  CUPROBE_GET(StreamSynchronize, cuStreamSynchronize);
+  CUPROBE_GET(ModuleLoadData, cuModuleLoadData);
+  CUPROBE_GET(ModuleUnload, cuModuleUnload);
+  CUPROBE_GET(ModuleGetFunction, cuModuleGetFunction);
+  CUPROBE_GET(ModuleGetGlobal, cuModuleGetGlobal);
+  CUPROBE_GET(LaunchKernel, cuLaunchKernel);
+  CUPROBE_GET(EventCreate, cuEventCreate);
+  CUPROBE_GET(EventDestroy, cuEventDestroy);
+  CUPROBE_GET(EventRecord, cuEventRecord);
+  CUPROBE_GET(EventSynchronize, cuEventSynchronize);
+  CUPROBE_GET(EventElapsedTime, cuEventElapsedTime);
+  CUPROBE_GET(FuncGetName, cuFuncGetName);
+  CUPROBE_GET(KernelGetName, cuKernelGetName);
+  CUPROBE_GET(LibraryGetGlobal, cuLibraryGetGlobal);
+  CUPROBE_GET(ThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode);
+  if (!missing.ok()) return missing;
+  // Launch-time redirection only: a driver without one of these loses late
+  // attach, nothing else.
+  absl::Status& redirect = d.redirect_status;
+#undef CUPROBE_GET
+#define CUPROBE_GET(field, fn) Resolve(lib, CUPROBE_SYMBOL_NAME(fn), &d.field, &redirect)
+  CUPROBE_GET(FuncGetModule, cuFuncGetModule);
+  CUPROBE_GET(KernelGetLibrary, cuKernelGetLibrary);
+  CUPROBE_GET(StreamIsCapturing, cuStreamIsCapturing);
+  CUPROBE_GET(FuncGetAttribute, cuFuncGetAttribute);
+  CUPROBE_GET(FuncSetAttribute, cuFuncSetAttribute);
+  CUPROBE_GET(KernelGetAttribute, cuKernelGetAttribute);
+  CUPROBE_GET(EventQuery, cuEventQuery);
+#undef CUPROBE_GET
+  return d;
 }
 
 }  // namespace
+
+absl::StatusOr<const CudaDriver*> LoadCudaDriver() {
+  // Leaked on purpose: callbacks may use it during exit.
+  static const absl::StatusOr<CudaDriver>* loaded =
+      new absl::StatusOr<CudaDriver>(ResolveDriver());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+absl::StatusOr<const CudaDriver*> RealSeam::Driver() { return LoadCudaDriver(); }
 
 absl::Status RealSeam::Subscribe(CUpti_CallbackFunc callback, void* userdata,
                                  const char* subscriber_name, std::string* other_tool) {
@@ -187,57 +207,57 @@ uint64_t RealSeam::Timestamp() {
 }
 
 absl::StatusOr<std::string> RealSeam::FunctionName(CUfunction function) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   const char* name = nullptr;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.func_get_name(&name, function)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.FuncGetName(&name, function)));
   return std::string(name != nullptr ? name : "");
 }
 
 absl::StatusOr<std::string> RealSeam::KernelName(CUkernel kernel) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   const char* name = nullptr;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.kernel_get_name(&name, kernel)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.KernelGetName(&name, kernel)));
   return std::string(name != nullptr ? name : "");
 }
 
 absl::StatusOr<uint32_t> RealSeam::CurrentDeviceSm() {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUdevice device = 0;
-  if (d.ctx_get_device(&device) != CUDA_SUCCESS) {
-    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.device_get(&device, 0)));
+  if (d.CtxGetDevice(&device) != CUDA_SUCCESS) {
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.DeviceGet(&device, 0)));
   }
   int major = 0, minor = 0;
   CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(
-      d.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)));
+      d.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)));
   CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(
-      d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)));
+      d.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)));
   return static_cast<uint32_t>(major * 10 + minor);
 }
 
 absl::StatusOr<DeviceGlobal> RealSeam::LibraryGlobal(CUlibrary library, const char* name) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   DeviceGlobal g;
   CUPROBE_RETURN_IF_ERROR(
-      CUPROBE_CU_CALL(d.library_get_global(&g.address, &g.bytes, library, name)));
+      CUPROBE_CU_CALL(d.LibraryGetGlobal(&g.address, &g.bytes, library, name)));
   return g;
 }
 
 absl::StatusOr<DeviceGlobal> RealSeam::ModuleGlobal(CUmodule module, const char* name) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   DeviceGlobal g;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.module_get_global(&g.address, &g.bytes, module, name)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ModuleGetGlobal(&g.address, &g.bytes, module, name)));
   return g;
 }
 
 absl::Status RealSeam::MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
-  return CUPROBE_CU_CALL(d.memcpy_htod(dst, src, bytes));
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
+  return CUPROBE_CU_CALL(d.MemcpyHtoD(dst, src, bytes));
 }
 
 absl::StatusOr<uint32_t> RealSeam::StreamId(CUcontext context, CUstream stream) {
@@ -248,48 +268,45 @@ absl::StatusOr<uint32_t> RealSeam::StreamId(CUcontext context, CUstream stream) 
 }
 
 absl::StatusOr<int> RealSeam::ExchangeCaptureMode(int mode) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   auto m = static_cast<CUstreamCaptureMode>(mode);
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.exchange_capture_mode(&m)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ThreadExchangeStreamCaptureMode(&m)));
   return static_cast<int>(m);
 }
 
 absl::StatusOr<CUcontext> RealSeam::CurrentContext() {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUcontext context = nullptr;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_get_current(&context)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.CtxGetCurrent(&context)));
   return context;
 }
 
 absl::Status RealSeam::InContext(CUcontext context, absl::FunctionRef<void()> fn) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
-  CUcontext previous = nullptr;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_get_current(&previous)));
-  if (previous != context) CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_set_current(context)));
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  ScopedCurrentContext in(driver, context);
+  CUPROBE_RETURN_IF_ERROR(in.status());
   fn();
-  if (previous != context) (void)d.ctx_set_current(previous);
   return absl::OkStatus();
 }
 
 absl::StatusOr<FunctionOwner> RealSeam::LaunchOwner(CUfunction function) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
   FunctionOwner owner;
   const char* name = nullptr;
   // cuFuncGetName rejects a CUkernel (DESIGN.md): it tells the two apart.
-  if (d.func_get_name(&name, function) == CUDA_SUCCESS) {
+  if (d.FuncGetName(&name, function) == CUDA_SUCCESS) {
     CUmodule module = nullptr;
-    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.func_get_module(&module, function)));
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.FuncGetModule(&module, function)));
     owner.handle = module;
   } else {
     auto kernel = reinterpret_cast<CUkernel>(function);
-    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.kernel_get_name(&name, kernel)));
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.KernelGetName(&name, kernel)));
     CUlibrary library = nullptr;
-    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.kernel_get_library(&library, kernel)));
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.KernelGetLibrary(&library, kernel)));
     owner.handle = library;
     owner.is_library = true;
   }
@@ -298,93 +315,93 @@ absl::StatusOr<FunctionOwner> RealSeam::LaunchOwner(CUfunction function) {
 }
 
 absl::StatusOr<CUmodule> RealSeam::LoadModuleData(const void* image) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
   CUmodule module = nullptr;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.module_load_data(&module, image)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ModuleLoadData(&module, image)));
   return module;
 }
 
 absl::StatusOr<CUfunction> RealSeam::ModuleFunction(CUmodule module, const char* name) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
   CUfunction function = nullptr;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.module_get_function(&function, module, name)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ModuleGetFunction(&function, module, name)));
   return function;
 }
 
 absl::Status RealSeam::UnloadModule(CUmodule module) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
-  return CUPROBE_CU_CALL(d.module_unload(module));
+  return CUPROBE_CU_CALL(d.ModuleUnload(module));
 }
 
 absl::StatusOr<bool> RealSeam::StreamCapturing(CUstream stream) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.stream_is_capturing(stream, &status)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.StreamIsCapturing(stream, &status)));
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 absl::StatusOr<int> RealSeam::FunctionAttribute(CUfunction function,
                                                 CUfunction_attribute attribute) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
   int value = 0;
   const char* name = nullptr;
   // As in LaunchOwner: cuFuncGetName tells a CUfunction from a CUkernel.
-  if (d.func_get_name(&name, function) == CUDA_SUCCESS) {
-    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.func_get_attribute(&value, attribute, function)));
+  if (d.FuncGetName(&name, function) == CUDA_SUCCESS) {
+    CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.FuncGetAttribute(&value, attribute, function)));
     return value;
   }
   CUdevice device = 0;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.ctx_get_device(&device)));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.CtxGetDevice(&device)));
   CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(
-      d.kernel_get_attribute(&value, attribute, reinterpret_cast<CUkernel>(function), device)));
+      d.KernelGetAttribute(&value, attribute, reinterpret_cast<CUkernel>(function), device)));
   return value;
 }
 
 absl::Status RealSeam::SetFunctionAttribute(CUfunction function, CUfunction_attribute attribute,
                                             int value) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
-  return CUPROBE_CU_CALL(d.func_set_attribute(function, attribute, value));
+  return CUPROBE_CU_CALL(d.FuncSetAttribute(function, attribute, value));
 }
 
 absl::StatusOr<CUevent> RealSeam::RecordEvent(CUstream stream) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
   CUevent event = nullptr;
-  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.event_create(&event, CU_EVENT_DISABLE_TIMING)));
-  absl::Status s = CUPROBE_CU_CALL(d.event_record(event, stream));
+  CUPROBE_RETURN_IF_ERROR(CUPROBE_CU_CALL(d.EventCreate(&event, CU_EVENT_DISABLE_TIMING)));
+  absl::Status s = CUPROBE_CU_CALL(d.EventRecord(event, stream));
   if (!s.ok()) {
-    (void)d.event_destroy(event);
+    (void)d.EventDestroy(event);
     return s;
   }
   return event;
 }
 
 absl::StatusOr<bool> RealSeam::EventDone(CUevent event) {
-  const DriverApi& d = Driver();
-  CUPROBE_RETURN_IF_ERROR(d.status);
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, Driver());
+  const CudaDriver& d = *driver;
   CUPROBE_RETURN_IF_ERROR(d.redirect_status);
-  CUresult r = d.event_query(event);
+  CUresult r = d.EventQuery(event);
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
   return CUPROBE_CU_CALL(r);
 }
 
 void RealSeam::DestroyEvent(CUevent event) {
-  const DriverApi& d = Driver();
-  if (d.status.ok() && d.redirect_status.ok()) (void)d.event_destroy(event);
+  absl::StatusOr<const CudaDriver*> d = Driver();
+  if (d.ok() && (*d)->redirect_status.ok()) (void)(*d)->EventDestroy(event);
 }
 
 }  // namespace cuprobe

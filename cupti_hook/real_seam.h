@@ -1,15 +1,21 @@
 // File: cupti_hook/real_seam.h
 //
-// The real CuptiSeam: CUPTI is linked, the driver is reached through
-// dlopen("libcuda.so.1") (in an app the driver has already loaded it; on a
-// machine without a driver every driver call fails cleanly instead of the
-// library failing to load).
+// The real CuptiSeam: CUPTI is linked; the driver is loaded here and only
+// here (LoadCudaDriver: libcuda.so.1 through dlopen; in an app the driver
+// has already loaded it; on a machine without a driver every driver call
+// fails cleanly instead of the library failing to load).
 #ifndef CUPROBE_CUPTI_HOOK_REAL_SEAM_H_
 #define CUPROBE_CUPTI_HOOK_REAL_SEAM_H_
 
 #include "cupti_hook/seam.h"
 
 namespace cuprobe {
+
+// The process's driver table (support/cuda_driver.h), loaded on first use
+// and kept for the life of the process; UNAVAILABLE where there is no
+// driver. Does not call cuInit. GPU tests and benchmarks that drive the GPU
+// without the hook take their table from here too.
+[[nodiscard]] absl::StatusOr<const CudaDriver*> LoadCudaDriver();
 
 class RealSeam final : public CuptiSeam {
  public:
@@ -35,6 +41,7 @@ class RealSeam final : public CuptiSeam {
                                                      CUpti_Activity* previous) override;
   absl::StatusOr<size_t> ActivityDroppedRecords(CUcontext context, uint32_t stream_id) override;
   absl::Status Finalize() override;
+  absl::StatusOr<const CudaDriver*> Driver() override;
   uint64_t Timestamp() override;
   absl::StatusOr<std::string> FunctionName(CUfunction function) override;
   absl::StatusOr<std::string> KernelName(CUkernel kernel) override;

@@ -1,8 +1,10 @@
 // File: cupti_hook/seam.h
 //
 // The seam between the hook's logic and the CUPTI / CUDA driver calls it makes.
-// real_seam.cc is the only file of cuprobe that calls cupti* or cu*; tests use
-// testing/fake_seam.h, which records calls and fires hand-built callbacks.
+// real_seam.cc is the only file of cuprobe that calls cupti* and loads the
+// driver; the driver calls of the maps' device side go through the same
+// driver table (Driver()). Tests use testing/fake_seam.h, which records calls
+// and fires hand-built callbacks, with a fake driver table where needed.
 //
 //   RealSeam seam;                       // or FakeSeam in a test
 //   Hook hook(seam, config);
@@ -21,6 +23,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "support/cuda_driver.h"
 
 namespace cuprobe {
 
@@ -75,6 +78,9 @@ class CuptiSeam {
   [[nodiscard]] virtual absl::StatusOr<size_t> ActivityDroppedRecords(CUcontext context,
                                                                       uint32_t stream_id) = 0;
   [[nodiscard]] virtual absl::Status Finalize() = 0;
+  // The driver's entry points (support/cuda_driver.h), for the code that
+  // manages device memory through them (maps/cuda_device_memory.h).
+  [[nodiscard]] virtual absl::StatusOr<const CudaDriver*> Driver() = 0;
   // CUPTI's timestamp (ns), the clock of activity records.
   [[nodiscard]] virtual uint64_t Timestamp() = 0;
 

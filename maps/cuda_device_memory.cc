@@ -1,10 +1,7 @@
 // File: maps/cuda_device_memory.cc
 #include "maps/cuda_device_memory.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,100 +9,7 @@
 #include "support/cuda_status.h"
 #include "support/status_macros.h"
 
-// The symbol a cuda.h name resolves to ("cuMemAlloc" -> "cuMemAlloc_v2"):
-// the argument is macro-expanded before it is stringified.
-#define CUPROBE_SYMBOL_NAME_(x) #x
-#define CUPROBE_SYMBOL_NAME(x) CUPROBE_SYMBOL_NAME_(x)
-
 namespace cuprobe {
-namespace {
-
-absl::StatusOr<CudaDriver> Resolve() {
-  // RTLD_NOLOAD first: inside an application the driver is already there.
-  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  if (lib == nullptr) lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* why = ::dlerror();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot load the CUDA driver (libcuda.so.1): ", why != nullptr ? why : "not found",
-        "; hint: this needs an NVIDIA GPU and driver"));
-  }
-  CudaDriver d{};
-  absl::Status missing;
-  auto get = [&](auto& fn, const char* name) {
-    void* sym = ::dlsym(lib, name);
-    if (sym == nullptr && missing.ok()) {
-      missing = absl::UnavailableError(
-          absl::StrCat("the CUDA driver has no ", name, " (driver too old?)"));
-    }
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
-  };
-#define CUPROBE_GET(field, fn) get(d.field, CUPROBE_SYMBOL_NAME(fn))
-  CUPROBE_GET(Init, cuInit);
-  CUPROBE_GET(GetErrorString, cuGetErrorString);
-  CUPROBE_GET(DeviceGet, cuDeviceGet);
-  CUPROBE_GET(DeviceGetCount, cuDeviceGetCount);
-  CUPROBE_GET(DeviceGetAttribute, cuDeviceGetAttribute);
-  CUPROBE_GET(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
-  CUPROBE_GET(CtxSetCurrent, cuCtxSetCurrent);
-  CUPROBE_GET(CtxGetCurrent, cuCtxGetCurrent);
-  CUPROBE_GET(CtxSynchronize, cuCtxSynchronize);
-  CUPROBE_GET(CtxGetDevice, cuCtxGetDevice);
-  CUPROBE_GET(MemAlloc, cuMemAlloc);
-  CUPROBE_GET(MemFree, cuMemFree);
-  CUPROBE_GET(MemcpyHtoD, cuMemcpyHtoD);
-  CUPROBE_GET(MemcpyDtoH, cuMemcpyDtoH);
-  CUPROBE_GET(MemcpyHtoDAsync, cuMemcpyHtoDAsync);
-  CUPROBE_GET(MemcpyDtoHAsync, cuMemcpyDtoHAsync);
-  CUPROBE_GET(MemsetD8Async, cuMemsetD8Async);
-  CUPROBE_GET(MemHostRegister, cuMemHostRegister);
-  CUPROBE_GET(MemHostUnregister, cuMemHostUnregister);
-  CUPROBE_GET(MemHostGetDevicePointer, cuMemHostGetDevicePointer);
-  CUPROBE_GET(MemGetAllocationGranularity, cuMemGetAllocationGranularity);
-  CUPROBE_GET(MemCreate, cuMemCreate);
-  CUPROBE_GET(MemRelease, cuMemRelease);
-  CUPROBE_GET(MemAddressReserve, cuMemAddressReserve);
-  CUPROBE_GET(MemAddressFree, cuMemAddressFree);
-  CUPROBE_GET(MemMap, cuMemMap);
-  CUPROBE_GET(MemUnmap, cuMemUnmap);
-  CUPROBE_GET(MemSetAccess, cuMemSetAccess);
-  CUPROBE_GET(StreamCreate, cuStreamCreate);
-  CUPROBE_GET(StreamDestroy, cuStreamDestroy);
-  CUPROBE_GET(StreamSynchronize, cuStreamSynchronize);
-  CUPROBE_GET(ModuleLoadData, cuModuleLoadData);
-  CUPROBE_GET(ModuleUnload, cuModuleUnload);
-  CUPROBE_GET(ModuleGetFunction, cuModuleGetFunction);
-  CUPROBE_GET(ModuleGetGlobal, cuModuleGetGlobal);
-  CUPROBE_GET(LaunchKernel, cuLaunchKernel);
-  CUPROBE_GET(EventCreate, cuEventCreate);
-  CUPROBE_GET(EventDestroy, cuEventDestroy);
-  CUPROBE_GET(EventRecord, cuEventRecord);
-  CUPROBE_GET(EventSynchronize, cuEventSynchronize);
-  CUPROBE_GET(EventElapsedTime, cuEventElapsedTime);
-#undef CUPROBE_GET
-  if (!missing.ok()) return missing;
-  return d;
-}
-
-}  // namespace
-
-absl::StatusOr<const CudaDriver*> CudaDriver::Load() {
-  // Leaked on purpose: callbacks may use it during exit.
-  static const absl::StatusOr<CudaDriver>* loaded = new absl::StatusOr<CudaDriver>(Resolve());
-  if (!loaded->ok()) return loaded->status();
-  return &**loaded;
-}
-
-absl::Status CudaDriver::Check(CUresult result, std::string_view call) const {
-  if (result == CUDA_SUCCESS) return absl::OkStatus();
-  absl::Status s = CuResultToStatus(result, call);
-  const char* text = nullptr;
-  if (GetErrorString != nullptr && GetErrorString(result, &text) == CUDA_SUCCESS &&
-      text != nullptr) {
-    return absl::Status(s.code(), absl::StrCat(s.message(), ": ", text));
-  }
-  return s;
-}
 
 #define CUPROBE_DRIVER_CALL(call) driver_->Check(driver_->call, #call)
 

@@ -1,11 +1,10 @@
 // File: maps/cuda_device_memory.h
 //
-// DeviceMemory (maps/device_memory.h) over the CUDA driver, and the small
-// table of driver entry points it uses. The driver is found with
-// dlopen("libcuda.so.1") and dlsym, never linked: binaries that contain this
-// code start on machines without a driver (CI) and fail here with a status.
+// DeviceMemory (maps/device_memory.h) over the CUDA driver's table
+// (support/cuda_driver.h), which the GPU seam loads and hands in (the hook:
+// CuptiSeam::Driver; GPU tests: LoadCudaDriver).
 //
-//   CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Load());
+//   const CudaDriver* driver = ...;  // from the seam
 //   // ... a context is current on this thread (the application's, in the hook) ...
 //   CUPROBE_ASSIGN_OR_RETURN(auto memory, CudaDeviceMemory::Create(driver));
 //   CUPROBE_ASSIGN_OR_RETURN(MapSet maps, MapSet::Create(specs, memory.get(), &region));
@@ -46,60 +45,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "maps/device_memory.h"
+#include "support/cuda_driver.h"
 
 namespace cuprobe {
-
-// The driver entry points cuprobe's maps and GPU tests use.
-struct CudaDriver {
-  // Loads libcuda.so.1 once per process (later calls return the same table)
-  // and resolves every entry point. Does not call cuInit.
-  [[nodiscard]] static absl::StatusOr<const CudaDriver*> Load();
-
-  // CUDA_SUCCESS -> OK; otherwise a status naming `call` and the error.
-  [[nodiscard]] absl::Status Check(CUresult result, std::string_view call) const;
-
-  decltype(&::cuInit) Init;
-  decltype(&::cuGetErrorString) GetErrorString;
-  decltype(&::cuDeviceGet) DeviceGet;
-  decltype(&::cuDeviceGetCount) DeviceGetCount;
-  decltype(&::cuDeviceGetAttribute) DeviceGetAttribute;
-  decltype(&::cuDevicePrimaryCtxRetain) DevicePrimaryCtxRetain;
-  decltype(&::cuCtxSetCurrent) CtxSetCurrent;
-  decltype(&::cuCtxGetCurrent) CtxGetCurrent;
-  decltype(&::cuCtxSynchronize) CtxSynchronize;
-  decltype(&::cuCtxGetDevice) CtxGetDevice;
-  decltype(&::cuMemAlloc) MemAlloc;
-  decltype(&::cuMemFree) MemFree;
-  decltype(&::cuMemcpyHtoD) MemcpyHtoD;
-  decltype(&::cuMemcpyDtoH) MemcpyDtoH;
-  decltype(&::cuMemcpyHtoDAsync) MemcpyHtoDAsync;
-  decltype(&::cuMemcpyDtoHAsync) MemcpyDtoHAsync;
-  decltype(&::cuMemsetD8Async) MemsetD8Async;
-  decltype(&::cuMemHostRegister) MemHostRegister;
-  decltype(&::cuMemHostUnregister) MemHostUnregister;
-  decltype(&::cuMemHostGetDevicePointer) MemHostGetDevicePointer;
-  decltype(&::cuMemGetAllocationGranularity) MemGetAllocationGranularity;
-  decltype(&::cuMemCreate) MemCreate;
-  decltype(&::cuMemRelease) MemRelease;
-  decltype(&::cuMemAddressReserve) MemAddressReserve;
-  decltype(&::cuMemAddressFree) MemAddressFree;
-  decltype(&::cuMemMap) MemMap;
-  decltype(&::cuMemUnmap) MemUnmap;
-  decltype(&::cuMemSetAccess) MemSetAccess;
-  decltype(&::cuStreamCreate) StreamCreate;
-  decltype(&::cuStreamDestroy) StreamDestroy;
-  decltype(&::cuStreamSynchronize) StreamSynchronize;
-  decltype(&::cuModuleLoadData) ModuleLoadData;
-  decltype(&::cuModuleUnload) ModuleUnload;
-  decltype(&::cuModuleGetFunction) ModuleGetFunction;
-  decltype(&::cuModuleGetGlobal) ModuleGetGlobal;
-  decltype(&::cuLaunchKernel) LaunchKernel;
-  decltype(&::cuEventCreate) EventCreate;
-  decltype(&::cuEventDestroy) EventDestroy;
-  decltype(&::cuEventRecord) EventRecord;
-  decltype(&::cuEventSynchronize) EventSynchronize;
-  decltype(&::cuEventElapsedTime) EventElapsedTime;
-};
 
 class CudaDeviceMemory final : public DeviceMemory {
  public:

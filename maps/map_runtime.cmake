@@ -30,12 +30,13 @@ cuprobe_cc_library(
        absl::str_format absl::time
 )
 
-# The CUDA driver behind DeviceMemory (dlopen'd: nothing links libcuda).
+# DeviceMemory over the CUDA driver's table, which the seam hands in
+# (nothing here loads or links libcuda).
 cuprobe_cc_library(
   NAME cuda_device_memory
   SRCS cuda_device_memory.cc
   HDRS cuda_device_memory.h
-  DEPS cuprobe::map_set cuprobe::support ${CMAKE_DL_LIBS}
+  DEPS cuprobe::map_set cuprobe::support
 )
 
 # For the GPU tests and benchmarks of the maps: driver context, nvJitLink

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, configures, builds (Release, all
-# cores) and runs the whole ctest suite, then the CPU test binaries (and the
+# The test command: installs dependencies, checks the folders' dependency
+# graph (scripts/check-layers.sh), configures, builds (Release, all cores)
+# and runs the whole ctest suite, then the CPU test binaries (and the
 # CLI they start) under ASan and UBSan (scripts/sanitize.sh). GPU
 # tests skip (reported as skipped) on a machine without a GPU. CI (.ci/run)
 # calls exactly this script.
@@ -14,6 +15,7 @@ build="${CUPROBE_BUILD_DIR:-$root/build}"
 jobs="$(nproc)"
 
 "$root/scripts/install-deps.sh"
+"$root/scripts/check-layers.sh"
 echo "test: configuring $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUPROBE_WERROR=ON >/dev/null
 echo "test: building with $jobs jobs"

@@ -61,6 +61,9 @@ class FakeSeam : public CuptiSeam {
   CUcontext current_context = nullptr;
   std::vector<CUcontext> contexts_entered;
   absl::Status in_context_status;
+  // What Driver() returns: a test's fake table (tests/unit/fake_cuda_driver.h).
+  absl::StatusOr<const CudaDriver*> driver =
+      absl::UnavailableError("the fake seam has no CUDA driver");
   // Launch-time redirection: launch handle -> owner; each LoadModuleData
   // returns the next handle from kFirstLoadedModule on and keeps the image
   // pointer; ModuleFunction returns module + 1 + the index of the name in
@@ -128,6 +131,7 @@ class FakeSeam : public CuptiSeam {
                                                      CUpti_Activity* previous) override;
   absl::StatusOr<size_t> ActivityDroppedRecords(CUcontext context, uint32_t stream_id) override;
   absl::Status Finalize() override;
+  absl::StatusOr<const CudaDriver*> Driver() override { return driver; }
   uint64_t Timestamp() override;
   absl::StatusOr<std::string> FunctionName(CUfunction function) override;
   absl::StatusOr<std::string> KernelName(CUkernel kernel) override;

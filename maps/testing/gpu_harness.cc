@@ -52,8 +52,9 @@ absl::StatusOr<std::vector<char>> LinkWithHelpers(std::string_view ptx, int sm) 
 
 #define CUPROBE_DRIVER_CALL(call) driver_->Check(driver_->call, #call)
 
-absl::StatusOr<std::unique_ptr<GpuHarness>> GpuHarness::Create() {
-  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Load());
+absl::StatusOr<std::unique_ptr<GpuHarness>> GpuHarness::Create(
+    absl::StatusOr<const CudaDriver*> loaded) {
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, std::move(loaded));
   std::unique_ptr<GpuHarness> h(new GpuHarness());
   h->driver_ = driver;
   if (driver->Init(0) != CUDA_SUCCESS) return absl::UnavailableError("cuInit failed: no GPU?");

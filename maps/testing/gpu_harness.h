@@ -6,7 +6,8 @@
 // runs), the map table and pid global filled as the hook fills them, and
 // timed launches.
 //
-//   CUPROBE_ASSIGN_OR_RETURN(auto gpu, GpuHarness::Create());   // UNAVAILABLE: no GPU
+//   // The driver table from the seam (cupti_hook/real_seam.h):
+//   CUPROBE_ASSIGN_OR_RETURN(auto gpu, GpuHarness::Create(LoadCudaDriver()));  // UNAVAILABLE: no GPU
 //   CUPROBE_ASSIGN_OR_RETURN(GpuModule m, gpu->Load(kernels_ptx));
 //   CUPROBE_RETURN_IF_ERROR(gpu->SetMapTable(m, maps.table()));
 //   void* args[] = {&n};
@@ -34,8 +35,9 @@ struct GpuModule {
 
 class GpuHarness {
  public:
-  // UNAVAILABLE when there is no driver or no device.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<GpuHarness>> Create();
+  // UNAVAILABLE when there is no driver (`driver`'s error) or no device.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<GpuHarness>> Create(
+      absl::StatusOr<const CudaDriver*> driver);
   ~GpuHarness();
 
   [[nodiscard]] const CudaDriver& driver() const { return *driver_; }

@@ -1,4 +1,4 @@
-// A CudaDriver table (maps/cuda_device_memory.h) whose entry points keep
+// A CudaDriver table (support/cuda_driver.h) whose entry points keep
 // their state in memory, for CPU tests of the code that drives CUDA through
 // that table: contexts (current, destroyed, their device), streams, virtual
 // memory (handles, reservations, mappings), cuMemAlloc, copies that move no

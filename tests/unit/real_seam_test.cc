@@ -46,6 +46,36 @@ TEST(RealSeam, DriverCallsFailCleanlyWithoutDriver) {
   EXPECT_FALSE(seam.ModuleGlobal(nullptr, "x").ok());
   uint64_t v = 0;
   EXPECT_FALSE(seam.MemcpyHtoD(0, &v, sizeof(v)).ok());
+  // The one driver table of the process says why it is missing, every time.
+  absl::StatusOr<const CudaDriver*> driver = seam.Driver();
+  ASSERT_FALSE(driver.ok());
+  EXPECT_EQ(driver.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(driver.status().message(), HasSubstr("libcuda.so.1"));
+  EXPECT_EQ(LoadCudaDriver().status(), driver.status());
+}
+
+// The seam loads the driver once and resolves every entry point of the
+// table (support/cuda_driver.h) that the hook, the maps and the tests use.
+TEST(RealSeam, DriverTableIsCompleteWithDriver) {
+  if (!DriverPresent()) GTEST_SKIP() << "no CUDA driver on this machine";
+  RealSeam seam;
+  absl::StatusOr<const CudaDriver*> driver = seam.Driver();
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  EXPECT_EQ(*LoadCudaDriver(), *driver) << "one table per process";
+  const CudaDriver& d = **driver;
+  EXPECT_TRUE(d.redirect_status.ok()) << d.redirect_status;
+  for (const void* fn :
+       {reinterpret_cast<const void*>(d.Init), reinterpret_cast<const void*>(d.CtxGetCurrent),
+        reinterpret_cast<const void*>(d.MemCreate), reinterpret_cast<const void*>(d.LaunchKernel),
+        reinterpret_cast<const void*>(d.LibraryGetGlobal),
+        reinterpret_cast<const void*>(d.ThreadExchangeStreamCaptureMode),
+        reinterpret_cast<const void*>(d.KernelGetAttribute),
+        reinterpret_cast<const void*>(d.EventQuery)}) {
+    EXPECT_NE(fn, nullptr);
+  }
+  CUcontext none = reinterpret_cast<CUcontext>(1);
+  ASSERT_EQ(d.Init(0), CUDA_SUCCESS);
+  EXPECT_EQ(d.CtxGetCurrent(&none), CUDA_SUCCESS);
 }
 
 TEST(RealSeam, DeviceSmWithDriver) {

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "cupti_hook/real_seam.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "maps/map_algorithms.h"
@@ -66,7 +67,7 @@ class MapsGpu : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!cuprobe::testing::HaveGpu()) return;
-    absl::StatusOr<std::unique_ptr<GpuHarness>> gpu = GpuHarness::Create();
+    absl::StatusOr<std::unique_ptr<GpuHarness>> gpu = GpuHarness::Create(LoadCudaDriver());
     if (!gpu.ok()) {
       setup_error_ = new std::string(gpu.status().ToString());
       return;
