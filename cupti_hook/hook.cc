@@ -92,6 +92,12 @@ HookConfig HookConfig::FromEnvironment() {
   config.no_linger = Tracer::DiagWord("no-linger");
   config.no_prewarm = Tracer::DiagWord("no-prewarm");
   config.program = ProgramName();
+  if (const char* d = std::getenv("TRITON_CACHE_DIR"); d != nullptr && *d != '\0') {
+    config.ptx_search_roots.emplace_back(d);
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+    config.ptx_search_roots.push_back(absl::StrCat(h, "/.triton/cache"));
+  }
   return config;
 }
 
@@ -259,7 +265,8 @@ HookState Hook::Start() {
   } else if (config_.late_attach && output_->AttachSession() != nullptr) {
     images_ = KeptForever(new ImageRegistry);
     attach_ = KeptForever(
-        new LateAttach(seam_, *images_, *output_->AttachSession(), *tracer_, config_.pid));
+        new LateAttach(seam_, *images_, *output_->AttachSession(), *tracer_, config_.pid,
+                       TritonCacheFinder(config_.ptx_search_roots)));
   }
   status = EnableCallbacks();
   if (status.ok()) {
@@ -354,7 +361,7 @@ void Hook::StartProbes() {
   Tracer* tracer = tracer_;
   instrumenter_ = KeptForever(new BundleInstrumenter(
       *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(),
-      [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
+      TritonCacheFinder(config_.ptx_search_roots), [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
   CuptiSeam* seam = &seam_;
   // Ring records go to device memory and are pumped into the segment
   // (maps/map_set.h), by producers that reserve first and pad what does not

@@ -113,6 +113,9 @@ struct HookConfig {
   // pre-warm: Hook::prewarm_pending_), so the first range's first launch
   // pays CUPTI's one-time set-up.
   bool no_prewarm = false;
+  // Where PTX is looked for when a module is a cubin without any (Triton's
+  // cache: $TRITON_CACHE_DIR, ~/.triton/cache; ptx_rewriter/image_pipeline.h).
+  std::vector<std::string> ptx_search_roots;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).

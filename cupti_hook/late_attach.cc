@@ -547,8 +547,13 @@ bool ProcessAlive(uint32_t pid) {
 }  // namespace
 
 LateAttach::LateAttach(CuptiSeam& seam, const ImageRegistry& images, Session& session,
-                       Tracer& tracer, uint32_t pid)
-    : seam_(seam), images_(images), session_(session), tracer_(tracer), pid_(pid) {
+                       Tracer& tracer, uint32_t pid, PtxSourceFinder find_ptx)
+    : seam_(seam),
+      images_(images),
+      session_(session),
+      tracer_(tracer),
+      pid_(pid),
+      find_ptx_(std::move(find_ptx)) {
   // Requests made before the program started are acted on too: the first
   // poll sees any serial above 0.
 }
@@ -655,7 +660,7 @@ void LateAttach::Attach(const std::string& name, uint64_t now_ns) {
   std::vector<MapSpec> specs = bundle->maps;
   Tracer* tracer = &tracer_;
   attached->instrumenter = std::make_unique<BundleInstrumenter>(
-      *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(),
+      *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(), find_ptx_,
       [tracer](std::string_view kernel, uint32_t id) { tracer->OnKernelInstrumented(kernel, id); });
   CuptiSeam* seam = &seam_;
   attached->maps = std::make_unique<DeviceMaps>(

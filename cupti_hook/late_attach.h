@@ -185,9 +185,10 @@ class DeviceMaps;
 class LateAttach {
  public:
   // `session`: the program's own session (where requests arrive); `tracer`
-  // hears of instrumented kernels; `pid`: for the probes' pid global.
+  // hears of instrumented kernels; `pid`: for the probes' pid global;
+  // `find_ptx`: PTX for cubins that carry none (ptx_rewriter/image_pipeline.h).
   LateAttach(CuptiSeam& seam, const ImageRegistry& images, Session& session, Tracer& tracer,
-             uint32_t pid);
+             uint32_t pid, PtxSourceFinder find_ptx = {});
   ~LateAttach();
   LateAttach(const LateAttach&) = delete;
   LateAttach& operator=(const LateAttach&) = delete;
@@ -230,6 +231,7 @@ class LateAttach {
   Session& session_;
   Tracer& tracer_;
   const uint32_t pid_;
+  const PtxSourceFinder find_ptx_;
   uint64_t last_request_ = 0;  // watcher thread only
   std::unique_ptr<Attached> attached_;  // watcher thread only
   std::atomic<Attached*> current_{nullptr};

@@ -137,11 +137,6 @@ void* LoadedHandle(CUpti_CallbackId cbid, void* params) {
   }
 }
 
-std::string ImageSource::Describe() const {
-  if (!path.empty()) return absl::StrCat("module file '", path, "'");
-  return absl::StrCat("module image at ", absl::Hex(reinterpret_cast<uintptr_t>(live)));
-}
-
 ModulePatcher::~ModulePatcher() = default;
 
 bool ModulePatcher::IsModuleCallback(CUpti_CallbackId cbid) {

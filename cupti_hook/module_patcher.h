@@ -47,33 +47,13 @@
 #include "absl/types/span.h"
 #include "cupti_hook/seam.h"
 #include "probe/bundle.h"
+#include "ptx_rewriter/image_pipeline.h"
 
 namespace cuprobe {
 
-// What the driver was asked to load.
-struct ImageSource {
-  const void* live = nullptr;  // in-memory image (wrapper, fatbin, cubin or PTX)
-  std::string path;            // or a file (cuLibraryLoadFromFile, cuModuleLoad)
-  std::string Describe() const;
-};
-
-struct InstrumentedImage {
-  std::vector<uint8_t> cubin;  // loaded instead of the original image
-  // Instrumented kernels (mangled name) and the id each was given.
-  std::vector<std::pair<std::string, uint32_t>> kernels;
-  // Kernels a probe selected that could not be instrumented (no PTX: SASS
-  // only), for the one message per module.
-  std::vector<std::string> not_instrumented;
-  uint32_t map_table_entries = 0;  // __cuprobe_map_table length; 0: none
-  // The module has the descriptors' constant copy (__cuprobe_map_descs,
-  // map_table_entries x 128 bytes) to fill with the table.
-  bool map_descs = false;
-  // The module's site counters (CUPROBE_SITE_COUNTS_SYMBOL to fill); empty: none.
-  std::vector<SiteCounter> site_counters;
-};
-
-// The rewriter seen from the hook (implemented over ptx_rewriter in
-// cupti_hook/bundle_instrumenter.cc; faked in tests).
+// The rewriter seen from the hook (BundleInstrumenter, over
+// ptx_rewriter/image_pipeline.h, in cupti_hook/probe_runtime.h; faked in
+// tests).
 class ImageInstrumenter {
  public:
   virtual ~ImageInstrumenter() = default;

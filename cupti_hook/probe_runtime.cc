@@ -2,264 +2,50 @@
 
 #include "absl/time/clock.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <filesystem>
-#include <cstring>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "ptx_rewriter/compile.h"
-#include "ptx_rewriter/content_hash.h"
-#include "ptx_rewriter/image.h"
-#include "probe/kernel_glob.h"
 #include "support/log.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
-namespace {
-
-// Images given as files are read whole; nothing the driver loads is larger.
-constexpr uint64_t kMaxImageFileBytes = uint64_t{2} << 30;
-
-absl::StatusOr<std::vector<uint8_t>> ReadImageFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open: ", std::strerror(errno)));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || st.st_size < 0 ||
-      static_cast<uint64_t>(st.st_size) > kMaxImageFileBytes) {
-    ::close(fd);
-    return absl::InvalidArgumentError("not a regular file of a sensible size");
-  }
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (done != bytes.size()) return absl::DataLossError("short read");
-  return bytes;
-}
-
-// The kernel names of PTX text: the identifier after each `.entry`. A cheap
-// scan that decides whether the module needs parsing at all; the rewriter
-// makes the real decision.
-std::vector<std::string> EntryNames(std::string_view ptx) {
-  std::vector<std::string> names;
-  size_t pos = 0;
-  while ((pos = ptx.find(".entry", pos)) != std::string_view::npos) {
-    pos += 6;
-    if (pos >= ptx.size() || (ptx[pos] != ' ' && ptx[pos] != '\t')) continue;
-    while (pos < ptx.size() && (ptx[pos] == ' ' || ptx[pos] == '\t')) ++pos;
-    size_t end = pos;
-    while (end < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[end])) ||
-                                ptx[end] == '_' || ptx[end] == '$' || ptx[end] == '.')) {
-      ++end;
-    }
-    if (end > pos) names.emplace_back(ptx.substr(pos, end - pos));
-    pos = end;
-  }
-  return names;
-}
-
-// Triton compiles PTX to a cubin itself and hands the driver the cubin, so
-// the module has no PTX. Triton keeps both in its cache directory
-// (<cache>/<hash>/<kernel>.cubin next to <kernel>.ptx): find the cubin with
-// exactly these bytes and return its PTX. Only runs when a probe selects a
-// kernel of a PTX-less cubin.
-std::optional<std::string> FindTritonPtx(absl::Span<const uint8_t> cubin) {
-  std::vector<std::string> roots;
-  if (const char* d = std::getenv("TRITON_CACHE_DIR"); d != nullptr && *d != '\0') {
-    roots.emplace_back(d);
-  }
-  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
-    roots.push_back(absl::StrCat(h, "/.triton/cache"));
-  }
-  std::error_code ec;
-  for (const std::string& root : roots) {
-    for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      if (it.depth() > 2) {
-        it.disable_recursion_pending();
-        continue;
-      }
-      const std::filesystem::path& path = it->path();
-      if (path.extension() != ".cubin") continue;
-      std::error_code size_ec;
-      if (std::filesystem::file_size(path, size_ec) != cubin.size() || size_ec) continue;
-      absl::StatusOr<std::vector<uint8_t>> bytes = ReadImageFile(path.string());
-      if (!bytes.ok() || !std::equal(bytes->begin(), bytes->end(), cubin.begin())) continue;
-      std::filesystem::path ptx = path;
-      ptx.replace_extension(".ptx");
-      absl::StatusOr<std::vector<uint8_t>> text = ReadImageFile(ptx.string());
-      if (!text.ok()) return std::nullopt;
-      return std::string(text->begin(), text->end());
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 BundleInstrumenter::BundleInstrumenter(ProbeBundle bundle, std::string_view helper_ptx,
-                                       CompileCache cache, KernelListener on_kernel)
+                                       CompileCache cache, PtxSourceFinder find_ptx,
+                                       KernelListener on_kernel)
     : bundle_(std::move(bundle)),
-      helper_ptx_(helper_ptx),
       cache_(std::move(cache)),
+      pipeline_{&bundle_, helper_ptx, &cache_, std::move(find_ptx)},
       on_kernel_(std::move(on_kernel)) {}
 
-bool BundleInstrumenter::Selected(std::string_view mangled) const {
-  std::string base;
-  for (const ProbeProgram& p : bundle_.programs) {
-    if (base.empty()) base = KernelBaseName(mangled);
-    if (KernelGlobMatches(p.kernel_glob, mangled, base)) return true;
-  }
-  return false;
-}
-
-uint32_t BundleInstrumenter::KernelId(const std::string& name) {
+uint32_t BundleInstrumenter::IdOf(const std::string& mangled) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = ids_.try_emplace(name, next_id_);
+  auto [it, inserted] = ids_.try_emplace(mangled, next_id_);
   if (inserted) ++next_id_;
   return it->second;
 }
 
+uint32_t BundleInstrumenter::FirstUnnamedId() {
+  absl::MutexLock lock(&mu_);
+  return next_id_ + 0x10000;  // kernels the name scan missed
+}
+
 absl::StatusOr<std::optional<InstrumentedImage>> BundleInstrumenter::Instrument(
     const ImageSource& source, uint32_t sm) {
-  std::vector<uint8_t> file_bytes;  // keeps a file's image alive while we read it
-  absl::StatusOr<Image> image;
-  if (!source.path.empty()) {
-    absl::StatusOr<std::vector<uint8_t>> bytes = ReadImageFile(source.path);
-    if (!bytes.ok()) return bytes.status();
-    file_bytes = *std::move(bytes);
-    image = ReadImage(file_bytes);
-  } else {
-    image = ReadImageAt(source.live);
-  }
-  if (!image.ok()) {
-    return absl::Status(image.status().code(),
-                        absl::StrCat("cannot read the image: ", image.status().message()));
-  }
-
-  // Kernel names from the module's cubins (their symbol tables, usually
-  // stored uncompressed): a module no probe selects is left alone without
-  // decompressing its PTX. Every module the program loads comes through here.
-  bool have_elf_names = false;
-  std::vector<std::string> selected;
-  {
-    absl::flat_hash_set<std::string> seen;
-    for (const ImageEntry& entry : image->entries) {
-      if (!entry.is_elf()) continue;
-      absl::StatusOr<std::vector<std::string>> names = KernelNames(entry);
-      if (!names.ok()) continue;
-      have_elf_names = true;
-      for (std::string& n : *names) {
-        if (Selected(n) && seen.insert(n).second) selected.push_back(std::move(n));
-      }
+  absl::StatusOr<std::optional<InstrumentedImage>> out =
+      InstrumentImage(source, sm, pipeline_, *this);
+  if (!out.ok() || !out->has_value() || !on_kernel_) return out;
+  for (const auto& [name, id] : (*out)->kernels) {
+    bool first;
+    {
+      absl::MutexLock lock(&mu_);
+      first = reported_.insert(id).second;
     }
+    if (first) on_kernel_(name, id);
   }
-  if (have_elf_names && selected.empty()) return std::optional<InstrumentedImage>();
-
-  const ImageEntry* ptx = PickPtxFor(*image, sm);
-  std::optional<std::string> side_ptx;
-  if (ptx == nullptr && image->format == ImageFormat::kCubin && !selected.empty()) {
-    side_ptx = FindTritonPtx(image->bytes);
-    if (side_ptx.has_value()) {
-      CUPROBE_LOG(kDebug, "%s: a cubin without PTX; using Triton's cached PTX for it",
-                  source.Describe());
-    }
-  }
-  if (ptx == nullptr && !side_ptx.has_value()) {
-    // SASS only: name the selected kernels so the user learns why their
-    // probe saw nothing; load the module untouched.
-    InstrumentedImage out;
-    for (const std::string& n : selected) {
-      out.not_instrumented.push_back(absl::StrCat(n, " (no PTX for sm_", sm, ")"));
-    }
-    if (out.not_instrumented.empty()) return std::optional<InstrumentedImage>();
-    return std::optional<InstrumentedImage>(std::move(out));
-  }
-
-  // The PTX, extracted (zstd/LZ4) at most once, and only when needed.
-  std::optional<absl::StatusOr<std::string>> extracted;
-  auto extract = [&]() -> absl::StatusOr<std::string> {
-    if (!extracted.has_value()) {
-      extracted = side_ptx.has_value() ? absl::StatusOr<std::string>(*side_ptx) : ExtractPtx(*ptx);
-      if (!extracted->ok()) {
-        *extracted = absl::Status(extracted->status().code(),
-                                  absl::StrCat("cannot extract its PTX: ",
-                                               extracted->status().message()));
-      }
-    }
-    return *extracted;
-  };
-  if (!have_elf_names) {  // PTX only: its .entry names decide
-    CUPROBE_ASSIGN_OR_RETURN(std::string text, extract());
-    for (std::string& name : EntryNames(text)) {
-      if (Selected(name)) selected.push_back(std::move(name));
-    }
-    if (selected.empty()) return std::optional<InstrumentedImage>();
-  }
-  InstrumentOptions options;
-  options.helper_ptx = helper_ptx_;
-  options.sm = sm;
-  options.module_name = source.Describe();
-  for (const std::string& name : selected) options.kernel_ids[name] = KernelId(name);
-  {
-    absl::MutexLock lock(&mu_);
-    options.first_kernel_id = next_id_ + 0x10000;  // kernels the name scan missed
-  }
-
-  // A cache hit costs neither the extraction nor hashing the PTX: the
-  // module is identified by its stored (compressed) entry.
-  std::string identity =
-      side_ptx.has_value()
-          ? absl::StrCat("triton-ptx:", HashHex(HashBytes(*side_ptx)))
-          : absl::StrCat("fatbin-entry:", ptx->flags, ":", ptx->stored.size(), ":",
-                         HashHex(HashBytes(std::string_view(
-                             reinterpret_cast<const char*>(ptx->stored.data()),
-                             ptx->stored.size()))));
-  absl::StatusOr<InstrumentedModule> module =
-      InstrumentAndCompileLazy(identity, extract, bundle_, options, cache_);
-  if (!module.ok()) return module.status();
-  InstrumentedImage out;
-  out.cubin = std::move(module->cubin);
-  out.map_table_entries = static_cast<uint32_t>(bundle_.maps.size());
-  out.map_descs = absl::StrContains(bundle_.ptx, CUPROBE_MAP_DESCS_SYMBOL);
-  out.site_counters = std::move(module->site_counters);
-  for (const InstrumentedKernel& k : module->instrumented) {
-    out.kernels.emplace_back(k.name, k.kernel_id);
-  }
-  for (const SkippedKernel& k : module->skipped) {
-    out.not_instrumented.push_back(absl::StrCat(k.name, " (", k.reason, ")"));
-  }
-  for (const std::string& w : module->warnings) {
-    CUPROBE_LOG(kDebug, "%s: %s", source.Describe(), w);
-  }
-  if (out.kernels.empty()) out.cubin.clear();
-  if (on_kernel_) {
-    for (const auto& [name, id] : out.kernels) {
-      bool first;
-      {
-        absl::MutexLock lock(&mu_);
-        first = reported_.insert(id).second;
-      }
-      if (first) on_kernel_(name, id);
-    }
-  }
-  CUPROBE_LOG(kDebug, "%s: %d kernel(s) rewritten for sm_%d (%s)", source.Describe(),
-              out.kernels.size(), sm, module->cache_hit ? "cache hit" : "compiled");
-  return std::optional<InstrumentedImage>(std::move(out));
+  return out;
 }
 
 const CudaDriver* SeamDriver(CuptiSeam& seam) {

@@ -2,10 +2,9 @@
 //
 // What the hook runs when its session carries a probe bundle (`cuprobe run`):
 //  - BundleInstrumenter: the ImageInstrumenter of module_patcher.h over the
-//    rewriter. It reads the image the driver was handed, picks the PTX for
-//    the device, rewrites the kernels the bundle's globs select, links the
-//    probes and the GPU helper library, and compiles a cubin with nvJitLink
-//    (through the on-disk cache). Kernels keep their id across reloads.
+//    rewriter's image pipeline (ptx_rewriter/image_pipeline.h), which does
+//    all the work; it keeps the kernels' ids across reloads and tells the
+//    tracer each newly instrumented kernel.
 //  - DeviceMaps: the MapTableProvider over maps/map_set.h. The maps are
 //    allocated in device memory when the first context is created (or at
 //    the first instrumented module load), shared with the other contexts of
@@ -13,7 +12,7 @@
 //    the session's maps region by the watcher, and freed at teardown or when
 //    the last context using them is destroyed.
 //
-//   BundleInstrumenter instrumenter(bundle, HelpersPtx(), CompileCache::FromEnvironment(),
+//   BundleInstrumenter instrumenter(bundle, HelpersPtx(), cache, TritonCacheFinder(roots),
 //                                   [&](std::string_view name, uint32_t id) {...});
 //   DeviceMaps maps(bundle.maps, &session.maps());
 //   ModulePatcher patcher(seam, instrumenter, maps, dir);
@@ -47,13 +46,15 @@
 
 namespace cuprobe {
 
-class BundleInstrumenter final : public ImageInstrumenter {
+class BundleInstrumenter final : public ImageInstrumenter, private KernelIds {
  public:
   // Called once per kernel the first time it is instrumented.
   using KernelListener = std::function<void(std::string_view mangled_name, uint32_t kernel_id)>;
 
+  // `find_ptx`: PTX for cubins that carry none (TritonCacheFinder); may be
+  // empty.
   BundleInstrumenter(ProbeBundle bundle, std::string_view helper_ptx, CompileCache cache,
-                     KernelListener on_kernel);
+                     PtxSourceFinder find_ptx, KernelListener on_kernel);
 
   absl::StatusOr<std::optional<InstrumentedImage>> Instrument(const ImageSource& source,
                                                               uint32_t sm) override;
@@ -61,13 +62,12 @@ class BundleInstrumenter final : public ImageInstrumenter {
   [[nodiscard]] const ProbeBundle& bundle() const { return bundle_; }
 
  private:
-  [[nodiscard]] bool Selected(std::string_view mangled) const;
-  // The id of `name`, assigning the next one the first time.
-  uint32_t KernelId(const std::string& name);
+  uint32_t IdOf(const std::string& mangled) override;
+  uint32_t FirstUnnamedId() override;
 
   const ProbeBundle bundle_;
-  const std::string_view helper_ptx_;
   const CompileCache cache_;
+  const ImagePipeline pipeline_;
   const KernelListener on_kernel_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
