@@ -10,136 +10,13 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "cupti_hook/cupti_launch.h"
 #include "cupti_hook/init_state.h"
 
 namespace cuprobe {
 namespace {
 
 uint32_t Clamp32(int64_t v) { return v < 0 ? 0u : static_cast<uint32_t>(v); }
-
-// The dimensions and stream of a launch, read from the API's parameters.
-struct LaunchShape {
-  const void* handle = nullptr;
-  uint32_t grid[3] = {0, 0, 0};
-  uint32_t block[3] = {0, 0, 0};
-  uint32_t shared = 0;
-  uint64_t stream = 0;
-  LaunchApi api = LaunchApi::kLaunchKernel;
-};
-
-template <typename P>
-void FromClassicParams(const P* p, LaunchShape* s) {
-  s->handle = p->f;
-  s->grid[0] = p->gridDimX;
-  s->grid[1] = p->gridDimY;
-  s->grid[2] = p->gridDimZ;
-  s->block[0] = p->blockDimX;
-  s->block[1] = p->blockDimY;
-  s->block[2] = p->blockDimZ;
-  s->shared = p->sharedMemBytes;
-  s->stream = reinterpret_cast<uint64_t>(p->hStream);
-}
-
-template <typename P>
-void FromExParams(const P* p, LaunchShape* s) {
-  s->handle = p->f;
-  const CUlaunchConfig* c = p->config;
-  if (c == nullptr) return;
-  s->grid[0] = c->gridDimX;
-  s->grid[1] = c->gridDimY;
-  s->grid[2] = c->gridDimZ;
-  s->block[0] = c->blockDimX;
-  s->block[1] = c->blockDimY;
-  s->block[2] = c->blockDimZ;
-  s->shared = c->sharedMemBytes;
-  s->stream = reinterpret_cast<uint64_t>(c->hStream);
-}
-
-// The launch API a launch callback id stands for; false for other ids.
-bool LaunchApiOf(CUpti_CallbackId cbid, LaunchApi* api) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      *api = LaunchApi::kLaunchKernel;
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      *api = LaunchApi::kLaunchKernelEx;
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      *api = LaunchApi::kLaunchCooperativeKernel;
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
-      *api = LaunchApi::kGraphLaunch;
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The same for the runtime's launch calls (runtime API activity).
-bool RuntimeLaunchApiOf(CUpti_CallbackId cbid, LaunchApi* api) {
-  switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
-      *api = LaunchApi::kCudaLaunchKernel;
-      return true;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
-      *api = LaunchApi::kCudaLaunchKernelEx;
-      return true;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
-      *api = LaunchApi::kCudaLaunchCooperativeKernel;
-      return true;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
-      *api = LaunchApi::kCudaGraphLaunch;
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
-  if (params == nullptr || !LaunchApiOf(cbid, &s->api)) return false;
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-      FromClassicParams(static_cast<const cuLaunchKernel_params*>(params), s);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      FromClassicParams(static_cast<const cuLaunchKernel_ptsz_params*>(params), s);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-      FromExParams(static_cast<const cuLaunchKernelEx_params*>(params), s);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      FromExParams(static_cast<const cuLaunchKernelEx_ptsz_params*>(params), s);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-      FromClassicParams(static_cast<const cuLaunchCooperativeKernel_params*>(params), s);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      FromClassicParams(static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(params), s);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: {
-      auto* p = static_cast<const cuGraphLaunch_params*>(params);
-      s->stream = reinterpret_cast<uint64_t>(p->hStream);
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: {
-      auto* p = static_cast<const cuGraphLaunch_ptsz_params*>(params);
-      s->stream = reinterpret_cast<uint64_t>(p->hStream);
-      return true;
-    }
-    default:
-      return false;
-  }
-}
 
 // Each thread's ThreadState in the tracer it last called, keyed by the
 // tracer's serial number, not its address, so that a later tracer at a
@@ -158,8 +35,12 @@ bool Tracer::IsLaunchCallback(CUpti_CallbackId cbid) {
          kLaunchCallbacks.end();
 }
 
-Tracer::Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid)
-    : seam_(seam), sink_(sink), pid_(pid), serial_(g_tracer_serials.fetch_add(1) + 1) {
+Tracer::Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid, TracerDiag diag)
+    : seam_(seam),
+      sink_(sink),
+      pid_(pid),
+      diag_(diag),
+      serial_(g_tracer_serials.fetch_add(1) + 1) {
   overflow_.shared = true;
 }
 
@@ -344,35 +225,27 @@ void Tracer::Begin(std::string_view program) {
   Emit(RecordType::kProcess, &rec, sizeof(rec));
 }
 
-bool Tracer::DiagWord(std::string_view word) {
-  const char* s = std::getenv("CUPROBE_DIAG");
-  return s != nullptr && std::string_view(s).find(word) != std::string_view::npos;
+void Tracer::OnLaunchApiCountOnly(CUpti_CallbackId, const CUpti_CallbackData* data) {
+  if (data == nullptr || data->callbackSite != CUPTI_API_EXIT) return;
+  ThreadState& me = ThisThread();
+  Add(me, me.launches);
 }
 
-// The tracer's diagnostics for the overhead breakdown in bench/, read once.
-uint32_t DiagFlags() {
-  static const uint32_t flags = (Tracer::DiagWord("no-launch-records") ? 1u : 0u) |
-                                (Tracer::DiagWord("no-kernel-records") ? 2u : 0u) |
-                                (Tracer::DiagWord("no-timestamps") ? 4u : 0u);
-  return flags;
+void Tracer::OnLaunchApiUntimed(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (data == nullptr || data->callbackSite != CUPTI_API_EXIT) return;
+  RecordLaunch(cbid, data);
 }
 
 void Tracer::OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (data == nullptr) return;
-  if (DiagFlags() & 1) {
-    if (data->callbackSite == CUPTI_API_EXIT) {
-      ThreadState& me = ThisThread();
-      Add(me, me.launches);
-    }
-    return;
-  }
-  if (DiagFlags() & 4) {
-    if (data->callbackSite == CUPTI_API_ENTER) return;
-  }
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (data->correlationData != nullptr) *data->correlationData = seam_.Timestamp();
     return;
   }
+  RecordLaunch(cbid, data);
+}
+
+void Tracer::RecordLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   // Decided once, here: ENTER always stores its time, so a range that opens
   // on another thread between the two leaves no start time unset.
   if (!Captured(data->correlationId)) return;
@@ -403,7 +276,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      if (DiagFlags() & 2) break;
+      if (diag_.no_kernel_records) break;
       auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       if (Ignored(k->streamId) || !Captured(k->correlationId)) break;
       KernelRecord rec = {};
@@ -443,7 +316,7 @@ void Tracer::HandleActivity(const CUpti_Activity* record) {
       if (!Captured(a->correlationId)) break;
       ThreadState& me = ThisThread();
       Add(me, me.launches);
-      if (DiagFlags() & 1) break;
+      if (diag_.no_launch_records) break;
       LaunchRecord rec = {};
       rec.correlation_id = ProcessQualifiedId(pid_, a->correlationId);
       rec.api_start_ns = a->start;

@@ -51,6 +51,15 @@ struct TracerStats {
   uint64_t capture_ranges = 0;  // profiler ranges opened (--capture-range)
 };
 
+// The tracer's measuring switches (CUPROBE_DIAG words, read by
+// HookConfig; not user settings): what bench/overhead_breakdown.sh takes
+// away, one part at a time.
+struct TracerDiag {
+  bool no_launch_records = false;  // launches counted, no launch record
+  bool no_kernel_records = false;  // kernel activity records dropped
+  bool no_timestamps = false;      // no API start time taken at ENTER
+};
+
 class Tracer {
  public:
   // The driver-API callbacks that launch kernels (and CUDA graphs).
@@ -88,11 +97,8 @@ class Tracer {
       CUPTI_ACTIVITY_KIND_MEMSET,
   };
   [[nodiscard]] static bool IsLaunchCallback(CUpti_CallbackId cbid);
-  // Whether CUPROBE_DIAG (the benchmarks' diagnostic switches, a list of
-  // words; not a user setting) holds `word`.
-  [[nodiscard]] static bool DiagWord(std::string_view word);
 
-  Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid);
+  Tracer(CuptiSeam& seam, RecordSink& sink, uint32_t pid, TracerDiag diag = {});
   ~Tracer();
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
@@ -104,6 +110,12 @@ class Tracer {
   void Begin(std::string_view program);
   // A launch callback (ENTER and EXIT). `data` is CUPTI's CUpti_CallbackData.
   void OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  // The same under the measuring switches: launches counted, no record
+  // (no_launch_records); no time taken at ENTER (no_timestamps).
+  void OnLaunchApiCountOnly(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  void OnLaunchApiUntimed(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  // Whoever dispatches the launch callbacks chooses one of the three once
+  // (hook.cc): no flag is tested per launch.
   // A completed activity buffer: converts every record it holds.
   void OnActivityBuffer(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t valid_size);
   // After this returns no thread writes to the sink any more; later calls are
@@ -133,6 +145,8 @@ class Tracer {
   bool Emit(RecordType type, const void* body, uint32_t size, const void* extra = nullptr,
             uint32_t extra_size = 0);
   void HandleActivity(const CUpti_Activity* record);
+  // A launch callback's EXIT: the launch record.
+  void RecordLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   [[nodiscard]] bool Ignored(uint32_t stream_id) const;
   [[nodiscard]] bool Captured(uint32_t correlation_id) const {
     return capture_ == nullptr || capture_->Contains(correlation_id);
@@ -183,6 +197,7 @@ class Tracer {
   CuptiSeam& seam_;
   RecordSink& sink_;
   const uint32_t pid_;
+  const TracerDiag diag_;
   const uint64_t serial_;  // process-unique: keys each thread's ThreadState cache
   const CaptureRanges* capture_ = nullptr;
   ActiveGate gate_;

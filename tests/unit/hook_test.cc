@@ -236,6 +236,37 @@ TEST(Hook, SerialKernelsSwitchTheKernelActivityKind) {
   EXPECT_THAT(rig.seam.calls(), ::testing::Not(Contains("ActivityDisable(10)")));
 }
 
+// The tracer's measuring switches (CUPROBE_DIAG) choose the launch handler
+// once: no-launch-records counts launches and writes no record;
+// no-timestamps writes records without an API start time; none: both times.
+TEST(Hook, TracerMeasuringSwitchesChooseTheLaunchHandler) {
+  for (int mode = 0; mode < 3; ++mode) {
+    SCOPED_TRACE(mode);
+    Rig rig(60000, "launches", [mode](HookConfig& c) {
+      c.tracer_diag.no_launch_records = mode == 1;
+      c.tracer_diag.no_timestamps = mode == 2;
+    });
+    ASSERT_EQ(rig.hook.Start(), HookState::kReady);
+    int k = 0;
+    rig.seam.names[&k] = "_Z1kv";
+    auto p = KernelParams(&k, 8, 64, nullptr);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 5, 10, 20);
+    Launch(rig.seam, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, 6, 30, 45);
+    rig.hook.Stop();
+    EXPECT_EQ(rig.output.last_stats().launches, 2u);
+    auto launches = rig.output.OfType(RecordType::kLaunch);
+    if (mode == 1) {
+      EXPECT_TRUE(launches.empty());
+      continue;
+    }
+    ASSERT_EQ(launches.size(), 2u);
+    LaunchRecord r = Body<LaunchRecord>(launches[1]);
+    EXPECT_EQ(r.api_end_ns, 45u);
+    // Untimed: ENTER left the per-call slot as CUPTI gave it (zero here).
+    EXPECT_EQ(r.api_start_ns, mode == 2 ? 0u : 30u);
+  }
+}
+
 // Launch records from API activity (CUPROBE_LAUNCH_TIMES=activity): no
 // launch callback is enabled; the driver API activity of each driver launch
 // call and the runtime API activity of each runtime launch call are, one by
