@@ -14,6 +14,7 @@
 #include "cuprobe/abi.h"
 #include "maps/gpu/helpers_ptx.h"
 #include "ptx_rewriter/compile_cache.h"
+#include "ptx_rewriter/settings.h"
 #include "support/kept_forever.h"
 #include "support/log.h"
 #include "support/status_macros.h"
@@ -105,6 +106,7 @@ HookState Hook::Start() {
   }
   subscribed_ = true;
 
+  SetRewriterSettings(config_.rewriter);
   tracer_ = KeptForever(new Tracer(seam_, *output_, config_.pid, config_.tracer_diag));
   if (config_.capture_profiler_api) {
     capture_ = KeptForever(new CaptureRanges(config_.capture_range_end.max_ranges));
@@ -181,7 +183,7 @@ void Hook::StartProbes() {
   std::vector<MapSpec> specs = bundle->maps;
   Tracer* tracer = tracer_;
   instrumenter_ = KeptForever(new BundleInstrumenter(
-      *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(),
+      *std::move(bundle), HelpersPtx(), CompileCache(CurrentRewriterSettings().cache_dir),
       TritonCacheFinder(config_.ptx_search_roots),
       [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
   CuptiSeam* seam = &seam_;

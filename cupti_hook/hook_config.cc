@@ -84,6 +84,8 @@ void ReadDiag(HookConfig& config) {
 }  // namespace
 
 HookConfig HookConfig::FromEnvironment() {
+  // First: the warnings below go where CUPROBE_LOG_FILE says.
+  ConfigureLogging(std::getenv("CUPROBE_LOG"), std::getenv("CUPROBE_LOG_FILE"));
   HookConfig config;
   config.pid = static_cast<uint32_t>(::getpid());
   if (const char* s = std::getenv("CUPROBE_SESSION"); s != nullptr) config.session = s;
@@ -120,6 +122,7 @@ HookConfig HookConfig::FromEnvironment() {
   }
   config.ring_data = RingDataFromEnvironment();
   if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') config.tmp_dir = tmp;
+  config.rewriter = RewriterSettings::FromEnvironment(&std::getenv);
   return config;
 }
 

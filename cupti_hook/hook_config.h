@@ -17,6 +17,7 @@
 #include "cupti_hook/tracer.h"
 #include "maps/map_set.h"
 #include "probe/capture_range_end.h"
+#include "ptx_rewriter/settings.h"
 
 namespace cuprobe {
 
@@ -105,6 +106,10 @@ struct HookConfig {
   // TMPDIR (default /tmp): where instrumented cubins for file-based module
   // loads are written.
   std::string tmp_dir = "/tmp";
+  // The rewriter's and the PTX compiler's settings (ptx_rewriter/settings.h:
+  // CUPROBE_CACHE_DIR, CUPROBE_PTX_COMPILER, CUDA_HOME, ...), put in force
+  // by Hook::Start.
+  RewriterSettings rewriter;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).

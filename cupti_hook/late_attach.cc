@@ -16,6 +16,7 @@
 #include "maps/gpu/helpers_ptx.h"
 #include "probe/bundle.h"
 #include "ptx_rewriter/compile_cache.h"
+#include "ptx_rewriter/settings.h"
 #include "ptx_rewriter/image.h"
 #include "support/kept_forever.h"
 #include "support/log.h"
@@ -660,7 +661,7 @@ void LateAttach::Attach(const std::string& name, uint64_t now_ns) {
   std::vector<MapSpec> specs = bundle->maps;
   Tracer* tracer = &tracer_;
   attached->instrumenter = std::make_unique<BundleInstrumenter>(
-      *std::move(bundle), HelpersPtx(), CompileCache::FromEnvironment(), find_ptx_,
+      *std::move(bundle), HelpersPtx(), CompileCache(CurrentRewriterSettings().cache_dir), find_ptx_,
       [tracer](std::string_view kernel, uint32_t id) { tracer->OnKernelInstrumented(kernel, id); });
   CuptiSeam* seam = &seam_;
   attached->maps = std::make_unique<DeviceMaps>(

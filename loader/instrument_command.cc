@@ -18,6 +18,7 @@
 #include "maps/gpu/helpers_ptx.h"
 #include "report/trace_report.h"
 #include "ptx_rewriter/builtin_probes.h"
+#include "ptx_rewriter/settings.h"
 #include "ptx_rewriter/compile.h"
 #include "ptx_rewriter/image.h"
 #include "ptx_rewriter/instrument.h"
@@ -202,7 +203,7 @@ absl::StatusOr<std::string> InstrumentFile(const InstrumentCommandOptions& o) {
   if (want_cubin && !o.stats) {
     CUPROBE_ASSIGN_OR_RETURN(
         InstrumentedModule m,
-        InstrumentAndCompile(input.ptx, bundle, options, CompileCache::FromEnvironment()));
+        InstrumentAndCompile(input.ptx, bundle, options, CompileCache(CurrentRewriterSettings().cache_dir)));
     instrumented = std::move(m.instrumented);
     skipped = std::move(m.skipped);
     warnings = std::move(m.warnings);

@@ -13,6 +13,7 @@
 #include "loader/maps_command.h"
 #include "loader/run_command.h"
 #include "loader/trace_command.h"
+#include "ptx_rewriter/settings.h"
 #include "support/log.h"
 
 #ifndef CUPROBE_VERSION
@@ -39,9 +40,10 @@ int Report(const absl::StatusOr<int>& code) {
 int main(int argc, char** argv) {
   using namespace cuprobe;
   // The CLI talks to the user at info level unless CUPROBE_LOG says
-  // otherwise (the variable also reaches the hook in the program).
-  const char* level = std::getenv("CUPROBE_LOG");
-  if (level == nullptr || *level == '\0') SetLogLevel(LogLevel::kInfo);
+  // otherwise (the variable also reaches the hook in the program). The
+  // environment is read here, once (and by the hook in the program).
+  ConfigureLogging(std::getenv("CUPROBE_LOG"), std::getenv("CUPROBE_LOG_FILE"), LogLevel::kInfo);
+  SetRewriterSettings(RewriterSettings::FromEnvironment(&std::getenv));
 
   std::vector<std::string> args(argv, argv + argc);
   absl::StatusOr<CliArgs> parsed = ParseArgs(args);

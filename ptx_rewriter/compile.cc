@@ -1,5 +1,6 @@
 // File: ptx_rewriter/compile.cc
 #include "ptx_rewriter/compile.h"
+#include "ptx_rewriter/settings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -28,15 +29,9 @@ constexpr uint32_t kRegisterCap = 32;
 // What a probe helper may spill under the cap (bytes per thread).
 constexpr uint64_t kHelperSpillBytes = 64;
 
-static bool RegisterCapEnabled() {
-  const char* env = std::getenv("CUPROBE_REGISTER_CAP");
-  return env == nullptr || std::string_view(env) != "0";
-}
+static bool RegisterCapEnabled() { return CurrentRewriterSettings().register_cap; }
 
-static bool InliningEnabled() {
-  const char* env = std::getenv("CUPROBE_INLINE");
-  return env == nullptr || std::string_view(env) != "0";
-}
+static bool InliningEnabled() { return CurrentRewriterSettings().inline_probes; }
 namespace {
 
 // --- A tiny length-prefixed encoding for cache entries.

@@ -8,7 +8,7 @@
 // nvJitLink's version and build -- so the next load of the same module costs
 // one file read.
 //
-//   CompileCache cache = CompileCache::FromEnvironment();
+//   CompileCache cache(CurrentRewriterSettings().cache_dir);  // ptx_rewriter/settings.h
 //   absl::StatusOr<InstrumentedModule> m =
 //       InstrumentAndCompile(ptx, bundle, options, cache);
 //   if (!m.ok() || m->instrumented.empty()) return;   // load the original

@@ -71,25 +71,6 @@ CompileCache::CompileCache(std::string dir)
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
 }
 
-CompileCache CompileCache::FromEnvironment() {
-  if (const char* d = std::getenv("CUPROBE_CACHE_DIR"); d != nullptr && *d != '\0') {
-    if (std::string_view(d) == "off" || std::string_view(d) == "0") return Disabled();
-    return CompileCache(d);
-  }
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x == '/') {
-    return CompileCache(absl::StrCat(x, "/cuprobe"));
-  }
-  const char* home = std::getenv("HOME");
-  std::string h = home != nullptr ? home : "";
-  if (h.empty()) {
-    if (const passwd* pw = getpwuid(getuid()); pw != nullptr && pw->pw_dir != nullptr) {
-      h = pw->pw_dir;
-    }
-  }
-  if (h.empty()) return Disabled();
-  return CompileCache(absl::StrCat(h, "/.cache/cuprobe"));
-}
-
 std::string CompileCache::PathFor(std::string_view key) const {
   return absl::StrCat(dir_, "/", key.substr(0, 2), "/", key, ".cubin-cache");
 }

@@ -6,7 +6,7 @@
 // build); the value is opaque bytes. A hit costs one open + read, well under
 // 2 ms for any module.
 //
-//   CompileCache cache = CompileCache::FromEnvironment();
+//   CompileCache cache(CurrentRewriterSettings().cache_dir);  // ptx_rewriter/settings.h
 //   if (std::optional<std::string> hit = cache.Lookup(key)) return Decode(*hit);
 //   ... compile ...
 //   cache.Store(key, Encode(result));
@@ -35,7 +35,6 @@ class CompileCache {
  public:
   // A cache in `dir`; an empty dir is a disabled cache.
   explicit CompileCache(std::string dir);
-  [[nodiscard]] static CompileCache FromEnvironment();
   [[nodiscard]] static CompileCache Disabled() { return CompileCache(""); }
 
   [[nodiscard]] bool enabled() const { return !dir_.empty() && !state_->disabled.load(); }

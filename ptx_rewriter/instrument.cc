@@ -1,5 +1,6 @@
 // File: ptx_rewriter/instrument.cc
 #include "ptx_rewriter/instrument.h"
+#include "ptx_rewriter/settings.h"
 
 #include <cstdlib>
 #include <string_view>
@@ -36,10 +37,7 @@ absl::Status RewriteKernel(Module& module, Function& kernel, const KernelProbes&
 
 }  // namespace
 
-bool SiteCountersEnabled() {
-  const char* v = std::getenv("CUPROBE_SITE_COUNTERS");
-  return v == nullptr || std::string_view(v) != "0";
-}
+bool SiteCountersEnabled() { return CurrentRewriterSettings().site_counters; }
 
 absl::Status CheckProbeSignature(const Function& f) {
   auto bad = [&](std::string_view what) {

@@ -1,5 +1,6 @@
 // File: ptx_rewriter/nvjitlink.cc
 #include "ptx_rewriter/nvjitlink.h"
+#include "ptx_rewriter/settings.h"
 
 #include <cctype>
 
@@ -50,7 +51,7 @@ struct Api {
 
 absl::StatusOr<Api> Load() {
   std::vector<std::string> candidates = {"libnvJitLink.so.13"};
-  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
+  if (const std::string& home = CurrentRewriterSettings().cuda_home; !home.empty()) {
     candidates.push_back(absl::StrCat(home, "/lib64/libnvJitLink.so.13"));
   }
   candidates.push_back("/usr/local/cuda/lib64/libnvJitLink.so.13");
@@ -170,13 +171,9 @@ absl::StatusOr<std::string> NvJitLinkFingerprint() {
     dlclose(h);
     if (std::string fp = FileFingerprint(path); !fp.empty()) return fp;
   }
-  std::vector<std::string> dirs;
-  if (const char* lp = std::getenv("LD_LIBRARY_PATH"); lp != nullptr) {
-    for (std::string_view d : absl::StrSplit(lp, ':', absl::SkipEmpty())) dirs.emplace_back(d);
-  }
-  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
-    dirs.push_back(absl::StrCat(home, "/lib64"));
-  }
+  const RewriterSettings& settings = CurrentRewriterSettings();
+  std::vector<std::string> dirs = settings.library_path;
+  if (!settings.cuda_home.empty()) dirs.push_back(absl::StrCat(settings.cuda_home, "/lib64"));
   dirs.push_back("/usr/local/cuda/lib64");
   for (const std::string& d : dirs) {
     if (std::string fp = FileFingerprint(absl::StrCat(d, "/", kSoname)); !fp.empty()) return fp;
@@ -191,7 +188,7 @@ namespace {
 // The toolkit's ptxas, if there is one: $CUDA_HOME/bin, /usr/local/cuda/bin.
 std::string FindPtxas() {
   std::vector<std::string> dirs;
-  if (const char* h = std::getenv("CUDA_HOME"); h != nullptr && *h != '\0') {
+  if (const std::string& h = CurrentRewriterSettings().cuda_home; !h.empty()) {
     dirs.push_back(absl::StrCat(h, "/bin"));
   }
   dirs.push_back("/usr/local/cuda/bin");
@@ -205,8 +202,7 @@ std::string FindPtxas() {
 // ptxas, unless CUPROBE_PTX_COMPILER=nvjitlink asks for nvJitLink.
 const std::string& PtxasPath() {
   static const std::string* path = [] {
-    const char* choice = std::getenv("CUPROBE_PTX_COMPILER");
-    if (choice != nullptr && std::string_view(choice) == "nvjitlink") return new std::string();
+    if (!CurrentRewriterSettings().use_ptxas) return new std::string();
     return new std::string(FindPtxas());
   }();
   return *path;
@@ -232,9 +228,7 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
 absl::StatusOr<CompiledCubin> CompileWithPtxas(const std::string& ptxas, std::string_view ptx,
                                                const std::string& arch,
                                                const CompileOptions& options) {
-  const char* tmp_env = std::getenv("TMPDIR");
-  std::string tmpl = absl::StrCat(tmp_env != nullptr && *tmp_env != '\0' ? tmp_env : "/tmp",
-                                  "/cuprobe-ptxas-XXXXXX");
+  std::string tmpl = absl::StrCat(CurrentRewriterSettings().tmp_dir, "/cuprobe-ptxas-XXXXXX");
   if (::mkdtemp(tmpl.data()) == nullptr) {
     return absl::UnavailableError(absl::StrCat("mkdtemp ", tmpl, ": ", std::strerror(errno)));
   }

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -42,34 +41,6 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
-LogLevel InitFromEnvironment() {
-  LogState& s = State();
-  const char* file = std::getenv("CUPROBE_LOG_FILE");
-  if (file != nullptr && *file != '\0') {
-    int fd = ::open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd >= 0) s.fd.store(fd);
-  }
-  LogLevel level = LogLevel::kWarning;
-  const char* env = std::getenv("CUPROBE_LOG");
-  bool bad = false;
-  if (env != nullptr && *env != '\0') {
-    absl::StatusOr<LogLevel> parsed = ParseLogLevel(env);
-    if (parsed.ok()) {
-      level = *parsed;
-    } else {
-      bad = true;
-    }
-  }
-  int expected = kUnset;
-  s.level.compare_exchange_strong(expected, static_cast<int>(level));
-  if (bad) {
-    WriteLogLine(LogLevel::kWarning,
-                 absl::StrCat("CUPROBE_LOG='", env,
-                              "' is not one of off, error, warn, info, debug, trace; using warn"));
-  }
-  return static_cast<LogLevel>(s.level.load());
-}
-
 }  // namespace
 
 absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
@@ -98,8 +69,26 @@ std::string_view LogLevelName(LogLevel level) {
 
 LogLevel CurrentLogLevel() {
   int level = State().level.load(std::memory_order_relaxed);
-  if (level != kUnset) return static_cast<LogLevel>(level);
-  return InitFromEnvironment();
+  return level != kUnset ? static_cast<LogLevel>(level) : LogLevel::kWarning;
+}
+
+void ConfigureLogging(const char* level, const char* file, LogLevel fallback) {
+  LogState& s = State();
+  if (file != nullptr && *file != '\0') {
+    int fd = ::open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) s.fd.store(fd);
+  }
+  if (level == nullptr || *level == '\0') {
+    SetLogLevel(fallback);
+    return;
+  }
+  absl::StatusOr<LogLevel> parsed = ParseLogLevel(level);
+  SetLogLevel(parsed.ok() ? *parsed : LogLevel::kWarning);
+  if (!parsed.ok()) {
+    WriteLogLine(LogLevel::kWarning,
+                 absl::StrCat("CUPROBE_LOG='", level,
+                              "' is not one of off, error, warn, info, debug, trace; using warn"));
+  }
 }
 
 void SetLogLevel(LogLevel level) { State().level.store(static_cast<int>(level)); }

@@ -6,8 +6,9 @@
 //
 //   CUPROBE_LOG(kInfo, "subscribed to CUPTI as '%s'", name);
 //
-// The level comes from CUPROBE_LOG: off, error, warn (default), info, debug,
-// trace. Arguments are not evaluated when the level is off.
+// The level is warn until the program's configuration sets it
+// (ConfigureLogging: the hook's config and the CLI pass CUPROBE_LOG and
+// CUPROBE_LOG_FILE). Arguments are not evaluated when the level is off.
 #ifndef CUPROBE_SUPPORT_LOG_H_
 #define CUPROBE_SUPPORT_LOG_H_
 
@@ -23,10 +24,14 @@ enum class LogLevel : int { kOff = 0, kError = 1, kWarning = 2, kInfo = 3, kDebu
 [[nodiscard]] absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text);
 [[nodiscard]] std::string_view LogLevelName(LogLevel level);
 
-// The level in force. The first call reads CUPROBE_LOG (an unparsable value
-// falls back to warn and says so once).
+// The level in force (warn until set).
 [[nodiscard]] LogLevel CurrentLogLevel();
 void SetLogLevel(LogLevel level);
+// The level from `level` (off, error, warn, info, debug, trace; null or
+// empty: `fallback`; anything else: warn, saying so once), and lines to the
+// file `file` (appended, mode 0600) when it is set and can be opened.
+void ConfigureLogging(const char* level, const char* file,
+                      LogLevel fallback = LogLevel::kWarning);
 [[nodiscard]] inline bool LogEnabled(LogLevel level) {
   return static_cast<int>(level) <= static_cast<int>(CurrentLogLevel());
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "ptx_rewriter/builtin_probes.h"
 #include "probe/bundle.h"
 #include "ptx_rewriter/compile.h"
+#include "ptx_rewriter/settings.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/content_hash.h"
 #include "ptx_rewriter/nvjitlink.h"
@@ -357,16 +359,44 @@ TEST(CompileCacheTest, ConcurrentWritersNeverTearAnEntry) {
 }
 
 TEST(CompileCacheTest, EnvironmentChoosesTheDirectory) {
-  setenv("CUPROBE_CACHE_DIR", "off", 1);
-  EXPECT_FALSE(CompileCache::FromEnvironment().enabled());
-  setenv("CUPROBE_CACHE_DIR", "/tmp/somewhere/", 1);
-  EXPECT_EQ(CompileCache::FromEnvironment().dir(), "/tmp/somewhere");
-  unsetenv("CUPROBE_CACHE_DIR");
-  setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
-  EXPECT_EQ(CompileCache::FromEnvironment().dir(), "/tmp/xdg/cuprobe");
-  unsetenv("XDG_CACHE_HOME");
-  setenv("HOME", "/tmp/home", 1);
-  EXPECT_EQ(CompileCache::FromEnvironment().dir(), "/tmp/home/.cache/cuprobe");
+  std::map<std::string, std::string> env;
+  auto settings = [&] {
+    return RewriterSettings::FromEnvironment([&](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  };
+  env["CUPROBE_CACHE_DIR"] = "off";
+  EXPECT_FALSE(CompileCache(settings().cache_dir).enabled());
+  env["CUPROBE_CACHE_DIR"] = "/tmp/somewhere/";
+  EXPECT_EQ(CompileCache(settings().cache_dir).dir(), "/tmp/somewhere");
+  env.erase("CUPROBE_CACHE_DIR");
+  env["XDG_CACHE_HOME"] = "/tmp/xdg";
+  EXPECT_EQ(CompileCache(settings().cache_dir).dir(), "/tmp/xdg/cuprobe");
+  env.erase("XDG_CACHE_HOME");
+  env["HOME"] = "/tmp/home";
+  EXPECT_EQ(CompileCache(settings().cache_dir).dir(), "/tmp/home/.cache/cuprobe");
+}
+
+// The other settings, each from its variable; defaults when unset.
+TEST(RewriterSettingsTest, ReadsEachVariable) {
+  const RewriterSettings none = RewriterSettings::FromEnvironment([](const char*) -> const char* {
+    return nullptr;
+  });
+  EXPECT_TRUE(none.site_counters && none.inline_probes && none.register_cap && none.use_ptxas);
+  EXPECT_EQ(none.tmp_dir, "/tmp");
+  const std::map<std::string, std::string> env = {
+      {"CUPROBE_SITE_COUNTERS", "0"}, {"CUPROBE_INLINE", "0"}, {"CUPROBE_REGISTER_CAP", "0"},
+      {"CUPROBE_PTX_COMPILER", "nvjitlink"}, {"CUDA_HOME", "/opt/cuda"},
+      {"LD_LIBRARY_PATH", "/a::/b"}, {"TMPDIR", "/scratch"}};
+  const RewriterSettings s = RewriterSettings::FromEnvironment([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  EXPECT_FALSE(s.site_counters || s.inline_probes || s.register_cap || s.use_ptxas);
+  EXPECT_EQ(s.cuda_home, "/opt/cuda");
+  EXPECT_THAT(s.library_path, ::testing::ElementsAre("/a", "/b"));
+  EXPECT_EQ(s.tmp_dir, "/scratch");
 }
 
 TEST(InstrumentAndCompileTest, MissThenHitWithTheSameResult) {
@@ -604,10 +634,13 @@ ret;
     }
   }
 
-  ::setenv("CUPROBE_REGISTER_CAP", "0", 1);
+  const RewriterSettings saved = CurrentRewriterSettings();
+  RewriterSettings no_cap = saved;
+  no_cap.register_cap = false;
+  SetRewriterSettings(no_cap);
   absl::StatusOr<CompiledInstrumentation> off =
       InstrumentAndCompileUncached(ptx, bundle, options, CompileOptions{});
-  ::unsetenv("CUPROBE_REGISTER_CAP");
+  SetRewriterSettings(saved);
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_THAT(off->result.ptx, Not(HasSubstr(".maxnreg"))) << off->result.ptx;
   EXPECT_GT(registers(*off, "add"), 32u) << "the probe no longer needs the guard: update the test";

@@ -13,6 +13,7 @@
 #include "loader/inspect_command.h"
 #include "loader/instrument_command.h"
 #include "ptx_rewriter/ptx_parser.h"
+#include "ptx_rewriter/settings.h"
 #include "tests/ptx_rewriter/fixtures.h"
 #include "tests/ptx_rewriter/ptx_test_util.h"
 
@@ -75,7 +76,9 @@ class InstrumentCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::MakeTempDir();
-    setenv("CUPROBE_CACHE_DIR", (dir_ + "/cache").c_str(), 1);
+    RewriterSettings settings = saved_;
+    settings.cache_dir = dir_ + "/cache";
+    SetRewriterSettings(settings);
     o_.probe = "builtin:count";
     o_.entry = true;
     o_.exit = true;
@@ -83,10 +86,11 @@ class InstrumentCommandTest : public ::testing::Test {
     o_.helpers = kFixtures + "/test_helpers.ptx";
   }
   void TearDown() override {
-    unsetenv("CUPROBE_CACHE_DIR");
+    SetRewriterSettings(saved_);
     std::filesystem::remove_all(dir_);
   }
   std::string dir_;
+  const RewriterSettings saved_ = CurrentRewriterSettings();
   InstrumentCommandOptions o_;
 };
 
