@@ -209,6 +209,82 @@ const CtxField* FindCtxField(int32_t offset) {
   return nullptr;
 }
 
+// ---- Memory accesses -------------------------------------------------------
+
+// Whether an access of `size` bytes at p + off is naturally aligned on every
+// path: the constant part of the offset and the offset's known trailing zeros.
+bool AccessAligned(const Value& p, int32_t off, int size) {
+  const int need = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
+  const bool off_ok = (off & (size - 1)) == 0;
+  return off_ok && (p.ConstOffset() ? ((p.smin + off) & (size - 1)) == 0 : p.tz >= need);
+}
+
+// What a load of `size` bytes gives when nothing is known of the memory.
+Value LoadedValue(int size, bool sign_extend) {
+  if (sign_extend) {
+    const int64_t lim = int64_t{1} << (8 * size - 1);
+    Value v = Value::Unknown();
+    v.smin = -lim;
+    v.smax = lim - 1;
+    v.Sync();
+    return v;
+  }
+  return size == 8 ? Value::Unknown() : Value::Range(0, (uint64_t{1} << (8 * size)) - 1);
+}
+
+// The context field that holds byte `offset` (below CUPROBE_CTX_SIZE): a
+// named field, or an 8-byte slot of args[].
+struct CtxFieldRef {
+  int32_t offset;
+  int32_t size;
+  std::string name;
+};
+
+CtxFieldRef CtxFieldAt(int64_t offset) {
+  if (offset >= kCtxArgsOffset) {
+    const int32_t field_off =
+        kCtxArgsOffset + static_cast<int32_t>((offset - kCtxArgsOffset) / 8) * 8;
+    return CtxFieldRef{field_off, 8, absl::StrCat("args[", (field_off - kCtxArgsOffset) / 8, "]")};
+  }
+  const CtxField* f = FindCtxField(static_cast<int32_t>(offset));
+  return CtxFieldRef{f->offset, f->size, f->name};
+}
+
+// A load of the context field at `field_off`: what the verifier knows of it
+// from the attach point (`kind`), else what any load of its size gives.
+Value CtxFieldValue(AttachKind kind, int32_t field_off, int size, bool sign_extend) {
+  if (field_off == 0) return Value::Const(static_cast<uint32_t>(kind));
+  if (field_off == 116) return Value::Const(0);
+  if (field_off == 112) return Value::Range(0, CUPROBE_MAX_ARGS);
+  if (kind != AttachKind::kMemory && field_off >= 88 && field_off <= 104) return Value::Const(0);
+  if (kind == AttachKind::kEntry && field_off == 108) return Value::Const(0);
+  if (field_off == 100) return Value::Range(0, 15);
+  if (field_off == 104) return Value::Range(0, 15);
+  if (field_off == 96) return Value::Range(0, 0xffff);
+  if (field_off == 64) return Value::Range(0, 31);
+  return LoadedValue(size, sign_extend);
+}
+
+// Stores `size` bytes at stack byte `at` (kStackSize + offset from r10).
+// A whole aligned 8-byte store of a register (`spilled`, else null) is a
+// spill that keeps the register's value; any other store is plain data, as
+// are then all the bytes of a spill it partly overwrites.
+void WriteStack(State& st, int64_t at, int size, const Value* spilled) {
+  const int64_t slot = at / 8;
+  for (int64_t s = at / 8; s <= (at + size - 1) / 8; ++s) {
+    if (st.stack[s * 8] == Slot::kSpill) {
+      for (int i = 0; i < 8; ++i) st.stack[s * 8 + i] = Slot::kMisc;
+      st.spills[s] = Value();
+    }
+  }
+  if (size == 8 && spilled != nullptr) {
+    for (int i = 0; i < 8; ++i) st.stack[at + i] = Slot::kSpill;
+    st.spills[slot] = *spilled;
+  } else {
+    for (int i = 0; i < size; ++i) st.stack[at + i] = Slot::kMisc;
+  }
+}
+
 // ---- Helpers ----------------------------------------------------------------
 
 enum class Arg : uint8_t {
@@ -286,9 +362,62 @@ const char* MapTypeName(uint32_t type) {
 
 bool IsHistMap(uint32_t t) { return t == CUPROBE_MAP_HIST_LOG2 || t == CUPROBE_MAP_HIST_LINEAR; }
 
+// What the arguments of one helper call established, for its result.
+struct CallFacts {
+  const ObjectMap* map = nullptr;  // the map argument
+  uint32_t map_index = 0;          // ... as a BpfObject::maps index
+  uint32_t release_ref = 0;        // the reservation a submit / discard releases
+  uint64_t reserve_size = 0;       // ringbuf_reserve's constant size
+  std::string format;              // trace_printk / puts
+  bool has_format = false;
+};
+
 // ---- Scalar arithmetic on bounds -----------------------------------------------
 
 bool AddOverflowsU(uint64_t a, uint64_t b) { return a + b < a; }
+
+// Bounds of the bitwise operations and shifts (into `r`, an unknown scalar).
+void BitwiseBounds(const Insn& insn, const Value& d, const Value& s, Value& r) {
+  switch (insn.Op()) {
+    case kAluAnd:
+      r.umin = 0;
+      r.umax = std::min(d.umax, s.umax);
+      r.tz = std::max(d.tz, s.tz);
+      break;
+    case kAluOr:
+    case kAluXor: {
+      // Bounded by the next power of two of the larger operand.
+      const uint64_t m = std::max(d.umax, s.umax);
+      const int bits = m == 0 ? 0 : 64 - __builtin_clzll(m);
+      r.umin = insn.Op() == kAluOr ? std::max(d.umin, s.umin) : 0;
+      r.umax = bits >= 64 ? UINT64_MAX : ((uint64_t{1} << bits) - 1);
+      r.tz = std::min(d.tz, s.tz);
+      break;
+    }
+    case kAluLsh:
+      if (s.IsConst() && s.umin < 64) {
+        const int k = static_cast<int>(s.umin);
+        if (k == 0 || (d.umax >> (64 - k)) == 0) {
+          r.umin = d.umin << k;
+          r.umax = d.umax << k;
+        }
+        r.tz = std::min(64, d.tz + k);
+      }
+      break;
+    case kAluRsh:
+      if (s.IsConst()) {
+        const int k = static_cast<int>(s.umin & 63);
+        r.umin = d.umin >> k;
+        r.umax = d.umax >> k;
+      } else {
+        r.umin = 0;
+        r.umax = d.umax;
+      }
+      break;
+    default:
+      break;
+  }
+}
 
 Value ScalarAlu64(const Insn& insn, const Value& d, const Value& s) {
   if (d.IsConst() && s.IsConst()) return Value::Const(EvalAlu(insn, d.umin, s.umin));
@@ -329,39 +458,11 @@ Value ScalarAlu64(const Insn& insn, const Value& d, const Value& s) {
       break;
     }
     case kAluAnd:
-      r.umin = 0;
-      r.umax = std::min(d.umax, s.umax);
-      r.tz = std::max(d.tz, s.tz);
-      break;
     case kAluOr:
-    case kAluXor: {
-      // Bounded by the next power of two of the larger operand.
-      const uint64_t m = std::max(d.umax, s.umax);
-      const int bits = m == 0 ? 0 : 64 - __builtin_clzll(m);
-      r.umin = insn.Op() == kAluOr ? std::max(d.umin, s.umin) : 0;
-      r.umax = bits >= 64 ? UINT64_MAX : ((uint64_t{1} << bits) - 1);
-      r.tz = std::min(d.tz, s.tz);
-      break;
-    }
+    case kAluXor:
     case kAluLsh:
-      if (s.IsConst() && s.umin < 64) {
-        const int k = static_cast<int>(s.umin);
-        if (k == 0 || (d.umax >> (64 - k)) == 0) {
-          r.umin = d.umin << k;
-          r.umax = d.umax << k;
-        }
-        r.tz = std::min(64, d.tz + k);
-      }
-      break;
     case kAluRsh:
-      if (s.IsConst()) {
-        const int k = static_cast<int>(s.umin & 63);
-        r.umin = d.umin >> k;
-        r.umax = d.umax >> k;
-      } else {
-        r.umin = 0;
-        r.umax = d.umax;
-      }
+      BitwiseBounds(insn, d, s, r);
       break;
     case kAluDiv:
       if (insn.off == 0 && s.umin > 0) {
@@ -407,27 +508,36 @@ Value ScalarAlu(const Insn& insn, const Value& d, const Value& s) {
   return Value::Range(0, kU32Max);
 }
 
+// The comparison that holds when "a OP b" does not (none for kJmpJset, whose
+// negation "a & b == 0" is no jump opcode, or for a non-comparison).
+std::optional<uint8_t> NegatedJmp(uint8_t op) {
+  switch (op) {
+    case kJmpJeq: return kJmpJne;
+    case kJmpJne: return kJmpJeq;
+    case kJmpJgt: return kJmpJle;
+    case kJmpJge: return kJmpJlt;
+    case kJmpJlt: return kJmpJge;
+    case kJmpJle: return kJmpJgt;
+    case kJmpJsgt: return kJmpJsle;
+    case kJmpJsge: return kJmpJslt;
+    case kJmpJslt: return kJmpJsge;
+    case kJmpJsle: return kJmpJsgt;
+    default: return std::nullopt;
+  }
+}
+
 // Refines `a` and `b` (scalars) under "a OP b" being `taken`. Returns false
 // if that is impossible.
 bool Refine(uint8_t op, bool taken, Value& a, Value& b) {
   if (!taken) {
-    switch (op) {
-      case kJmpJeq: op = kJmpJne; break;
-      case kJmpJne: op = kJmpJeq; break;
-      case kJmpJgt: op = kJmpJle; break;
-      case kJmpJge: op = kJmpJlt; break;
-      case kJmpJlt: op = kJmpJge; break;
-      case kJmpJle: op = kJmpJgt; break;
-      case kJmpJsgt: op = kJmpJsle; break;
-      case kJmpJsge: op = kJmpJslt; break;
-      case kJmpJslt: op = kJmpJsge; break;
-      case kJmpJsle: op = kJmpJsgt; break;
-      case kJmpJset:
-        // Not taken: a & b == 0. With b constant, a's known bits stay unknown.
-        if (a.IsConst() && b.IsConst()) return (a.umin & b.umin) == 0;
-        return true;
-      default: return true;
+    if (op == kJmpJset) {
+      // Not taken: a & b == 0. With b constant, a's known bits stay unknown.
+      if (a.IsConst() && b.IsConst()) return (a.umin & b.umin) == 0;
+      return true;
     }
+    const std::optional<uint8_t> negated = NegatedJmp(op);
+    if (!negated) return true;
+    op = *negated;
   }
   switch (op) {
     case kJmpJeq: {
@@ -550,17 +660,31 @@ class Verifier {
     return std::nullopt;
   }
   Result DoAlu(uint32_t pc, const Insn& insn, State& st);
+  Result CheckAluEncoding(uint32_t pc, const Insn& insn);
+  Result DoMov(uint32_t pc, const Insn& insn, const Value& src, Value& dst);
+  Result DoPointerAlu(uint32_t pc, const Insn& insn, const Value& src, Value& dst);
   Result DoLoad(uint32_t pc, const Insn& insn, State& st);
   Result DoStore(uint32_t pc, const Insn& insn, State& st);
   Result DoAtomic(uint32_t pc, const Insn& insn, State& st);
   Result DoCall(uint32_t pc, const Insn& insn, State& st);
   Result DoExit(uint32_t pc, State& st);
   Result DoBranch(uint32_t pc, const Insn& insn, State& st, uint32_t* next, bool* done);
+  Result BranchOnPointer(uint32_t pc, const Insn& insn, const Value& src, State& st,
+                         State& taken, bool* can_take, bool* can_fall);
+  void BranchOnScalars(const Insn& insn, const Value& src, int src_reg, State& st, State& taken,
+                       bool* can_take, bool* can_fall);
   // Checks an access of `size` bytes at reg + off. For the stack, marks or
   // reads bytes. `out` receives the loaded value (loads).
   enum class Access { kRead, kWrite, kAtomic };
   Result CheckAccess(uint32_t pc, State& st, int reg, int32_t off, int size, Access access,
                      const Value* stored, Value* out, bool sign_extend);
+  // CheckAccess by the base pointer's type (`base` is the register).
+  Result CheckCtxAccess(uint32_t pc, const Value& base, int32_t off, int size, Access access,
+                        Value* out, bool sign_extend);
+  Result CheckStackAccess(uint32_t pc, State& st, const Value& base, int32_t off, int size,
+                          Access access, const Value* stored, Value* out, bool sign_extend);
+  Result CheckValueAccess(uint32_t pc, const Value& base, int32_t off, int size, Access access,
+                          const Value* stored, Value* out, bool sign_extend);
   Result CheckStackRange(uint32_t pc, const State& st, int64_t lo, int64_t hi, bool write,
                          const char* what);
   Result CheckMemArg(uint32_t pc, State& st, int reg, uint64_t size, bool write, const char* what);
@@ -568,6 +692,18 @@ class Verifier {
   void RecordCallKey(uint32_t pc, const Value& key);
   void RecordMem(uint32_t pc, InsnInfo::Mem kind, int32_t ctx_offset, const Value* stack_ptr,
                  int32_t insn_off, bool aligned);
+  // DoCall's steps: the helper, its arguments, a printk's format, the effect.
+  Result ResolveHelper(uint32_t pc, const Insn& insn, const HelperSpec** h);
+  Result CheckHelperArg(uint32_t pc, State& st, const HelperSpec& h, int a, CallFacts& call);
+  Result WrongArg(uint32_t pc, const HelperSpec& h, int a, const Value& v, const char* expected);
+  Result CheckMapArg(uint32_t pc, const HelperSpec& h, int a, const Value& v, CallFacts& call);
+  Result CheckMapType(uint32_t pc, const HelperSpec& h, const ObjectMap& map);
+  Result CheckSizedMemArg(uint32_t pc, State& st, const HelperSpec& h, int a);
+  Result CheckConstSizeArg(uint32_t pc, const HelperSpec& h, int a, const Value& v,
+                           CallFacts& call);
+  Result CheckPrintk(uint32_t pc, const State& st, const HelperSpec& h, const std::string& format);
+  void ReleaseRecord(State& st, uint32_t ref);
+  void SetCallResult(State& st, const HelperSpec& h, const CallFacts& call);
   void MarkNull(State& st, uint32_t id, bool is_null);
   Result FormatString(uint32_t pc, const Value& v, uint64_t size_limit, std::string* out);
 
@@ -737,25 +873,7 @@ Verifier::Result Verifier::CheckAccess(uint32_t pc, State& st, int reg, int32_t 
                                        Access access, const Value* stored, Value* out,
                                        bool sign_extend) {
   const Value& base = st.regs[reg];
-  const bool write = access != Access::kRead;
   const char* verb = access == Access::kRead ? "read" : "write";
-  // Alignment: the constant part and the known trailing zeros of the offset.
-  auto aligned = [&](const Value& p) {
-    const int need = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
-    const bool off_ok = (off & (size - 1)) == 0;
-    return off_ok && (p.ConstOffset() ? ((p.smin + off) & (size - 1)) == 0 : p.tz >= need);
-  };
-  auto loaded = [&]() {
-    if (sign_extend) {
-      const int64_t lim = int64_t{1} << (8 * size - 1);
-      Value v = Value::Unknown();
-      v.smin = -lim;
-      v.smax = lim - 1;
-      v.Sync();
-      return v;
-    }
-    return size == 8 ? Value::Unknown() : Value::Range(0, (uint64_t{1} << (8 * size)) - 1);
-  };
   switch (base.type) {
     case Type::kNotInit:
       return Reject(pc, absl::StrCat("R", reg, " is read before it is initialised"));
@@ -773,166 +891,139 @@ Verifier::Result Verifier::CheckAccess(uint32_t pc, State& st, int reg, int32_t 
       return Reject(pc,
                     absl::StrCat("R", reg, " may be NULL (", TypeName(base.type), ")"),
                     "check the pointer against NULL before using it");
-    case Type::kCtx: {
-      if (access == Access::kAtomic) {
-        return Reject(pc, "atomic operation on the context",
-                      "the context is read-only; copy the field to a variable");
-      }
-      if (write) {
-        return Reject(pc, "write to the context (struct cuprobe_ctx is read-only)",
-                      "copy the field into a local variable and change that");
-      }
-      if (!base.ConstOffset()) {
-        return Reject(pc, "context access at a variable offset",
-                      "read ctx->args[i] with a constant i, or use cuprobe_get_arg(ctx, i)");
-      }
-      const int64_t o = base.smin + off;
-      if (o < 0 || o + size > CUPROBE_CTX_SIZE) {
-        return Reject(pc, absl::StrCat("context access at offset ", o, " size ", size,
-                                       " is outside struct cuprobe_ctx (", CUPROBE_CTX_SIZE,
-                                       " bytes)"));
-      }
-      int32_t field_off, field_size;
-      const char* field_name;
-      std::string arg_name;
-      if (o >= kCtxArgsOffset) {
-        field_off = kCtxArgsOffset + static_cast<int32_t>((o - kCtxArgsOffset) / 8) * 8;
-        field_size = 8;
-        arg_name = absl::StrCat("args[", (field_off - kCtxArgsOffset) / 8, "]");
-        field_name = arg_name.c_str();
-        out_.reads_args = true;
-      } else {
-        const CtxField* f = FindCtxField(static_cast<int32_t>(o));
-        field_off = f->offset;
-        field_size = f->size;
-        field_name = f->name;
-        if (field_off == 112) out_.reads_args = true;
-      }
-      if (field_off != o || field_size != size) {
-        return Reject(pc,
-                      absl::StrCat("partial or misaligned read of context field ", field_name,
-                                   " (", field_size, " bytes at offset ", field_off,
-                                   "): read ", size, " bytes at offset ", o),
-                      "read whole fields of struct cuprobe_ctx");
-      }
-      InsnInfo& info = out_.insns[pc];
-      if (info.mem == InsnInfo::Mem::kCtx && info.ctx_offset != field_off) {
-        return Reject(pc, "the same load reads different context fields on different paths",
-                      "read each field with its own statement");
-      }
-      if (info.mem != InsnInfo::Mem::kNone && info.mem != InsnInfo::Mem::kCtx) {
-        return Reject(pc, "the same load reads the context on one path and memory on another");
-      }
-      info.mem = InsnInfo::Mem::kCtx;
-      info.ctx_offset = field_off;
-      // Values the verifier knows from the attach point.
-      const AttachKind kind = out_.attach;
-      if (field_off == 0) {
-        *out = Value::Const(static_cast<uint32_t>(kind));
-      } else if (field_off == 116) {
-        *out = Value::Const(0);
-      } else if (field_off == 112) {
-        *out = Value::Range(0, CUPROBE_MAX_ARGS);
-      } else if (kind != AttachKind::kMemory && field_off >= 88 && field_off <= 104) {
-        *out = Value::Const(0);
-      } else if (kind == AttachKind::kEntry && field_off == 108) {
-        *out = Value::Const(0);
-      } else if (field_off == 100) {
-        *out = Value::Range(0, 15);
-      } else if (field_off == 104) {
-        *out = Value::Range(0, 15);
-      } else if (field_off == 96) {
-        *out = Value::Range(0, 0xffff);
-      } else if (field_off == 64) {
-        *out = Value::Range(0, 31);
-      } else {
-        *out = loaded();
-      }
-      return std::nullopt;
-    }
-    case Type::kStack: {
-      if (!base.ConstOffset()) {
-        if (write) {
-          return Reject(pc, "stack write at a variable offset",
-                        "index arrays on the stack with constants, or keep them in a map");
-        }
-      }
-      const int64_t lo = base.smin + off, hi = base.smax + off + size;
-      if (auto r = CheckStackRange(pc, st, lo, hi, write, "stack access"); r) return r;
-      if (!aligned(base)) {
-        return Reject(pc, absl::StrCat("misaligned stack access at fp", lo, " (", size,
-                                       " bytes)"),
-                      "GPU memory accesses must be naturally aligned");
-      }
-      RecordMem(pc, InsnInfo::Mem::kStack, -1, &base, off, true);
-      const int64_t at = kStackSize + lo;
-      if (access == Access::kRead) {
-        if (size == 8 && st.stack[at] == Slot::kSpill && base.ConstOffset()) {
-          *out = st.spills[at / 8];
-          if (out->IsPointer() && sign_extend) *out = loaded();
-        } else {
-          *out = loaded();
-        }
-        return std::nullopt;
-      }
-      if (access == Access::kAtomic) {
-        if (auto r = CheckStackRange(pc, st, lo, hi, false, "atomic operation"); r) return r;
-      }
-      // Writes: a whole aligned 8-byte store of a register is a spill.
-      const int64_t slot = at / 8;
-      // Bytes of a partly overwritten spill become plain data.
-      for (int64_t s = at / 8; s <= (at + size - 1) / 8; ++s) {
-        if (st.stack[s * 8] == Slot::kSpill) {
-          for (int i = 0; i < 8; ++i) st.stack[s * 8 + i] = Slot::kMisc;
-          st.spills[s] = Value();
-        }
-      }
-      if (size == 8 && stored != nullptr && access == Access::kWrite) {
-        for (int i = 0; i < 8; ++i) st.stack[at + i] = Slot::kSpill;
-        st.spills[slot] = *stored;
-      } else {
-        for (int i = 0; i < size; ++i) st.stack[at + i] = Slot::kMisc;
-      }
-      if (access == Access::kAtomic) *out = loaded();
-      return std::nullopt;
-    }
+    case Type::kCtx:
+      return CheckCtxAccess(pc, base, off, size, access, out, sign_extend);
+    case Type::kStack:
+      return CheckStackAccess(pc, st, base, off, size, access, stored, out, sign_extend);
     case Type::kMapValue:
-    case Type::kMem: {
-      const ObjectMap* map = base.type == Type::kMapValue ? &obj_.maps[base.map] : nullptr;
-      const uint64_t limit = map != nullptr ? map->spec.value_size : base.mem_size;
-      const char* what = map != nullptr ? "map value" : "ring-buffer record";
-      if (write && map != nullptr && map->read_only()) {
-        return Reject(pc, absl::StrCat("write into read-only ", map->spec.name, " (", what, ")"),
-                      "const globals live in .rodata; drop the const to make them writable");
-      }
-      if (access == Access::kWrite && stored != nullptr && stored->IsPointer()) {
-        return Reject(pc,
-                      absl::StrCat("storing ", TypeName(stored->type), " into a ", what,
-                                   " would leak an address"),
-                      "store scalar values only");
-      }
-      const int64_t lo = base.smin + off, hi = base.smax + off + size;
-      if (lo < 0 || hi > static_cast<int64_t>(limit)) {
-        return Reject(pc,
-                      absl::StrCat(verb, " of ", size, " bytes at offset [", base.smin + off,
-                                   ", ", base.smax + off, "] is out of bounds of the ", what,
-                                   map != nullptr ? absl::StrCat(" of ", map->spec.name) : "",
-                                   " (", limit, " bytes)"),
-                      base.ConstOffset() ? "access only the fields of the value"
-                                         : "bound the index with an if (i < N) check first");
-      }
-      const bool is_aligned = aligned(base);
-      if (!is_aligned && (base.ConstOffset() || access == Access::kAtomic)) {
-        return Reject(pc, absl::StrCat("misaligned ", what, " access at offset ", lo, " (",
-                                       size, " bytes)"),
-                      "GPU memory accesses must be naturally aligned");
-      }
-      RecordMem(pc, InsnInfo::Mem::kOther, -1, nullptr, off, is_aligned);
-      if (out != nullptr) *out = loaded();
-      return std::nullopt;
-    }
+    case Type::kMem:
+      return CheckValueAccess(pc, base, off, size, access, stored, out, sign_extend);
   }
   return Reject(pc, "invalid memory access");
+}
+
+// The context is virtual and read-only: a load reads one whole field at a
+// constant offset, which the lowering turns into a special register or a
+// parameter (lower.h), so it must be the same field on every path.
+Verifier::Result Verifier::CheckCtxAccess(uint32_t pc, const Value& base, int32_t off, int size,
+                                          Access access, Value* out, bool sign_extend) {
+  if (access == Access::kAtomic) {
+    return Reject(pc, "atomic operation on the context",
+                  "the context is read-only; copy the field to a variable");
+  }
+  if (access != Access::kRead) {
+    return Reject(pc, "write to the context (struct cuprobe_ctx is read-only)",
+                  "copy the field into a local variable and change that");
+  }
+  if (!base.ConstOffset()) {
+    return Reject(pc, "context access at a variable offset",
+                  "read ctx->args[i] with a constant i, or use cuprobe_get_arg(ctx, i)");
+  }
+  const int64_t o = base.smin + off;
+  if (o < 0 || o + size > CUPROBE_CTX_SIZE) {
+    return Reject(pc, absl::StrCat("context access at offset ", o, " size ", size,
+                                   " is outside struct cuprobe_ctx (", CUPROBE_CTX_SIZE,
+                                   " bytes)"));
+  }
+  const CtxFieldRef field = CtxFieldAt(o);
+  if (field.offset >= kCtxArgsOffset || field.offset == 112) out_.reads_args = true;
+  if (field.offset != o || field.size != size) {
+    return Reject(pc,
+                  absl::StrCat("partial or misaligned read of context field ", field.name,
+                               " (", field.size, " bytes at offset ", field.offset,
+                               "): read ", size, " bytes at offset ", o),
+                  "read whole fields of struct cuprobe_ctx");
+  }
+  InsnInfo& info = out_.insns[pc];
+  if (info.mem == InsnInfo::Mem::kCtx && info.ctx_offset != field.offset) {
+    return Reject(pc, "the same load reads different context fields on different paths",
+                  "read each field with its own statement");
+  }
+  if (info.mem != InsnInfo::Mem::kNone && info.mem != InsnInfo::Mem::kCtx) {
+    return Reject(pc, "the same load reads the context on one path and memory on another");
+  }
+  info.mem = InsnInfo::Mem::kCtx;
+  info.ctx_offset = field.offset;
+  *out = CtxFieldValue(out_.attach, field.offset, size, sign_extend);
+  return std::nullopt;
+}
+
+// The stack tracks every byte (uninitialised, data, or part of a spilled
+// register): reads must find initialised bytes, and an 8-byte load of a
+// spill at a constant offset gets the spilled value back, pointers included.
+Verifier::Result Verifier::CheckStackAccess(uint32_t pc, State& st, const Value& base,
+                                            int32_t off, int size, Access access,
+                                            const Value* stored, Value* out, bool sign_extend) {
+  const bool write = access != Access::kRead;
+  if (!base.ConstOffset() && write) {
+    return Reject(pc, "stack write at a variable offset",
+                  "index arrays on the stack with constants, or keep them in a map");
+  }
+  const int64_t lo = base.smin + off, hi = base.smax + off + size;
+  if (auto r = CheckStackRange(pc, st, lo, hi, write, "stack access"); r) return r;
+  if (!AccessAligned(base, off, size)) {
+    return Reject(pc, absl::StrCat("misaligned stack access at fp", lo, " (", size,
+                                   " bytes)"),
+                  "GPU memory accesses must be naturally aligned");
+  }
+  RecordMem(pc, InsnInfo::Mem::kStack, -1, &base, off, true);
+  const int64_t at = kStackSize + lo;
+  if (access == Access::kRead) {
+    if (size == 8 && st.stack[at] == Slot::kSpill && base.ConstOffset()) {
+      *out = st.spills[at / 8];
+      if (out->IsPointer() && sign_extend) *out = LoadedValue(size, sign_extend);
+    } else {
+      *out = LoadedValue(size, sign_extend);
+    }
+    return std::nullopt;
+  }
+  if (access == Access::kAtomic) {
+    if (auto r = CheckStackRange(pc, st, lo, hi, false, "atomic operation"); r) return r;
+  }
+  WriteStack(st, at, size, access == Access::kWrite ? stored : nullptr);
+  if (access == Access::kAtomic) *out = LoadedValue(size, sign_extend);
+  return std::nullopt;
+}
+
+// Map values and ring-buffer records: within the value (or record) size on
+// every path, and never receiving an address (the host reads them).
+Verifier::Result Verifier::CheckValueAccess(uint32_t pc, const Value& base, int32_t off, int size,
+                                            Access access, const Value* stored, Value* out,
+                                            bool sign_extend) {
+  const bool write = access != Access::kRead;
+  const char* verb = access == Access::kRead ? "read" : "write";
+  const ObjectMap* map = base.type == Type::kMapValue ? &obj_.maps[base.map] : nullptr;
+  const uint64_t limit = map != nullptr ? map->spec.value_size : base.mem_size;
+  const char* what = map != nullptr ? "map value" : "ring-buffer record";
+  if (write && map != nullptr && map->read_only()) {
+    return Reject(pc, absl::StrCat("write into read-only ", map->spec.name, " (", what, ")"),
+                  "const globals live in .rodata; drop the const to make them writable");
+  }
+  if (access == Access::kWrite && stored != nullptr && stored->IsPointer()) {
+    return Reject(pc,
+                  absl::StrCat("storing ", TypeName(stored->type), " into a ", what,
+                               " would leak an address"),
+                  "store scalar values only");
+  }
+  const int64_t lo = base.smin + off, hi = base.smax + off + size;
+  if (lo < 0 || hi > static_cast<int64_t>(limit)) {
+    return Reject(pc,
+                  absl::StrCat(verb, " of ", size, " bytes at offset [", base.smin + off,
+                               ", ", base.smax + off, "] is out of bounds of the ", what,
+                               map != nullptr ? absl::StrCat(" of ", map->spec.name) : "",
+                               " (", limit, " bytes)"),
+                  base.ConstOffset() ? "access only the fields of the value"
+                                     : "bound the index with an if (i < N) check first");
+  }
+  const bool is_aligned = AccessAligned(base, off, size);
+  if (!is_aligned && (base.ConstOffset() || access == Access::kAtomic)) {
+    return Reject(pc, absl::StrCat("misaligned ", what, " access at offset ", lo, " (",
+                                   size, " bytes)"),
+                  "GPU memory accesses must be naturally aligned");
+  }
+  RecordMem(pc, InsnInfo::Mem::kOther, -1, nullptr, off, is_aligned);
+  if (out != nullptr) *out = LoadedValue(size, sign_extend);
+  return std::nullopt;
 }
 
 Verifier::Result Verifier::DoLoad(uint32_t pc, const Insn& insn, State& st) {
@@ -1008,6 +1099,27 @@ Verifier::Result Verifier::DoAtomic(uint32_t pc, const Insn& insn, State& st) {
 
 Verifier::Result Verifier::DoAlu(uint32_t pc, const Insn& insn, State& st) {
   const uint8_t op = insn.Op();
+  if (auto r = CheckAluEncoding(pc, insn); r) return r;
+  Value src;
+  if (op != kAluNeg && op != kAluEnd) {
+    if (insn.UsesSrcReg()) {
+      if (auto r = ReadReg(pc, st, insn.src); r) return r;
+      src = st.regs[insn.src];
+    } else {
+      src = Value::Const(static_cast<uint64_t>(static_cast<int64_t>(insn.imm)));
+    }
+  }
+  Value& dst = st.regs[insn.dst];
+  if (op == kAluMov) return DoMov(pc, insn, src, dst);
+  if (auto r = ReadReg(pc, st, insn.dst); r) return r;
+  if (dst.IsPointer() || src.IsPointer()) return DoPointerAlu(pc, insn, src, dst);
+  dst = ScalarAlu(insn, dst, src);
+  return std::nullopt;
+}
+
+// The fields of an ALU instruction that the opcode does not fix.
+Verifier::Result Verifier::CheckAluEncoding(uint32_t pc, const Insn& insn) {
+  const uint8_t op = insn.Op();
   const bool is64 = insn.Class() == kClassAlu64;
   if (insn.dst == 10) return Reject(pc, "r10 (the frame pointer) is read-only");
   if (op > kAluEnd) return Reject(pc, absl::StrCat("unknown ALU opcode 0x", absl::Hex(insn.code)));
@@ -1023,94 +1135,92 @@ Verifier::Result Verifier::DoAlu(uint32_t pc, const Insn& insn, State& st) {
       !(insn.off == 8 || insn.off == 16 || (insn.off == 32 && is64))) {
     return Reject(pc, "invalid sign-extension width on a move");
   }
-  Value src;
-  if (op != kAluNeg && op != kAluEnd) {
-    if (insn.UsesSrcReg()) {
-      if (auto r = ReadReg(pc, st, insn.src); r) return r;
-      src = st.regs[insn.src];
-    } else {
-      src = Value::Const(static_cast<uint64_t>(static_cast<int64_t>(insn.imm)));
-    }
-  }
-  Value& dst = st.regs[insn.dst];
-  if (op == kAluMov) {
-    if (insn.off == 0 && is64) {
-      dst = src;
-      return std::nullopt;
-    }
-    if (src.IsPointer()) {
-      // Truncating or sign-extending a pointer makes a number of it; for
-      // the virtual context there is no address at all.
-      if (src.type == Type::kCtx) {
-        return Reject(pc, "the context pointer cannot be converted to a number",
-                      "the context is virtual: read its fields instead");
-      }
-      dst = is64 ? Value::Unknown() : Value::Range(0, kU32Max);
-      return std::nullopt;
-    }
-    dst = ScalarAlu(insn, Value::Const(0), src);
+  return std::nullopt;
+}
+
+// A move: a 64-bit one copies pointers too; a narrowing or sign-extending
+// one makes a number of a pointer.
+Verifier::Result Verifier::DoMov(uint32_t pc, const Insn& insn, const Value& src, Value& dst) {
+  const bool is64 = insn.Class() == kClassAlu64;
+  if (insn.off == 0 && is64) {
+    dst = src;
     return std::nullopt;
   }
-  if (auto r = ReadReg(pc, st, insn.dst); r) return r;
-  // Pointer arithmetic.
-  if (dst.IsPointer() || src.IsPointer()) {
-    if (!is64) {
-      return Reject(pc, "32-bit arithmetic on a pointer", "use 64-bit arithmetic on pointers");
+  if (src.IsPointer()) {
+    // Truncating or sign-extending a pointer makes a number of it; for
+    // the virtual context there is no address at all.
+    if (src.type == Type::kCtx) {
+      return Reject(pc, "the context pointer cannot be converted to a number",
+                    "the context is virtual: read its fields instead");
     }
-    if (op == kAluSub && dst.IsPointer() && src.IsPointer()) {
-      if (dst.type == src.type && dst.map == src.map &&
-          (dst.type == Type::kStack || dst.type == Type::kMapValue)) {
-        dst = Value::Unknown();
-        return std::nullopt;
-      }
-      return Reject(pc, "subtraction of unrelated pointers");
-    }
-    if (op != kAluAdd && op != kAluSub) {
-      return Reject(pc,
-                    absl::StrCat("arithmetic (", Disassemble(insn, nullptr), ") on ",
-                                 TypeName(dst.IsPointer() ? dst.type : src.type),
-                                 " is not allowed"),
-                    "only adding or subtracting an offset to a pointer is allowed");
-    }
-    if (dst.IsPointer() && src.IsPointer()) return Reject(pc, "addition of two pointers");
-    Value ptr = dst.IsPointer() ? dst : src;
-    const Value scalar = dst.IsPointer() ? src : dst;
-    if (op == kAluSub && !dst.IsPointer()) return Reject(pc, "subtracting a pointer from a scalar");
-    if (ptr.type == Type::kMap) {
-      return Reject(pc, "arithmetic on a map pointer", "pass the map to a helper as it is");
-    }
-    if (ptr.type == Type::kMapValueOrNull || ptr.type == Type::kMemOrNull) {
-      return Reject(pc, absl::StrCat("arithmetic on ", TypeName(ptr.type)),
-                    "check the pointer against NULL first");
-    }
-    if (ptr.type == Type::kCtx && !scalar.IsConst()) {
-      return Reject(pc, "variable offset added to the context pointer",
-                    "read ctx->args[i] with a constant i, or use cuprobe_get_arg(ctx, i)");
-    }
-    if (scalar.smin < -kMaxPtrOffset || scalar.smax > kMaxPtrOffset) {
-      return Reject(pc,
-                    absl::StrCat("offset added to ", TypeName(ptr.type), " is unbounded [",
-                                 scalar.smin, ", ", scalar.smax, "]"),
-                    "bound the index with an if (i < N) check before using it");
-    }
-    int64_t lo = scalar.smin, hi = scalar.smax;
-    if (op == kAluSub) {
-      lo = -scalar.smax;
-      hi = -scalar.smin;
-    }
-    ptr.smin += lo;
-    ptr.smax += hi;
-    ptr.tz = std::min(ptr.tz, scalar.tz);
-    if (ptr.smin < -kMaxPtrOffset || ptr.smax > kMaxPtrOffset) {
-      return Reject(pc, "pointer offset out of range");
-    }
-    ptr.umin = static_cast<uint64_t>(ptr.smin);
-    ptr.umax = static_cast<uint64_t>(ptr.smax);
-    if (ptr.ConstOffset()) ptr.tz = std::min(3, Ctz(static_cast<uint64_t>(ptr.smin)));
-    dst = ptr;
+    dst = is64 ? Value::Unknown() : Value::Range(0, kU32Max);
     return std::nullopt;
   }
-  dst = ScalarAlu(insn, dst, src);
+  dst = ScalarAlu(insn, Value::Const(0), src);
+  return std::nullopt;
+}
+
+// Pointer arithmetic: only a bounded offset added to or subtracted from a
+// checked pointer (or the difference of two pointers into the same stack
+// or map value, a number).
+Verifier::Result Verifier::DoPointerAlu(uint32_t pc, const Insn& insn, const Value& src,
+                                        Value& dst) {
+  const uint8_t op = insn.Op();
+  const bool is64 = insn.Class() == kClassAlu64;
+  if (!is64) {
+    return Reject(pc, "32-bit arithmetic on a pointer", "use 64-bit arithmetic on pointers");
+  }
+  if (op == kAluSub && dst.IsPointer() && src.IsPointer()) {
+    if (dst.type == src.type && dst.map == src.map &&
+        (dst.type == Type::kStack || dst.type == Type::kMapValue)) {
+      dst = Value::Unknown();
+      return std::nullopt;
+    }
+    return Reject(pc, "subtraction of unrelated pointers");
+  }
+  if (op != kAluAdd && op != kAluSub) {
+    return Reject(pc,
+                  absl::StrCat("arithmetic (", Disassemble(insn, nullptr), ") on ",
+                               TypeName(dst.IsPointer() ? dst.type : src.type),
+                               " is not allowed"),
+                  "only adding or subtracting an offset to a pointer is allowed");
+  }
+  if (dst.IsPointer() && src.IsPointer()) return Reject(pc, "addition of two pointers");
+  Value ptr = dst.IsPointer() ? dst : src;
+  const Value scalar = dst.IsPointer() ? src : dst;
+  if (op == kAluSub && !dst.IsPointer()) return Reject(pc, "subtracting a pointer from a scalar");
+  if (ptr.type == Type::kMap) {
+    return Reject(pc, "arithmetic on a map pointer", "pass the map to a helper as it is");
+  }
+  if (ptr.type == Type::kMapValueOrNull || ptr.type == Type::kMemOrNull) {
+    return Reject(pc, absl::StrCat("arithmetic on ", TypeName(ptr.type)),
+                  "check the pointer against NULL first");
+  }
+  if (ptr.type == Type::kCtx && !scalar.IsConst()) {
+    return Reject(pc, "variable offset added to the context pointer",
+                  "read ctx->args[i] with a constant i, or use cuprobe_get_arg(ctx, i)");
+  }
+  if (scalar.smin < -kMaxPtrOffset || scalar.smax > kMaxPtrOffset) {
+    return Reject(pc,
+                  absl::StrCat("offset added to ", TypeName(ptr.type), " is unbounded [",
+                               scalar.smin, ", ", scalar.smax, "]"),
+                  "bound the index with an if (i < N) check before using it");
+  }
+  int64_t lo = scalar.smin, hi = scalar.smax;
+  if (op == kAluSub) {
+    lo = -scalar.smax;
+    hi = -scalar.smin;
+  }
+  ptr.smin += lo;
+  ptr.smax += hi;
+  ptr.tz = std::min(ptr.tz, scalar.tz);
+  if (ptr.smin < -kMaxPtrOffset || ptr.smax > kMaxPtrOffset) {
+    return Reject(pc, "pointer offset out of range");
+  }
+  ptr.umin = static_cast<uint64_t>(ptr.smin);
+  ptr.umax = static_cast<uint64_t>(ptr.smax);
+  if (ptr.ConstOffset()) ptr.tz = std::min(3, Ctz(static_cast<uint64_t>(ptr.smin)));
+  dst = ptr;
   return std::nullopt;
 }
 
@@ -1148,56 +1258,15 @@ Verifier::Result Verifier::DoBranch(uint32_t pc, const Insn& insn, State& st, ui
     src = Value::Const(static_cast<uint64_t>(static_cast<int64_t>(insn.imm)));
   }
   const uint32_t target = pc + 1 + insn.off;
-  Value& dst = st.regs[insn.dst];
+  const Value& dst = st.regs[insn.dst];
   bool can_take = true, can_fall = true;
   auto taken_state = std::make_shared<State>(st);
-  // NULL checks of lookup / reserve results.
   if (dst.IsPointer() || src.IsPointer()) {
-    Value& ptr = dst.IsPointer() ? dst : src;
-    const Value& other = dst.IsPointer() ? src : dst;
-    const bool null_cmp = other.IsConst() && other.umin == 0 && insn.Class() == kClassJmp &&
-                          (op == kJmpJeq || op == kJmpJne);
-    if (!null_cmp || (dst.IsPointer() && src.IsPointer())) {
-      return Reject(pc, absl::StrCat("comparison of ", TypeName(ptr.type),
-                                     " other than == NULL / != NULL"),
-                    "compare the values, not their addresses");
-    }
-    if (ptr.type == Type::kMapValueOrNull || ptr.type == Type::kMemOrNull) {
-      const uint32_t id = ptr.id;
-      // "== 0" taken: NULL on the target side.
-      MarkNull(*taken_state, id, op == kJmpJeq);
-      MarkNull(st, id, op != kJmpJeq);
-    } else {
-      // A valid pointer is never NULL.
-      can_take = op == kJmpJne;
-      can_fall = op == kJmpJeq;
+    if (auto r = BranchOnPointer(pc, insn, src, st, *taken_state, &can_take, &can_fall); r) {
+      return r;
     }
   } else {
-    bool wide = insn.Class() == kClassJmp;
-    if (!wide) {
-      // 32-bit compare: refine only when both sides are known to fit.
-      const bool is_signed = op == kJmpJsgt || op == kJmpJsge || op == kJmpJslt || op == kJmpJsle;
-      const uint64_t lim = is_signed ? 0x7fffffffull : kU32Max;
-      wide = dst.umax <= lim && src.umax <= lim;
-    }
-    if (dst.IsConst() && src.IsConst()) {
-      const bool t = EvalJmp(insn, dst.umin, src.umin);
-      can_take = t;
-      can_fall = !t;
-    } else if (wide) {
-      Value a = dst, b = src;
-      can_take = Refine(op, true, a, b);
-      if (can_take) {
-        taken_state->regs[insn.dst] = a;
-        if (src_reg >= 0) taken_state->regs[src_reg] = b;
-      }
-      Value fa = dst, fb = src;
-      can_fall = Refine(op, false, fa, fb);
-      if (can_fall) {
-        st.regs[insn.dst] = fa;
-        if (src_reg >= 0) st.regs[src_reg] = fb;
-      }
-    }
+    BranchOnScalars(insn, src, src_reg, st, *taken_state, &can_take, &can_fall);
   }
   if (!can_take && !can_fall) {
     *done = true;
@@ -1217,6 +1286,68 @@ Verifier::Result Verifier::DoBranch(uint32_t pc, const Insn& insn, State& st, ui
     *next = pc + 1;
   }
   return std::nullopt;
+}
+
+// A comparison with a pointer: only against NULL, which splits a lookup's
+// or reservation's result into NULL (a number) and a checked pointer.
+Verifier::Result Verifier::BranchOnPointer(uint32_t pc, const Insn& insn, const Value& src,
+                                           State& st, State& taken, bool* can_take,
+                                           bool* can_fall) {
+  const uint8_t op = insn.Op();
+  const Value& dst = st.regs[insn.dst];
+  const Value& ptr = dst.IsPointer() ? dst : src;
+  const Value& other = dst.IsPointer() ? src : dst;
+  const bool null_cmp = other.IsConst() && other.umin == 0 && insn.Class() == kClassJmp &&
+                        (op == kJmpJeq || op == kJmpJne);
+  if (!null_cmp || (dst.IsPointer() && src.IsPointer())) {
+    return Reject(pc, absl::StrCat("comparison of ", TypeName(ptr.type),
+                                   " other than == NULL / != NULL"),
+                  "compare the values, not their addresses");
+  }
+  if (ptr.type == Type::kMapValueOrNull || ptr.type == Type::kMemOrNull) {
+    const uint32_t id = ptr.id;
+    // "== 0" taken: NULL on the target side.
+    MarkNull(taken, id, op == kJmpJeq);
+    MarkNull(st, id, op != kJmpJeq);
+  } else {
+    // A valid pointer is never NULL.
+    *can_take = op == kJmpJne;
+    *can_fall = op == kJmpJeq;
+  }
+  return std::nullopt;
+}
+
+// A comparison of scalars: each side refines the bounds of both operands,
+// and a side they cannot satisfy is not explored.
+void Verifier::BranchOnScalars(const Insn& insn, const Value& src, int src_reg, State& st,
+                               State& taken, bool* can_take, bool* can_fall) {
+  const uint8_t op = insn.Op();
+  const Value& dst = st.regs[insn.dst];
+  bool wide = insn.Class() == kClassJmp;
+  if (!wide) {
+    // 32-bit compare: refine only when both sides are known to fit.
+    const bool is_signed = op == kJmpJsgt || op == kJmpJsge || op == kJmpJslt || op == kJmpJsle;
+    const uint64_t lim = is_signed ? 0x7fffffffull : kU32Max;
+    wide = dst.umax <= lim && src.umax <= lim;
+  }
+  if (dst.IsConst() && src.IsConst()) {
+    const bool t = EvalJmp(insn, dst.umin, src.umin);
+    *can_take = t;
+    *can_fall = !t;
+  } else if (wide) {
+    Value a = dst, b = src;
+    *can_take = Refine(op, true, a, b);
+    if (*can_take) {
+      taken.regs[insn.dst] = a;
+      if (src_reg >= 0) taken.regs[src_reg] = b;
+    }
+    Value fa = dst, fb = src;
+    *can_fall = Refine(op, false, fa, fb);
+    if (*can_fall) {
+      st.regs[insn.dst] = fa;
+      if (src_reg >= 0) st.regs[src_reg] = fb;
+    }
+  }
 }
 
 Verifier::Result Verifier::FormatString(uint32_t pc, const Value& v, uint64_t size_limit,
@@ -1283,220 +1414,264 @@ Verifier::Result Verifier::CheckMemArg(uint32_t pc, State& st, int reg, uint64_t
                                  "; expected a pointer to the stack or a map value"));
 }
 
+// A helper call: the helper, each argument against its kind (in order: a
+// key's or value's size comes from the map argument before it), a printk's
+// format and arguments, then the call's effect on the state.
 Verifier::Result Verifier::DoCall(uint32_t pc, const Insn& insn, State& st) {
+  const HelperSpec* h = nullptr;
+  if (auto r = ResolveHelper(pc, insn, &h); r) return r;
+  out_.helpers_used.insert(h->id);
+  CallFacts call;
+  for (int a = 0; a < 5; ++a) {
+    if (h->args[a] == Arg::kNone) break;
+    if (auto r = CheckHelperArg(pc, st, *h, a, call); r) return r;
+  }
+  if (call.has_format) {
+    if (auto r = CheckPrintk(pc, st, *h, call.format); r) return r;
+  }
+  if (h->id == CUPROBE_HELPER_GET_ARG) out_.reads_args = true;
+  if (call.release_ref != 0) ReleaseRecord(st, call.release_ref);
+  SetCallResult(st, *h, call);
+  return std::nullopt;
+}
+
+Verifier::Result Verifier::ResolveHelper(uint32_t pc, const Insn& insn, const HelperSpec** h) {
   if (insn.src == kPseudoCall) {
     return Reject(pc, "call of another function of the program",
                   "probes cannot call functions: mark them static __always_inline");
   }
-  const HelperSpec* h = FindHelper(insn.imm);
-  if (h == nullptr) {
+  *h = FindHelper(insn.imm);
+  if (*h == nullptr) {
     return Reject(pc, absl::StrCat("unknown helper ", insn.imm, " (not available on the GPU)"),
                   "the GPU helpers are listed in include/cuprobe/abi.h and docs/PROBES.md");
   }
-  out_.helpers_used.insert(h->id);
-  const ObjectMap* map = nullptr;
-  uint32_t map_index = 0;
-  uint32_t release_ref = 0;
-  uint64_t reserve_size = 0;
-  std::string format;
-  bool has_format = false;
-  auto map_type_error = [&]() -> Result {
-    const uint32_t t = map->spec.type;
-    const bool ringbuf_helper = h->id == CUPROBE_HELPER_RINGBUF_OUTPUT ||
-                                h->id == CUPROBE_HELPER_RINGBUF_RESERVE ||
-                                h->id == CUPROBE_HELPER_PERF_EVENT_OUTPUT;
-    std::string expected;
-    if (ringbuf_helper && t != CUPROBE_MAP_RINGBUF) expected = "a RINGBUF map";
-    if (!ringbuf_helper && t == CUPROBE_MAP_RINGBUF) expected = "a map with keys (not a RINGBUF)";
-    if (h->id == CUPROBE_HELPER_HIST_ADD && !IsHistMap(t)) expected = "a HIST_LOG2/HIST_LINEAR map";
-    if (h->id != CUPROBE_HELPER_HIST_ADD && IsHistMap(t) && !ringbuf_helper &&
-        h->id != CUPROBE_HELPER_MAP_LOOKUP_ELEM) {
-      expected = "a map other than a histogram (use cuprobe_hist_add)";
-    }
-    if (h->id == CUPROBE_HELPER_MAP_ADD && map->spec.value_size != 8) {
-      expected = "a map with u64 values";
-    }
-    if ((h->id == CUPROBE_HELPER_MAP_UPDATE_ELEM || h->id == CUPROBE_HELPER_MAP_DELETE_ELEM ||
-         h->id == CUPROBE_HELPER_MAP_ADD) &&
-        map->read_only()) {
-      expected = "a writable map";
-    }
-    if (!expected.empty()) {
-      return Reject(pc, absl::StrCat(h->name, " on map '", map->spec.name, "' of type ",
-                                     MapTypeName(t), ": expected ", expected));
-    }
-    return std::nullopt;
-  };
-  for (int a = 0; a < 5; ++a) {
-    const Arg kind = h->args[a];
-    if (kind == Arg::kNone) break;
-    const int reg = a + 1;
-    if (auto r = ReadReg(pc, st, reg); r) {
-      r->message = absl::StrCat("argument ", a + 1, " of ", h->name, ": ", r->message);
-      return r;
-    }
-    const Value& v = st.regs[reg];
-    auto wrong = [&](const char* expected) {
-      return Reject(pc, absl::StrCat("argument ", a + 1, " of ", h->name, " (R", reg, ") is ",
-                                     TypeName(v.type), "; expected ", expected));
-    };
-    switch (kind) {
-      case Arg::kNone: break;
-      case Arg::kAnything: break;
-      case Arg::kScalar:
-        if (v.type != Type::kScalar) return wrong("a number");
-        break;
-      case Arg::kCtx:
-        if (v.type != Type::kCtx || v.smin != 0) return wrong("the context (ctx)");
-        break;
-      case Arg::kMap:
-        if (v.type != Type::kMap) return wrong("a map (&name)");
-        map = &obj_.maps[v.map];
-        map_index = v.map;
-        out_.maps_used.insert(v.map);
-        if (auto r = map_type_error(); r) return r;
-        RecordCallMap(pc, v.map);
-        break;
-      case Arg::kKey:
-        if (auto r = CheckMemArg(pc, st, reg, map->spec.key_size, false, "the key"); r) return r;
-        RecordCallKey(pc, v);
-        break;
-      case Arg::kValue:
-        if (auto r = CheckMemArg(pc, st, reg, map->spec.value_size, false, "the value"); r) {
-          return r;
-        }
-        break;
-      case Arg::kMemRead: {
-        const Value& size = st.regs[reg + 1];
-        if (size.type != Type::kScalar) {
-          return Reject(pc, absl::StrCat("argument ", a + 2, " of ", h->name,
-                                         " (the size) is not a number"));
-        }
-        if (size.umax > (1u << 20) || size.umin == 0) {
-          return Reject(pc,
-                        absl::StrCat("the size passed to ", h->name, " is not bounded to [1, ",
-                                     1u << 20, "]: [", size.umin, ", ", size.umax, "]"),
-                        "pass sizeof(record) or bound the size with a check");
-        }
-        if (auto r = CheckMemArg(pc, st, reg, size.umax, false, "the data"); r) return r;
-        break;
-      }
-      case Arg::kSize:
-        break;  // checked with the pointer before it
-      case Arg::kConstSize:
-        if (!v.IsConst()) {
-          return Reject(pc, absl::StrCat("argument ", a + 1, " of ", h->name,
-                                         " must be a constant size"),
-                        "use sizeof(...)");
-        }
-        if (h->id == CUPROBE_HELPER_RINGBUF_RESERVE) {
-          if (v.umin == 0 || v.umin > (1u << 20)) {
-            return Reject(pc, absl::StrCat("ring-buffer reservation of ", v.umin,
-                                           " bytes (expected 1 .. 1 MiB)"));
-          }
-          reserve_size = v.umin;
-        }
-        break;
-      case Arg::kOut64:
-        if (auto r = CheckMemArg(pc, st, reg, 8, true, "the output pointer"); r) return r;
-        break;
-      case Arg::kRecord:
-        if (v.type == Type::kMemOrNull) return wrong("a record checked against NULL");
-        if (v.type != Type::kMem || v.smin != 0 || v.smax != 0 || v.ref == 0) {
-          return wrong("the pointer returned by bpf_ringbuf_reserve");
-        }
-        release_ref = v.ref;
-        break;
-      case Arg::kFormat:
-        if (auto r = FormatString(pc, v, st.regs[2].IsConst() ? st.regs[2].umin : UINT64_MAX,
-                                  &format);
-            r) {
-          return r;
-        }
-        has_format = true;
-        break;
-      case Arg::kString:
-        if (auto r = FormatString(pc, v, UINT64_MAX, &format); r) return r;
-        has_format = true;
-        break;
-    }
+  return std::nullopt;
+}
+
+Verifier::Result Verifier::WrongArg(uint32_t pc, const HelperSpec& h, int a, const Value& v,
+                                    const char* expected) {
+  return Reject(pc, absl::StrCat("argument ", a + 1, " of ", h.name, " (R", a + 1, ") is ",
+                                 TypeName(v.type), "; expected ", expected));
+}
+
+// Argument `a` (in R<a+1>) of a call of `h`.
+Verifier::Result Verifier::CheckHelperArg(uint32_t pc, State& st, const HelperSpec& h, int a,
+                                          CallFacts& call) {
+  const int reg = a + 1;
+  if (auto r = ReadReg(pc, st, reg); r) {
+    r->message = absl::StrCat("argument ", a + 1, " of ", h.name, ": ", r->message);
+    return r;
   }
-  if (has_format) {
-    const int n = CountPrintkConversions(format);
-    if (n < 0 || n > 3) {
-      return Reject(pc, absl::StrCat("printk format \"", format, "\" has ",
-                                     n < 0 ? "an invalid conversion" : "more than 3 conversions"),
-                    "at most 3 arguments: %d %u %x %ld %lu %lx %lld %llu %llx %p %c");
-    }
-    if (h->id == CUPROBE_HELPER_BPFTIME_PUTS && n != 0) {
-      return Reject(pc, "bpf_puts takes no arguments: the string may not contain conversions");
-    }
-    for (int a = 0; a < n; ++a) {
-      const int reg = 3 + a;
-      if (auto r = ReadReg(pc, st, reg); r) {
-        r->message = absl::StrCat("printk argument ", a + 1, ": ", r->message);
+  const Value& v = st.regs[reg];
+  switch (h.args[a]) {
+    case Arg::kNone:
+    case Arg::kAnything:
+    case Arg::kSize:  // checked with the pointer before it
+      return std::nullopt;
+    case Arg::kScalar:
+      if (v.type != Type::kScalar) return WrongArg(pc, h, a, v, "a number");
+      return std::nullopt;
+    case Arg::kCtx:
+      if (v.type != Type::kCtx || v.smin != 0) return WrongArg(pc, h, a, v, "the context (ctx)");
+      return std::nullopt;
+    case Arg::kMap:
+      return CheckMapArg(pc, h, a, v, call);
+    case Arg::kKey:
+      if (auto r = CheckMemArg(pc, st, reg, call.map->spec.key_size, false, "the key"); r) {
         return r;
       }
-      if (st.regs[reg].type != Type::kScalar) {
-        return Reject(pc, absl::StrCat("printk argument ", a + 1, " (R", reg, ") is ",
-                                       TypeName(st.regs[reg].type)),
-                      "print values, not pointers");
+      RecordCallKey(pc, v);
+      return std::nullopt;
+    case Arg::kValue:
+      return CheckMemArg(pc, st, reg, call.map->spec.value_size, false, "the value");
+    case Arg::kMemRead:
+      return CheckSizedMemArg(pc, st, h, a);
+    case Arg::kConstSize:
+      return CheckConstSizeArg(pc, h, a, v, call);
+    case Arg::kOut64:
+      return CheckMemArg(pc, st, reg, 8, true, "the output pointer");
+    case Arg::kRecord:
+      if (v.type == Type::kMemOrNull) return WrongArg(pc, h, a, v, "a record checked against NULL");
+      if (v.type != Type::kMem || v.smin != 0 || v.smax != 0 || v.ref == 0) {
+        return WrongArg(pc, h, a, v, "the pointer returned by bpf_ringbuf_reserve");
       }
-    }
-    auto it = printk_at_.find(pc);
-    if (it != printk_at_.end() && it->second != format) {
-      return Reject(pc, "one printk call uses different formats on different paths");
-    }
-    printk_at_[pc] = format;
-    InsnInfo& info = out_.insns[pc];
-    if (info.printk_format < 0) {
-      info.printk_format = static_cast<int32_t>(out_.printk_formats.size());
-      out_.printk_formats.push_back(format);
-    }
-    info.printk_nargs = static_cast<uint32_t>(n);
+      call.release_ref = v.ref;
+      return std::nullopt;
+    case Arg::kFormat:
+      if (auto r = FormatString(pc, v, st.regs[2].IsConst() ? st.regs[2].umin : UINT64_MAX,
+                                &call.format);
+          r) {
+        return r;
+      }
+      call.has_format = true;
+      return std::nullopt;
+    case Arg::kString:
+      if (auto r = FormatString(pc, v, UINT64_MAX, &call.format); r) return r;
+      call.has_format = true;
+      return std::nullopt;
   }
-  if (h->id == CUPROBE_HELPER_GET_ARG) out_.reads_args = true;
-  // Release, clobber, result.
-  if (release_ref != 0) {
-    st.refs.erase(std::remove(st.refs.begin(), st.refs.end(), release_ref), st.refs.end());
-    // Copies of the released record keep their number, not their pointer.
-    auto invalidate = [&](Value& v) {
-      if ((v.type == Type::kMem || v.type == Type::kMemOrNull) && v.ref == release_ref) {
-        v = Value::Unknown();
-      }
-    };
-    for (Value& r : st.regs) invalidate(r);
-    for (int s = 0; s < kStackSize / 8; ++s) {
-      if (st.stack[s * 8] == Slot::kSpill &&
-          (st.spills[s].type == Type::kMem || st.spills[s].type == Type::kMemOrNull) &&
-          st.spills[s].ref == release_ref) {
-        st.spills[s] = Value::Unknown();  // the address stays, as a number
-      }
+  return std::nullopt;
+}
+
+Verifier::Result Verifier::CheckMapArg(uint32_t pc, const HelperSpec& h, int a, const Value& v,
+                                       CallFacts& call) {
+  if (v.type != Type::kMap) return WrongArg(pc, h, a, v, "a map (&name)");
+  call.map = &obj_.maps[v.map];
+  call.map_index = v.map;
+  out_.maps_used.insert(v.map);
+  if (auto r = CheckMapType(pc, h, *call.map); r) return r;
+  RecordCallMap(pc, v.map);
+  return std::nullopt;
+}
+
+// Whether `h` works on maps of `map`'s type (and writability, value size).
+Verifier::Result Verifier::CheckMapType(uint32_t pc, const HelperSpec& h, const ObjectMap& map) {
+  const uint32_t t = map.spec.type;
+  const bool ringbuf_helper = h.id == CUPROBE_HELPER_RINGBUF_OUTPUT ||
+                              h.id == CUPROBE_HELPER_RINGBUF_RESERVE ||
+                              h.id == CUPROBE_HELPER_PERF_EVENT_OUTPUT;
+  std::string expected;
+  if (ringbuf_helper && t != CUPROBE_MAP_RINGBUF) expected = "a RINGBUF map";
+  if (!ringbuf_helper && t == CUPROBE_MAP_RINGBUF) expected = "a map with keys (not a RINGBUF)";
+  if (h.id == CUPROBE_HELPER_HIST_ADD && !IsHistMap(t)) expected = "a HIST_LOG2/HIST_LINEAR map";
+  if (h.id != CUPROBE_HELPER_HIST_ADD && IsHistMap(t) && !ringbuf_helper &&
+      h.id != CUPROBE_HELPER_MAP_LOOKUP_ELEM) {
+    expected = "a map other than a histogram (use cuprobe_hist_add)";
+  }
+  if (h.id == CUPROBE_HELPER_MAP_ADD && map.spec.value_size != 8) {
+    expected = "a map with u64 values";
+  }
+  if ((h.id == CUPROBE_HELPER_MAP_UPDATE_ELEM || h.id == CUPROBE_HELPER_MAP_DELETE_ELEM ||
+       h.id == CUPROBE_HELPER_MAP_ADD) &&
+      map.read_only()) {
+    expected = "a writable map";
+  }
+  if (!expected.empty()) {
+    return Reject(pc, absl::StrCat(h.name, " on map '", map.spec.name, "' of type ",
+                                   MapTypeName(t), ": expected ", expected));
+  }
+  return std::nullopt;
+}
+
+// Memory read by the helper (argument `a`), its size in the next argument:
+// a number bounded to [1, 1 MiB], and the whole bound readable.
+Verifier::Result Verifier::CheckSizedMemArg(uint32_t pc, State& st, const HelperSpec& h, int a) {
+  const int reg = a + 1;
+  const Value& size = st.regs[reg + 1];
+  if (size.type != Type::kScalar) {
+    return Reject(pc, absl::StrCat("argument ", a + 2, " of ", h.name,
+                                   " (the size) is not a number"));
+  }
+  if (size.umax > (1u << 20) || size.umin == 0) {
+    return Reject(pc,
+                  absl::StrCat("the size passed to ", h.name, " is not bounded to [1, ",
+                               1u << 20, "]: [", size.umin, ", ", size.umax, "]"),
+                  "pass sizeof(record) or bound the size with a check");
+  }
+  return CheckMemArg(pc, st, reg, size.umax, false, "the data");
+}
+
+Verifier::Result Verifier::CheckConstSizeArg(uint32_t pc, const HelperSpec& h, int a,
+                                             const Value& v, CallFacts& call) {
+  if (!v.IsConst()) {
+    return Reject(pc, absl::StrCat("argument ", a + 1, " of ", h.name,
+                                   " must be a constant size"),
+                  "use sizeof(...)");
+  }
+  if (h.id == CUPROBE_HELPER_RINGBUF_RESERVE) {
+    if (v.umin == 0 || v.umin > (1u << 20)) {
+      return Reject(pc, absl::StrCat("ring-buffer reservation of ", v.umin,
+                                     " bytes (expected 1 .. 1 MiB)"));
+    }
+    call.reserve_size = v.umin;
+  }
+  return std::nullopt;
+}
+
+// A trace_printk / puts format: at most 3 conversions (none for puts), each
+// with a scalar in R3.., and one format per call site on every path (the
+// lowering writes the format's id into the record).
+Verifier::Result Verifier::CheckPrintk(uint32_t pc, const State& st, const HelperSpec& h,
+                                       const std::string& format) {
+  const int n = CountPrintkConversions(format);
+  if (n < 0 || n > 3) {
+    return Reject(pc, absl::StrCat("printk format \"", format, "\" has ",
+                                   n < 0 ? "an invalid conversion" : "more than 3 conversions"),
+                  "at most 3 arguments: %d %u %x %ld %lu %lx %lld %llu %llx %p %c");
+  }
+  if (h.id == CUPROBE_HELPER_BPFTIME_PUTS && n != 0) {
+    return Reject(pc, "bpf_puts takes no arguments: the string may not contain conversions");
+  }
+  for (int a = 0; a < n; ++a) {
+    const int reg = 3 + a;
+    if (auto r = ReadReg(pc, st, reg); r) {
+      r->message = absl::StrCat("printk argument ", a + 1, ": ", r->message);
+      return r;
+    }
+    if (st.regs[reg].type != Type::kScalar) {
+      return Reject(pc, absl::StrCat("printk argument ", a + 1, " (R", reg, ") is ",
+                                     TypeName(st.regs[reg].type)),
+                    "print values, not pointers");
     }
   }
+  auto it = printk_at_.find(pc);
+  if (it != printk_at_.end() && it->second != format) {
+    return Reject(pc, "one printk call uses different formats on different paths");
+  }
+  printk_at_[pc] = format;
+  InsnInfo& info = out_.insns[pc];
+  if (info.printk_format < 0) {
+    info.printk_format = static_cast<int32_t>(out_.printk_formats.size());
+    out_.printk_formats.push_back(format);
+  }
+  info.printk_nargs = static_cast<uint32_t>(n);
+  return std::nullopt;
+}
+
+// Submit / discard: the reservation is released, and copies of the record's
+// pointer (registers, spills) keep their number, not their pointer.
+void Verifier::ReleaseRecord(State& st, uint32_t ref) {
+  st.refs.erase(std::remove(st.refs.begin(), st.refs.end(), ref), st.refs.end());
+  auto invalidate = [&](Value& v) {
+    if ((v.type == Type::kMem || v.type == Type::kMemOrNull) && v.ref == ref) {
+      v = Value::Unknown();
+    }
+  };
+  for (Value& r : st.regs) invalidate(r);
+  for (int s = 0; s < kStackSize / 8; ++s) {
+    if (st.stack[s * 8] == Slot::kSpill &&
+        (st.spills[s].type == Type::kMem || st.spills[s].type == Type::kMemOrNull) &&
+        st.spills[s].ref == ref) {
+      st.spills[s] = Value::Unknown();  // the address stays, as a number
+    }
+  }
+}
+
+// R1-R5 are clobbered by the call; R0 gets the helper's result (a lookup's
+// or reservation's pointer may be NULL, with a fresh id for its check).
+void Verifier::SetCallResult(State& st, const HelperSpec& h, const CallFacts& call) {
   for (int r = 1; r <= 5; ++r) st.regs[r] = Value();
   Value ret = Value::Unknown();
-  switch (h->ret) {
+  switch (h.ret) {
     case HelperSpec::Ret::kScalar: break;
     case HelperSpec::Ret::kVoid: break;
     case HelperSpec::Ret::kU32: ret = Value::Range(0, kU32Max); break;
     case HelperSpec::Ret::kMapValueOrNull:
       ret = Value::Pointer(Type::kMapValueOrNull, 0);
-      ret.map = map_index;
+      ret.map = call.map_index;
       ret.id = next_id_++;
       ret.tz = 3;  // values are 8-byte aligned (abi.h)
       break;
     case HelperSpec::Ret::kMemOrNull:
       ret = Value::Pointer(Type::kMemOrNull, 0);
-      ret.mem_size = static_cast<uint32_t>(reserve_size);
+      ret.mem_size = static_cast<uint32_t>(call.reserve_size);
       ret.id = next_id_++;
       ret.ref = ret.id;
       st.refs.push_back(ret.ref);
       break;
   }
-  if (h->id == CUPROBE_HELPER_GLOBAL_THREAD_ID) ret = Value::Unknown();
+  if (h.id == CUPROBE_HELPER_GLOBAL_THREAD_ID) ret = Value::Unknown();
   st.regs[0] = ret;
-  return std::nullopt;
 }
 
 Verifier::Result Verifier::DoExit(uint32_t pc, State& st) {
