@@ -110,6 +110,17 @@ class FunctionLowering {
   absl::Status Lower();
 
  private:
+  // Lower's steps: the function, its blocks and frame, then the program.
+  void CreateFunction();
+  std::vector<bool> BlockLeaders() const;
+  void AllocateFrame();
+  void LoadGlobalData();
+  llvm::Value* RodataAddress(const ObjectMap& om);
+  void EnterProgram();
+  absl::Status LowerInsns(const std::vector<bool>& leader);
+  absl::Status LowerInsn(uint32_t pc, const Insn& insn);
+  void LowerLdImm64(uint32_t pc, const Insn& insn);
+  absl::Status LowerJump(uint32_t pc, const Insn& insn);
   llvm::Type* I8() { return b_.getInt8Ty(); }
   llvm::Type* I32() { return b_.getInt32Ty(); }
   llvm::Type* I64() { return b_.getInt64Ty(); }
@@ -162,6 +173,46 @@ class FunctionLowering {
   llvm::Value* DescLoad(const DescRef& map, uint32_t offset, llvm::Type* type);
   llvm::Value* DescHeadOk(const DescRef& map, uint32_t type);
   llvm::Value* RingReserve(uint32_t pc);
+  // The values and blocks of one inline ring reservation, which
+  // RingReserve's steps fill in turn.
+  struct RingSite {
+    DescRef ring{nullptr, -1};
+    llvm::Value* size = nullptr;  // R2
+    llvm::Value* aux = nullptr;   // descriptor fields
+    llvm::Value* data = nullptr;
+    llvm::Value* ring_host = nullptr;
+    llvm::Value* shard = nullptr;          // this SM's counter shard
+    llvm::Value* now = nullptr;            // %globaltimer
+    llvm::Value* record_bytes = nullptr;   // header and padding included
+    llvm::Value* capacity = nullptr;       // slot_mask + 1
+    llvm::Value* control = nullptr;        // the map's control block
+    llvm::Value* head_at = nullptr;        // the head's address
+    llvm::Value* half = nullptr;           // a speculative ring's capacity
+    llvm::Value* consumer_tail = nullptr;  // ... and its consumer's tail
+    llvm::Value* tail = nullptr;           // the cached tail
+    llvm::PHINode* grab_tail = nullptr;    // the tail the grab checks against
+    llvm::Value* position = nullptr;       // the head before the grab
+    llvm::Value* offset = nullptr;         // ... in the data area
+    llvm::Value* body = nullptr;           // R0 when granted
+    llvm::Value* finished = nullptr;       // R0 from the helper's finish
+    llvm::BasicBlock *check = nullptr, *drop = nullptr, *lead = nullptr, *call = nullptr,
+                     *done = nullptr, *fast = nullptr, *cursors = nullptr, *grab = nullptr,
+                     *granted = nullptr, *finish = nullptr, *speculative = nullptr,
+                     *checked = nullptr, *over_half = nullptr, *window = nullptr,
+                     *counted = nullptr;
+  };
+  llvm::Value* RingReserveCall();
+  llvm::Value* RingDescriptorOk(RingSite& r);
+  void RingCheckHint(RingSite& r);
+  void RingTryInline(RingSite& r);
+  void RingLoadCursors(RingSite& r);
+  void RingSpeculativeTail(RingSite& r);
+  void RingCachedTail(RingSite& r);
+  void RingGrab(RingSite& r);
+  void RingGrant(RingSite& r);
+  void RingFinishAt(RingSite& r);
+  void RingDrop(RingSite& r);
+  llvm::Value* RingJoin(RingSite& r);
   llvm::Value* RingFinish(bool discard);
   llvm::Value* KeyValue(uint32_t pc, uint32_t bytes);
   const ObjectMap* CallMap(uint32_t pc) const;
@@ -172,6 +223,12 @@ class FunctionLowering {
   void LowerStore(uint32_t pc, const Insn& insn);
   void LowerAtomic(uint32_t pc, const Insn& insn);
   absl::Status LowerCall(uint32_t pc, const Insn& insn);
+  llvm::Value* CallHelper(const char* name, std::initializer_list<int> regs);
+  llvm::Value* StoreXyz(int32_t off_x);
+  llvm::Value* Membar();
+  llvm::Value* GridId();
+  llvm::Value* WarpMatch();
+  absl::StatusOr<llvm::Value*> Printk(uint32_t pc);
   llvm::Value* Condition(const Insn& insn);
 
   llvm::Module& m_;
@@ -733,110 +790,150 @@ void FunctionLowering::CountError(const DescRef& map) {
 // may drop while its hint has in fact moved back: at most for the longest
 // span (128 us), and every drop is counted either way.
 llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
-  auto helper = [&] {
-    return b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 3), {Reg(1), Reg(2), Reg(3)});
-  };
-  if (target_ != LowerTarget::kNvptx || CallMap(pc) == nullptr) return helper();
-  const DescRef ring{nullptr, map_slot_[static_cast<size_t>(v_.insns[pc].call_map)]};
-  if (!ConstDesc(ring)) return helper();
-  llvm::Value* size = Reg(2);
-  llvm::Value* aux = DescLoad(ring, offsetof(cuprobe_map_desc, aux), I64());
-  llvm::Value* data = DescLoad(ring, offsetof(cuprobe_map_desc, ring_data), I64());
-  llvm::Value* ring_host = DescLoad(ring, offsetof(cuprobe_map_desc, ring_host), I64());
-  llvm::Value* ok = DescHeadOk(ring, CUPROBE_MAP_RINGBUF);
-  ok = b_.CreateAnd(ok, b_.CreateICmpNE(data, C64(0)));
-  ok = b_.CreateAnd(ok, b_.CreateICmpNE(ring_host, C64(0)));
-  ok = b_.CreateAnd(ok, b_.CreateICmpNE(aux, C64(0)));
+  if (target_ != LowerTarget::kNvptx || CallMap(pc) == nullptr) return RingReserveCall();
+  RingSite r;
+  r.ring = DescRef{nullptr, map_slot_[static_cast<size_t>(v_.insns[pc].call_map)]};
+  if (!ConstDesc(r.ring)) return RingReserveCall();
+  llvm::Value* ok = RingDescriptorOk(r);
+  r.check = llvm::BasicBlock::Create(ctx_, "ring.hint", fn_);
+  r.drop = llvm::BasicBlock::Create(ctx_, "ring.drop", fn_);
+  r.lead = llvm::BasicBlock::Create(ctx_, "ring.drop.lead", fn_);
+  r.call = llvm::BasicBlock::Create(ctx_, "ring.reserve", fn_);
+  r.done = llvm::BasicBlock::Create(ctx_, "ring.done", fn_);
+  b_.CreateCondBr(ok, r.check, r.call);
+  // Each step fills its blocks and creates the ones it branches to first:
+  // the blocks' order (LLVM's starting layout) is that of the steps.
+  RingCheckHint(r);
+  RingTryInline(r);
+  RingLoadCursors(r);
+  RingSpeculativeTail(r);
+  RingCachedTail(r);
+  RingGrab(r);
+  RingGrant(r);
+  RingFinishAt(r);
+  RingDrop(r);
+  return RingJoin(r);
+}
+
+llvm::Value* FunctionLowering::RingReserveCall() {
+  return b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE, 3), {Reg(1), Reg(2), Reg(3)});
+}
+
+// Whether the inline paths apply: a good RINGBUF descriptor (in the
+// module's constant copy) whose ring is set up, no flags, and a record of
+// at most 64 KiB.
+llvm::Value* FunctionLowering::RingDescriptorOk(RingSite& r) {
+  r.size = Reg(2);
+  r.aux = DescLoad(r.ring, offsetof(cuprobe_map_desc, aux), I64());
+  r.data = DescLoad(r.ring, offsetof(cuprobe_map_desc, ring_data), I64());
+  r.ring_host = DescLoad(r.ring, offsetof(cuprobe_map_desc, ring_host), I64());
+  llvm::Value* ok = DescHeadOk(r.ring, CUPROBE_MAP_RINGBUF);
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(r.data, C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(r.ring_host, C64(0)));
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(r.aux, C64(0)));
   ok = b_.CreateAnd(ok, b_.CreateICmpEQ(Reg(3), C64(0)));
   // At most 64 KiB, so that 32 lanes' record sizes sum in 32 bits.
-  ok = b_.CreateAnd(ok, b_.CreateICmpULE(size, C64(uint64_t{1} << 16)));
+  return b_.CreateAnd(ok, b_.CreateICmpULE(r.size, C64(uint64_t{1} << 16)));
+}
 
-  llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "ring.hint", fn_);
-  llvm::BasicBlock* drop = llvm::BasicBlock::Create(ctx_, "ring.drop", fn_);
-  llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "ring.drop.lead", fn_);
-  llvm::BasicBlock* call = llvm::BasicBlock::Create(ctx_, "ring.reserve", fn_);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "ring.done", fn_);
-  b_.CreateCondBr(ok, check, call);
-
-  b_.SetInsertPoint(check);
+// ring.hint: this SM's full-ring hint; while it holds, the lanes drop.
+void FunctionLowering::RingCheckHint(RingSite& r) {
+  b_.SetInsertPoint(r.check);
   // %smid read here and only here (a side-effecting read LLVM does not merge
   // with the probe's own ctx->sm_id): a merged one would live across the
   // helper call and cost the kernel a register.
   llvm::Value* sm = b_.CreateCall(
       llvm::InlineAsm::get(llvm::FunctionType::get(I32(), false), "mov.u32 $0, %smid;", "=r",
                            /*hasSideEffects=*/true));
-  llvm::Value* shard = b_.CreateAdd(
-      aux, b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_COUNTER_SHARDS - 1)),
-                                      I64()),
-                        C64(CUPROBE_MAP_COUNTER_SHARD_STRIDE)));
+  r.shard = b_.CreateAdd(
+      r.aux,
+      b_.CreateMul(
+          b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_COUNTER_SHARDS - 1)), I64()),
+          C64(CUPROBE_MAP_COUNTER_SHARD_STRIDE)));
   llvm::PointerType* global = llvm::PointerType::get(ctx_, 1);
   // A plain load (cached in L1): the hint is this SM's own line.
   llvm::Value* until = b_.CreateAlignedLoad(
-      I64(), b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_UNTIL)), global),
+      I64(),
+      b_.CreateIntToPtr(b_.CreateAdd(r.shard, C64(CUPROBE_MAP_SHARD_RING_FULL_UNTIL)), global),
       llvm::Align(8));
-  llvm::Value* now = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_globaltimer, {}, {});
+  r.now = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_globaltimer, {}, {});
   // The record's bytes (header and padding included), for both paths below.
-  llvm::Value* record_bytes = b_.CreateAnd(b_.CreateAdd(size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
-                                           C64(~uint64_t{7}));
-  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx_, "ring.fast", fn_);
+  r.record_bytes = b_.CreateAnd(b_.CreateAdd(r.size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
+                                C64(~uint64_t{7}));
+  r.fast = llvm::BasicBlock::Create(ctx_, "ring.fast", fn_);
   if (RingDropDiag().starts_with("always")) {
-    b_.CreateBr(drop);
+    b_.CreateBr(r.drop);
   } else {
-    b_.CreateCondBr(b_.CreateICmpULT(now, until), drop, fast);
+    b_.CreateCondBr(b_.CreateICmpULT(r.now, until), r.drop, r.fast);
   }
+}
 
-  // A lone lane (a block leader) whose record fits by the cached tail, with
-  // no refresh of that tail due: the reservation inline (abi.h 9.), its
-  // cursors' address and the capacity from the constant copy. Anything else
-  // takes the helper.
-  b_.SetInsertPoint(fast);
-  llvm::BasicBlock* cursors = llvm::BasicBlock::Create(ctx_, "ring.cursors", fn_);
-  llvm::BasicBlock* grab = llvm::BasicBlock::Create(ctx_, "ring.grab", fn_);
-  llvm::BasicBlock* granted = llvm::BasicBlock::Create(ctx_, "ring.granted", fn_);
-  llvm::BasicBlock* finish = llvm::BasicBlock::Create(ctx_, "ring.finish", fn_);
+// ring.fast: a lone lane (a block leader) whose record fits by the cached
+// tail, with no refresh of that tail due: the reservation inline (abi.h 9.),
+// its cursors' address and the capacity from the constant copy. Anything
+// else takes the helper.
+void FunctionLowering::RingTryInline(RingSite& r) {
+  b_.SetInsertPoint(r.fast);
+  r.cursors = llvm::BasicBlock::Create(ctx_, "ring.cursors", fn_);
+  r.grab = llvm::BasicBlock::Create(ctx_, "ring.grab", fn_);
+  r.granted = llvm::BasicBlock::Create(ctx_, "ring.granted", fn_);
+  r.finish = llvm::BasicBlock::Create(ctx_, "ring.finish", fn_);
   llvm::Value* alone = b_.CreateICmpEQ(
       b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop,
                               b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {})),
       b_.getInt32(1));
-  llvm::Value* capacity =
-      b_.CreateAdd(DescLoad(ring, offsetof(cuprobe_map_desc, slot_mask), I64()), C64(1));
+  r.capacity =
+      b_.CreateAdd(DescLoad(r.ring, offsetof(cuprobe_map_desc, slot_mask), I64()), C64(1));
   // At most 3/8 of the capacity (so that the room check below cannot wrap).
-  llvm::Value* small = b_.CreateICmpULE(b_.CreateMul(record_bytes, C64(8)),
-                                        b_.CreateMul(capacity, C64(3)));
-  b_.CreateCondBr(InlineRingReservations() ? b_.CreateAnd(alone, small) : b_.getFalse(), cursors,
-                  call);
+  llvm::Value* small = b_.CreateICmpULE(b_.CreateMul(r.record_bytes, C64(8)),
+                                        b_.CreateMul(r.capacity, C64(3)));
+  b_.CreateCondBr(InlineRingReservations() ? b_.CreateAnd(alone, small) : b_.getFalse(),
+                  r.cursors, r.call);
+}
 
-  b_.SetInsertPoint(cursors);
-  llvm::Value* control = DescLoad(ring, offsetof(cuprobe_map_desc, control), I64());
-  llvm::Value* head_at = b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_head)));
-  llvm::BasicBlock* speculative = llvm::BasicBlock::Create(ctx_, "ring.speculative", fn_);
-  llvm::BasicBlock* checked = llvm::BasicBlock::Create(ctx_, "ring.checked", fn_);
+// ring.cursors: the head's address, and which reservation the ring takes.
+void FunctionLowering::RingLoadCursors(RingSite& r) {
+  b_.SetInsertPoint(r.cursors);
+  r.control = DescLoad(r.ring, offsetof(cuprobe_map_desc, control), I64());
+  r.head_at = b_.CreateAdd(r.control, C64(offsetof(cuprobe_map_control, ring_head)));
+  r.speculative = llvm::BasicBlock::Create(ctx_, "ring.speculative", fn_);
+  r.checked = llvm::BasicBlock::Create(ctx_, "ring.checked", fn_);
   b_.CreateCondBr(
-      b_.CreateICmpNE(b_.CreateAnd(DescLoad(ring, offsetof(cuprobe_map_desc, flags), I32()),
+      b_.CreateICmpNE(b_.CreateAnd(DescLoad(r.ring, offsetof(cuprobe_map_desc, flags), I32()),
                                    b_.getInt32(CUPROBE_MAP_F_RING_SPECULATIVE)),
                       b_.getInt32(0)),
-      speculative, checked);
+      r.speculative, r.checked);
+}
 
-  // A ring that reserves first (map_desc.h, CUPROBE_MAP_F_RING_SPECULATIVE):
-  // the consumer's tail (device memory, a line only the pump writes; a
-  // relaxed load, which the fetch-and-add need not wait for: the record's
-  // stores wait on the check of both) and the fetch-and-add, unless this SM
-  // found the ring full last time (its span is set: the helper checks the
-  // head first, RingReserveSpeculative). Its capacity is half its data
-  // area (slot_mask + 1).
-  b_.SetInsertPoint(speculative);
-  llvm::Value* half = b_.CreateLShr(capacity, C64(1));
-  llvm::Value* consumer_tail = b_.CreateCall(
+// ring.speculative: a ring that reserves first (map_desc.h,
+// CUPROBE_MAP_F_RING_SPECULATIVE): the consumer's tail (device memory, a
+// line only the pump writes; a relaxed load, which the fetch-and-add need
+// not wait for: the record's stores wait on the check of both) and the
+// fetch-and-add, unless this SM found the ring full last time (its span is
+// set: the helper checks the head first, RingReserveSpeculative). Its
+// capacity is half its data area (slot_mask + 1).
+void FunctionLowering::RingSpeculativeTail(RingSite& r) {
+  b_.SetInsertPoint(r.speculative);
+  llvm::PointerType* global = llvm::PointerType::get(ctx_, 1);
+  r.half = b_.CreateLShr(r.capacity, C64(1));
+  r.consumer_tail = b_.CreateCall(
       llvm::InlineAsm::get(llvm::FunctionType::get(I64(), {I64()}, false),
                            "ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l,~{memory}",
                            /*hasSideEffects=*/true),
-      {b_.CreateAdd(ring_host, C64(offsetof(cuprobe_ring_host, tail)))});
+      {b_.CreateAdd(r.ring_host, C64(offsetof(cuprobe_ring_host, tail)))});
   llvm::Value* span = b_.CreateAlignedLoad(
-      I64(), b_.CreateIntToPtr(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_SPAN)), global),
+      I64(),
+      b_.CreateIntToPtr(b_.CreateAdd(r.shard, C64(CUPROBE_MAP_SHARD_RING_FULL_SPAN)), global),
       llvm::Align(8));
-  b_.CreateCondBr(b_.CreateICmpEQ(span, C64(0)), grab, call);
+  b_.CreateCondBr(b_.CreateICmpEQ(span, C64(0)), r.grab, r.call);
+}
 
-  b_.SetInsertPoint(checked);
+// ring.checked (a ring that checks first): RingReserveFast's checks, the
+// record fits with the slack to spare, and over half full only while
+// another producer's refresh of the cached tail is recent (its window not
+// over; loaded only then); otherwise the helper refreshes.
+void FunctionLowering::RingCachedTail(RingSite& r) {
+  b_.SetInsertPoint(r.checked);
   // The head and the cached tail are neighbours (control +16, +24): one
   // 16-byte load of the line that every reservation's atomic keeps busy.
   static_assert(offsetof(cuprobe_map_control, ring_tail_cache) ==
@@ -846,81 +943,92 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
       llvm::InlineAsm::get(llvm::FunctionType::get(pair_type, {I64()}, false),
                            "ld.relaxed.gpu.global.v2.b64 {$0, $1}, [$2];", "=l,=l,l,~{memory}",
                            /*hasSideEffects=*/true),
-      {head_at});
+      {r.head_at});
   llvm::Value* head = b_.CreateExtractValue(pair, 0);
-  llvm::Value* tail = b_.CreateExtractValue(pair, 1);
-  // RingReserveFast's checks: the record fits with the slack to spare, and
-  // over half full only while another producer's refresh of the cached tail
-  // is recent (its window not over; loaded only then); otherwise the helper
-  // refreshes.
-  llvm::Value* used = b_.CreateSub(head, tail);
-  llvm::Value* room = b_.CreateSub(capacity, b_.CreateLShr(capacity, C64(3)));
-  llvm::Value* fits_room = b_.CreateICmpULE(used, b_.CreateSub(room, record_bytes));
-  llvm::BasicBlock* over_half = llvm::BasicBlock::Create(ctx_, "ring.over_half", fn_);
-  llvm::BasicBlock* window = llvm::BasicBlock::Create(ctx_, "ring.window", fn_);
-  b_.CreateCondBr(fits_room, over_half, call);
-  b_.SetInsertPoint(over_half);
-  b_.CreateCondBr(b_.CreateICmpULE(used, b_.CreateLShr(capacity, C64(1))), grab, window);
-  b_.SetInsertPoint(window);
+  r.tail = b_.CreateExtractValue(pair, 1);
+  llvm::Value* used = b_.CreateSub(head, r.tail);
+  llvm::Value* room = b_.CreateSub(r.capacity, b_.CreateLShr(r.capacity, C64(3)));
+  llvm::Value* fits_room = b_.CreateICmpULE(used, b_.CreateSub(room, r.record_bytes));
+  r.over_half = llvm::BasicBlock::Create(ctx_, "ring.over_half", fn_);
+  r.window = llvm::BasicBlock::Create(ctx_, "ring.window", fn_);
+  b_.CreateCondBr(fits_room, r.over_half, r.call);
+  b_.SetInsertPoint(r.over_half);
+  b_.CreateCondBr(b_.CreateICmpULE(used, b_.CreateLShr(r.capacity, C64(1))), r.grab, r.window);
+  b_.SetInsertPoint(r.window);
   llvm::Value* refresh_until = b_.CreateCall(
       llvm::InlineAsm::get(llvm::FunctionType::get(I64(), {I64()}, false),
                            "ld.relaxed.gpu.global.b64 $0, [$1];", "=l,l,~{memory}",
                            /*hasSideEffects=*/true),
-      {b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, ring_refresh_ns)))});
-  b_.CreateCondBr(b_.CreateICmpULT(now, refresh_until), grab, call);
+      {b_.CreateAdd(r.control, C64(offsetof(cuprobe_map_control, ring_refresh_ns)))});
+  b_.CreateCondBr(b_.CreateICmpULT(r.now, refresh_until), r.grab, r.call);
+}
 
-  b_.SetInsertPoint(grab);
-  llvm::PHINode* grab_tail = b_.CreatePHI(I64(), 3);
-  grab_tail->addIncoming(tail, over_half);
-  grab_tail->addIncoming(tail, window);
-  grab_tail->addIncoming(consumer_tail, speculative);
+// ring.grab: the fetch-and-add of the head, then whether the record fits
+// (else the helper finishes what the grab started, ring.finish).
+void FunctionLowering::RingGrab(RingSite& r) {
+  b_.SetInsertPoint(r.grab);
+  llvm::PointerType* global = llvm::PointerType::get(ctx_, 1);
+  r.grab_tail = b_.CreatePHI(I64(), 3);
+  r.grab_tail->addIncoming(r.tail, r.over_half);
+  r.grab_tail->addIncoming(r.tail, r.window);
+  r.grab_tail->addIncoming(r.consumer_tail, r.speculative);
   // Whether the SM's span may be set (it was not loaded): a speculative
   // grab came here only with the span at 0, and skips storing 0 again (a
   // store to the hint line for every record).
   llvm::PHINode* may_have_span = b_.CreatePHI(b_.getInt1Ty(), 3);
-  may_have_span->addIncoming(b_.getTrue(), over_half);
-  may_have_span->addIncoming(b_.getTrue(), window);
-  may_have_span->addIncoming(b_.getFalse(), speculative);
+  may_have_span->addIncoming(b_.getTrue(), r.over_half);
+  may_have_span->addIncoming(b_.getTrue(), r.window);
+  may_have_span->addIncoming(b_.getFalse(), r.speculative);
   llvm::PHINode* limit = b_.CreatePHI(I64(), 3);  // the bytes the ring holds
-  limit->addIncoming(capacity, over_half);
-  limit->addIncoming(capacity, window);
-  limit->addIncoming(half, speculative);
-  llvm::Value* position =
-      b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(head_at, global),
-                         record_bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
-  llvm::Value* offset = b_.CreateAnd(position, b_.CreateSub(capacity, C64(1)));
+  limit->addIncoming(r.capacity, r.over_half);
+  limit->addIncoming(r.capacity, r.window);
+  limit->addIncoming(r.half, r.speculative);
+  r.position =
+      b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(r.head_at, global),
+                         r.record_bytes, llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  r.offset = b_.CreateAnd(r.position, b_.CreateSub(r.capacity, C64(1)));
   llvm::Value* fits = b_.CreateAnd(
-      b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(position, record_bytes), grab_tail), limit),
-      b_.CreateICmpULE(b_.CreateAdd(offset, record_bytes), capacity));
+      b_.CreateICmpULE(b_.CreateSub(b_.CreateAdd(r.position, r.record_bytes), r.grab_tail), limit),
+      b_.CreateICmpULE(b_.CreateAdd(r.offset, r.record_bytes), r.capacity));
   llvm::BasicBlock* reset = llvm::BasicBlock::Create(ctx_, "ring.span_reset", fn_);
   llvm::BasicBlock* fitted = llvm::BasicBlock::Create(ctx_, "ring.fits", fn_);
-  b_.CreateCondBr(fits, fitted, finish);
+  b_.CreateCondBr(fits, fitted, r.finish);
   b_.SetInsertPoint(fitted);
-  b_.CreateCondBr(may_have_span, reset, granted);
+  b_.CreateCondBr(may_have_span, reset, r.granted);
   b_.SetInsertPoint(reset);
   b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64()}, false),
                                      "st.relaxed.gpu.global.b64 [$0], 0;", "l,~{memory}",
                                      /*hasSideEffects=*/true),
-                {b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_FULL_SPAN))});
-  b_.CreateBr(granted);
+                {b_.CreateAdd(r.shard, C64(CUPROBE_MAP_SHARD_RING_FULL_SPAN))});
+  b_.CreateBr(r.granted);
+}
 
-  // RingCountGroup and RingBeginRecord (maps/map_algorithms.h): the SM's
-  // full-ring span reset (above, unless known to be 0), the record counted
-  // in the SM's shard, the length written into header word 0.
-  b_.SetInsertPoint(granted);
-  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_RESERVED)), C64(1));
-  llvm::Value* header = b_.CreateAdd(data, offset);
-  b_.CreateAlignedStore(b_.CreateTrunc(size, I32()), b_.CreateIntToPtr(header, global),
+// ring.granted: RingCountGroup and RingBeginRecord (maps/map_algorithms.h):
+// the SM's full-ring span reset (in RingGrab, unless known to be 0), the
+// record counted in the SM's shard, the length written into header word 0.
+void FunctionLowering::RingGrant(RingSite& r) {
+  b_.SetInsertPoint(r.granted);
+  llvm::PointerType* global = llvm::PointerType::get(ctx_, 1);
+  AddNoReturn(b_.CreateAdd(r.shard, C64(CUPROBE_MAP_SHARD_RING_RESERVED)), C64(1));
+  llvm::Value* header = b_.CreateAdd(r.data, r.offset);
+  b_.CreateAlignedStore(b_.CreateTrunc(r.size, I32()), b_.CreateIntToPtr(header, global),
                         llvm::Align(8));
-  llvm::Value* body = b_.CreateAdd(header, C64(CUPROBE_RING_HEADER_SIZE));
-  b_.CreateBr(done);
+  r.body = b_.CreateAdd(header, C64(CUPROBE_RING_HEADER_SIZE));
+  b_.CreateBr(r.done);
+}
 
-  b_.SetInsertPoint(finish);
-  llvm::Value* finished = b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT, 4),
-                                        {Reg(1), size, position, grab_tail});
-  b_.CreateBr(done);
+// ring.finish: a grab whose record does not fit; the helper decides.
+void FunctionLowering::RingFinishAt(RingSite& r) {
+  b_.SetInsertPoint(r.finish);
+  r.finished = b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT, 4),
+                             {Reg(1), r.size, r.position, r.grab_tail});
+  b_.CreateBr(r.done);
+}
 
-  b_.SetInsertPoint(drop);
+// ring.drop: the lanes dropped and counted in the SM's shard by the first
+// of them (records: the lanes; bytes: the sum of their record sizes).
+void FunctionLowering::RingDrop(RingSite& r) {
+  b_.SetInsertPoint(r.drop);
   llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
   llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
   llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
@@ -932,43 +1040,46 @@ llvm::Value* FunctionLowering::RingReserve(uint32_t pc) {
   // decided after the optimizer has propagated the size).
   llvm::BasicBlock* uniform = llvm::BasicBlock::Create(ctx_, "ring.drop.uniform", fn_);
   llvm::BasicBlock* summed = llvm::BasicBlock::Create(ctx_, "ring.drop.redux", fn_);
-  llvm::BasicBlock* counted = llvm::BasicBlock::Create(ctx_, "ring.drop.bytes", fn_);
-  b_.CreateCondBr(b_.CreateIntrinsic(llvm::Intrinsic::is_constant, {I64()}, {record_bytes}),
+  r.counted = llvm::BasicBlock::Create(ctx_, "ring.drop.bytes", fn_);
+  b_.CreateCondBr(b_.CreateIntrinsic(llvm::Intrinsic::is_constant, {I64()}, {r.record_bytes}),
                   uniform, summed);
   b_.SetInsertPoint(uniform);
-  llvm::Value* uniform_bytes = b_.CreateMul(lanes, record_bytes);
-  b_.CreateBr(counted);
+  llvm::Value* uniform_bytes = b_.CreateMul(lanes, r.record_bytes);
+  b_.CreateBr(r.counted);
   b_.SetInsertPoint(summed);
   llvm::Value* summed_bytes =
       b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_redux_sync_add, {},
-                                       {b_.CreateTrunc(record_bytes, I32()), active}),
+                                       {b_.CreateTrunc(r.record_bytes, I32()), active}),
                     I64());
-  b_.CreateBr(counted);
-  b_.SetInsertPoint(counted);
+  b_.CreateBr(r.counted);
+  b_.SetInsertPoint(r.counted);
   llvm::PHINode* bytes = b_.CreatePHI(I64(), 2);
   bytes->addIncoming(uniform_bytes, uniform);
   bytes->addIncoming(summed_bytes, summed);
   b_.CreateCondBr(RingDropDiag().ends_with("nocount") ? b_.getFalse()
                                                        : b_.CreateICmpEQ(lane, first),
-                  lead, done);
+                  r.lead, r.done);
 
-  b_.SetInsertPoint(lead);
-  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED)), lanes);
-  AddNoReturn(b_.CreateAdd(shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED_BYTES)), bytes);
-  b_.CreateBr(done);
+  b_.SetInsertPoint(r.lead);
+  AddNoReturn(b_.CreateAdd(r.shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED)), lanes);
+  AddNoReturn(b_.CreateAdd(r.shard, C64(CUPROBE_MAP_SHARD_RING_DROPPED_BYTES)), bytes);
+  b_.CreateBr(r.done);
+}
 
-  b_.SetInsertPoint(call);
-  llvm::Value* reserved = helper();
+// ring.reserve (the helper) and ring.done: R0 from every path.
+llvm::Value* FunctionLowering::RingJoin(RingSite& r) {
+  b_.SetInsertPoint(r.call);
+  llvm::Value* reserved = RingReserveCall();
   llvm::BasicBlock* call_end = b_.GetInsertBlock();
-  b_.CreateBr(done);
+  b_.CreateBr(r.done);
 
-  b_.SetInsertPoint(done);
+  b_.SetInsertPoint(r.done);
   llvm::PHINode* r0 = b_.CreatePHI(I64(), 5);
-  r0->addIncoming(C64(0), counted);
-  r0->addIncoming(C64(0), lead);
+  r0->addIncoming(C64(0), r.counted);
+  r0->addIncoming(C64(0), r.lead);
   r0->addIncoming(reserved, call_end);
-  r0->addIncoming(body, granted);
-  r0->addIncoming(finished, finish);
+  r0->addIncoming(r.body, r.granted);
+  r0->addIncoming(r.finished, r.finish);
   // Record bodies are 8-byte aligned (map_desc.h): the mask tells LLVM so,
   // and it merges adjacent field stores into vector stores.
   return b_.CreateAnd(r0, C64(~uint64_t{7}));
@@ -1115,33 +1226,25 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
 }
 
 absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
-  auto call = [&](const char* name, std::initializer_list<int> regs) {
-    std::vector<llvm::Value*> args;
-    for (int r : regs) args.push_back(Reg(r));
-    return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
-  };
-  auto store_xyz = [&](int32_t off_x) {
-    for (int i = 0; i < 3; ++i) {
-      llvm::Value* v = CtxField(off_x + 4 * i);
-      b_.CreateAlignedStore(v, b_.CreateIntToPtr(Reg(1 + i), b_.getPtrTy()), llvm::Align(8));
-    }
-    return C64(0);
-  };
   llvm::Value* r0 = nullptr;
   if (LowerMapCall(pc, insn, &r0)) {
     SetReg(0, r0);
     return absl::OkStatus();
   }
   switch (insn.imm) {
-    case CUPROBE_HELPER_MAP_LOOKUP_ELEM: r0 = call(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP, {1, 2}); break;
-    case CUPROBE_HELPER_MAP_UPDATE_ELEM:
-      r0 = call(CUPROBE_HELPER_SYMBOL_MAP_UPDATE, {1, 2, 3, 4});
+    case CUPROBE_HELPER_MAP_LOOKUP_ELEM:
+      r0 = CallHelper(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP, {1, 2});
       break;
-    case CUPROBE_HELPER_MAP_DELETE_ELEM: r0 = call(CUPROBE_HELPER_SYMBOL_MAP_DELETE, {1, 2}); break;
-    case CUPROBE_HELPER_MAP_ADD: r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD, {1, 2, 3}); break;
-    case CUPROBE_HELPER_HIST_ADD: r0 = call(CUPROBE_HELPER_SYMBOL_HIST_ADD, {1, 2, 3}); break;
+    case CUPROBE_HELPER_MAP_UPDATE_ELEM:
+      r0 = CallHelper(CUPROBE_HELPER_SYMBOL_MAP_UPDATE, {1, 2, 3, 4});
+      break;
+    case CUPROBE_HELPER_MAP_DELETE_ELEM:
+      r0 = CallHelper(CUPROBE_HELPER_SYMBOL_MAP_DELETE, {1, 2});
+      break;
+    case CUPROBE_HELPER_MAP_ADD: r0 = CallHelper(CUPROBE_HELPER_SYMBOL_MAP_ADD, {1, 2, 3}); break;
+    case CUPROBE_HELPER_HIST_ADD: r0 = CallHelper(CUPROBE_HELPER_SYMBOL_HIST_ADD, {1, 2, 3}); break;
     case CUPROBE_HELPER_RINGBUF_OUTPUT:
-      r0 = call(CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, {1, 2, 3, 4});
+      r0 = CallHelper(CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, {1, 2, 3, 4});
       break;
     case CUPROBE_HELPER_PERF_EVENT_OUTPUT:
       r0 = b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 4),
@@ -1151,73 +1254,35 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
       r0 = RingReserve(pc);
       break;
     case CUPROBE_HELPER_RINGBUF_SUBMIT:
-      r0 = target_ == LowerTarget::kNvptx ? RingFinish(/*discard=*/false)
-                                          : call(CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, {1, 2});
+      r0 = target_ == LowerTarget::kNvptx
+               ? RingFinish(/*discard=*/false)
+               : CallHelper(CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, {1, 2});
       break;
     case CUPROBE_HELPER_RINGBUF_DISCARD:
-      r0 = target_ == LowerTarget::kNvptx ? RingFinish(/*discard=*/true)
-                                          : call(CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD, {1, 2});
+      r0 = target_ == LowerTarget::kNvptx
+               ? RingFinish(/*discard=*/true)
+               : CallHelper(CUPROBE_HELPER_SYMBOL_RINGBUF_DISCARD, {1, 2});
       break;
-    case CUPROBE_HELPER_GET_CURRENT_PID_TGID: r0 = call(CUPROBE_HELPER_SYMBOL_PID_TGID, {}); break;
+    case CUPROBE_HELPER_GET_CURRENT_PID_TGID:
+      r0 = CallHelper(CUPROBE_HELPER_SYMBOL_PID_TGID, {});
+      break;
     case CUPROBE_HELPER_KTIME_GET_NS:
     case CUPROBE_HELPER_BPFTIME_GLOBALTIMER:
       r0 = CtxField(72);
       break;
     case CUPROBE_HELPER_GET_SMP_PROCESSOR_ID: r0 = CtxField(56); break;
-    case CUPROBE_HELPER_BPFTIME_BLOCK_IDX: r0 = store_xyz(8); break;
-    case CUPROBE_HELPER_BPFTIME_THREAD_IDX: r0 = store_xyz(20); break;
-    case CUPROBE_HELPER_BPFTIME_BLOCK_DIM: r0 = store_xyz(32); break;
-    case CUPROBE_HELPER_GRID_DIM: r0 = store_xyz(44); break;
-    case CUPROBE_HELPER_BPFTIME_MEMBAR:
-      if (target_ == LowerTarget::kNvptx) {
-        b_.CreateIntrinsic(llvm::Intrinsic::nvvm_membar_sys, {}, {});
-      } else {
-        b_.CreateFence(llvm::AtomicOrdering::SequentiallyConsistent);
-      }
-      r0 = C64(0);
-      break;
+    case CUPROBE_HELPER_BPFTIME_BLOCK_IDX: r0 = StoreXyz(8); break;
+    case CUPROBE_HELPER_BPFTIME_THREAD_IDX: r0 = StoreXyz(20); break;
+    case CUPROBE_HELPER_BPFTIME_BLOCK_DIM: r0 = StoreXyz(32); break;
+    case CUPROBE_HELPER_GRID_DIM: r0 = StoreXyz(44); break;
+    case CUPROBE_HELPER_BPFTIME_MEMBAR: r0 = Membar(); break;
     case CUPROBE_HELPER_GET_ARG: r0 = ArgValue(Reg(2)); break;
     case CUPROBE_HELPER_GLOBAL_THREAD_ID: r0 = GlobalThreadId(); break;
-    case CUPROBE_HELPER_GRID_ID:
-      if (target_ == LowerTarget::kNvptx) {
-        // Not llvm.nvvm.read.ptx.sreg.gridid: LLVM 19's NVPTX backend reads
-        // it with mov.u32, dropping the 64-bit register's high half
-        // (Lowering.GridIdIsReadInlineAndKeysAMap checks the mov.u64).
-        r0 = b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(I64(), false),
-                                                "mov.u64 $0, %gridid;", "=l",
-                                                /*hasSideEffects=*/false));
-      } else {
-        r0 = Sreg(llvm::Intrinsic::not_intrinsic, kHostGridIdSreg);
-      }
-      break;
-    case CUPROBE_HELPER_WARP_MATCH:
-      if (target_ == LowerTarget::kNvptx) {
-        llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
-        r0 = b_.CreateZExt(
-            b_.CreateIntrinsic(llvm::Intrinsic::nvvm_match_any_sync_i64, {}, {active, Reg(1)}),
-            I64());
-      } else {
-        r0 = C64(1);  // the host runs one lane
-      }
-      break;
+    case CUPROBE_HELPER_GRID_ID: r0 = GridId(); break;
+    case CUPROBE_HELPER_WARP_MATCH: r0 = WarpMatch(); break;
     case CUPROBE_HELPER_TRACE_PRINTK:
     case CUPROBE_HELPER_BPFTIME_PUTS: {
-      const InsnInfo& info = v_.insns[pc];
-      if (info.printk_format < 0 || input_.printk_slot < 0) {
-        return absl::InternalError(absl::StrCat("printk at insn ", pc, " without a format"));
-      }
-      const uint32_t id = lp_.printk_ids[info.printk_format];
-      // struct { u32 format_id; u32 nargs; u64 args[3]; } (abi.h)
-      b_.CreateAlignedStore(b_.getInt32(id), record_, llvm::Align(8));
-      b_.CreateAlignedStore(b_.getInt32(info.printk_nargs), b_.CreateConstGEP1_64(I8(), record_, 4),
-                            llvm::Align(4));
-      for (uint32_t a = 0; a < 3; ++a) {
-        llvm::Value* v = a < info.printk_nargs ? Reg(3 + static_cast<int>(a)) : C64(0);
-        b_.CreateAlignedStore(v, b_.CreateConstGEP1_64(I8(), record_, 8 + 8 * a), llvm::Align(8));
-      }
-      llvm::Value* map = TableEntry(input_.printk_slot);
-      r0 = b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 4),
-                         {map, b_.CreatePtrToInt(record_, I64()), C64(kPrintkRecordSize), C64(0)});
+      CUPROBE_ASSIGN_OR_RETURN(r0, Printk(pc));
       break;
     }
     default:
@@ -1225,6 +1290,71 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
   }
   SetReg(0, r0);
   return absl::OkStatus();
+}
+
+// A call of helper library function `name` with registers `regs`.
+llvm::Value* FunctionLowering::CallHelper(const char* name, std::initializer_list<int> regs) {
+  std::vector<llvm::Value*> args;
+  for (int r : regs) args.push_back(Reg(r));
+  return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
+}
+
+// get_block_idx and the like: the x, y, z context fields from `off_x` on,
+// stored through the u64 pointers in R1-R3.
+llvm::Value* FunctionLowering::StoreXyz(int32_t off_x) {
+  for (int i = 0; i < 3; ++i) {
+    llvm::Value* v = CtxField(off_x + 4 * i);
+    b_.CreateAlignedStore(v, b_.CreateIntToPtr(Reg(1 + i), b_.getPtrTy()), llvm::Align(8));
+  }
+  return C64(0);
+}
+
+llvm::Value* FunctionLowering::Membar() {
+  if (target_ == LowerTarget::kNvptx) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_membar_sys, {}, {});
+  } else {
+    b_.CreateFence(llvm::AtomicOrdering::SequentiallyConsistent);
+  }
+  return C64(0);
+}
+
+llvm::Value* FunctionLowering::GridId() {
+  if (target_ != LowerTarget::kNvptx) return Sreg(llvm::Intrinsic::not_intrinsic, kHostGridIdSreg);
+  // Not llvm.nvvm.read.ptx.sreg.gridid: LLVM 19's NVPTX backend reads
+  // it with mov.u32, dropping the 64-bit register's high half
+  // (Lowering.GridIdIsReadInlineAndKeysAMap checks the mov.u64).
+  return b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(I64(), false),
+                                            "mov.u64 $0, %gridid;", "=l",
+                                            /*hasSideEffects=*/false));
+}
+
+// The lanes of the warp here whose R1 equals this lane's.
+llvm::Value* FunctionLowering::WarpMatch() {
+  if (target_ != LowerTarget::kNvptx) return C64(1);  // the host runs one lane
+  llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+  return b_.CreateZExt(
+      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_match_any_sync_i64, {}, {active, Reg(1)}), I64());
+}
+
+// trace_printk / puts: the record (format id, argument count, R3-R5) built
+// in the function's printk_record and written to the printk RINGBUF.
+absl::StatusOr<llvm::Value*> FunctionLowering::Printk(uint32_t pc) {
+  const InsnInfo& info = v_.insns[pc];
+  if (info.printk_format < 0 || input_.printk_slot < 0) {
+    return absl::InternalError(absl::StrCat("printk at insn ", pc, " without a format"));
+  }
+  const uint32_t id = lp_.printk_ids[info.printk_format];
+  // struct { u32 format_id; u32 nargs; u64 args[3]; } (abi.h)
+  b_.CreateAlignedStore(b_.getInt32(id), record_, llvm::Align(8));
+  b_.CreateAlignedStore(b_.getInt32(info.printk_nargs), b_.CreateConstGEP1_64(I8(), record_, 4),
+                        llvm::Align(4));
+  for (uint32_t a = 0; a < 3; ++a) {
+    llvm::Value* v = a < info.printk_nargs ? Reg(3 + static_cast<int>(a)) : C64(0);
+    b_.CreateAlignedStore(v, b_.CreateConstGEP1_64(I8(), record_, 8 + 8 * a), llvm::Align(8));
+  }
+  llvm::Value* map = TableEntry(input_.printk_slot);
+  return b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 4),
+                       {map, b_.CreatePtrToInt(record_, I64()), C64(kPrintkRecordSize), C64(0)});
 }
 
 llvm::Value* FunctionLowering::Condition(const Insn& insn) {
@@ -1252,8 +1382,29 @@ llvm::Value* FunctionLowering::Condition(const Insn& insn) {
 }
 
 absl::Status FunctionLowering::Lower() {
-  const std::vector<Insn>& insns = prog_.insns;
-  const uint32_t n = static_cast<uint32_t>(insns.size());
+  CreateFunction();
+  llvm::BasicBlock* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+  const std::vector<bool> leader = BlockLeaders();
+  for (uint32_t pc = 0; pc < prog_.insns.size(); ++pc) {
+    if (leader[pc]) blocks_[pc] = llvm::BasicBlock::Create(ctx_, absl::StrCat("insn", pc), fn_);
+  }
+  b_.SetInsertPoint(entry);
+  AllocateFrame();
+  LoadGlobalData();
+  EnterProgram();
+  CUPROBE_RETURN_IF_ERROR(LowerInsns(leader));
+  if (b_.GetInsertBlock()->getTerminator() == nullptr) b_.CreateUnreachable();
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyFunction(*fn_, &os)) {
+    return absl::InternalError(absl::StrCat("lowering of '", prog_.name,
+                                            "' produced invalid IR: ", os.str()));
+  }
+  return absl::OkStatus();
+}
+
+// The probe function (the probe ABI, lower.h) and its named parameters.
+void FunctionLowering::CreateFunction() {
   auto* type = llvm::FunctionType::get(I32(), {I64(), I32(), I32(), I32(), b_.getPtrTy()}, false);
   fn_ = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, lp_.function_name, m_);
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
@@ -1269,9 +1420,13 @@ absl::Status FunctionLowering::Lower() {
   kernel_id_->setName("kernel_id");
   site_index_->setName("site_index");
   args_->setName("args");
+}
 
-  // Blocks: the entry, every jump target and every instruction after a jump.
-  llvm::BasicBlock* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+// The instructions that start a basic block: the entry, every jump target
+// and every instruction after a jump.
+std::vector<bool> FunctionLowering::BlockLeaders() const {
+  const std::vector<Insn>& insns = prog_.insns;
+  const uint32_t n = static_cast<uint32_t>(insns.size());
   std::vector<bool> leader(n + 1, false);
   leader[0] = true;
   for (uint32_t pc = 0; pc < n; ++pc) {
@@ -1290,11 +1445,12 @@ absl::Status FunctionLowering::Lower() {
       leader[pc + 1] = true;
     }
   }
-  for (uint32_t pc = 0; pc < n; ++pc) {
-    if (leader[pc]) blocks_[pc] = llvm::BasicBlock::Create(ctx_, absl::StrCat("insn", pc), fn_);
-  }
+  return leader;
+}
 
-  b_.SetInsertPoint(entry);
+// The entry block's allocas: the registers, the part of the stack the
+// program uses, the printk record; r1 and r10 set.
+void FunctionLowering::AllocateFrame() {
   for (int r = 0; r < kNumRegs; ++r) {
     regs_[r] = b_.CreateAlloca(I64(), nullptr, absl::StrCat("r", r));
   }
@@ -1311,27 +1467,15 @@ absl::Status FunctionLowering::Lower() {
   record_ = record;
   SetReg(1, C64(kCtxStandIn));
   SetReg(10, b_.CreatePtrToInt(b_.CreateConstGEP1_64(I8(), stack_, stack_depth_), I64()));
-  // Global data (.data / .bss): the value address of each used map, once.
+}
+
+// Global data (.data / .bss): the value address of each used map, once.
+void FunctionLowering::LoadGlobalData() {
   for (uint32_t map : v_.maps_used) {
     const ObjectMap& om = obj_.maps[map];
     if (!om.global_data()) continue;
     if (om.read_only()) {
-      // .rodata is compiled in as a constant.
-      const std::string name = absl::StrCat(lp_.rodata_prefix, Sanitize(om.spec.name));
-      llvm::GlobalVariable* g = m_.getNamedGlobal(name);
-      if (g == nullptr) {
-        llvm::Constant* init = llvm::ConstantDataArray::get(
-            ctx_, llvm::ArrayRef<uint8_t>(om.spec.initial_value));
-        g = new llvm::GlobalVariable(m_, init->getType(), true,
-                                     llvm::GlobalValue::InternalLinkage, init, name, nullptr,
-                                     llvm::GlobalValue::NotThreadLocal,
-                                     target_ == LowerTarget::kNvptx ? 4 : 0);
-        g->setAlignment(llvm::Align(8));
-      }
-      llvm::Value* generic = g->getType()->getPointerAddressSpace() == 0
-                                 ? static_cast<llvm::Value*>(g)
-                                 : b_.CreateAddrSpaceCast(g, b_.getPtrTy());
-      data_base_[map] = b_.CreatePtrToInt(generic, I64());
+      data_base_[map] = RodataAddress(om);
       continue;
     }
     // The value of key 0 of a one-entry ARRAY (abi.h 5.), inline.
@@ -1341,9 +1485,33 @@ absl::Status FunctionLowering::Lower() {
             .address;
     data_base_[map]->setName(absl::StrCat("data_", Sanitize(om.spec.name)));
   }
-  // A global-data map that cannot be reached (its table entry or descriptor
-  // copy never filled: the hook said so once) makes the probe return at
-  // once rather than address its variables from 0.
+}
+
+// .rodata is compiled in as a constant (in the constant bank on the GPU),
+// one per object and map; its generic address as an i64.
+llvm::Value* FunctionLowering::RodataAddress(const ObjectMap& om) {
+  const std::string name = absl::StrCat(lp_.rodata_prefix, Sanitize(om.spec.name));
+  llvm::GlobalVariable* g = m_.getNamedGlobal(name);
+  if (g == nullptr) {
+    llvm::Constant* init = llvm::ConstantDataArray::get(
+        ctx_, llvm::ArrayRef<uint8_t>(om.spec.initial_value));
+    g = new llvm::GlobalVariable(m_, init->getType(), true,
+                                 llvm::GlobalValue::InternalLinkage, init, name, nullptr,
+                                 llvm::GlobalValue::NotThreadLocal,
+                                 target_ == LowerTarget::kNvptx ? 4 : 0);
+    g->setAlignment(llvm::Align(8));
+  }
+  llvm::Value* generic = g->getType()->getPointerAddressSpace() == 0
+                             ? static_cast<llvm::Value*>(g)
+                             : b_.CreateAddrSpaceCast(g, b_.getPtrTy());
+  return b_.CreatePtrToInt(generic, I64());
+}
+
+// From the entry block to the first instruction's. A global-data map that
+// cannot be reached (its table entry or descriptor copy never filled: the
+// hook said so once) makes the probe return at once rather than address
+// its variables from 0.
+void FunctionLowering::EnterProgram() {
   llvm::Value* unreachable_data = b_.getFalse();
   for (const auto& [map, base] : data_base_) {
     if (!obj_.maps[map].read_only()) {
@@ -1358,7 +1526,14 @@ absl::Status FunctionLowering::Lower() {
   } else {
     b_.CreateBr(blocks_.at(0));
   }
+}
 
+// Every instruction in order, each block ended by a branch to the next
+// where the program falls through; instructions the verifier never reached
+// are `unreachable`, and so is the rest of their block.
+absl::Status FunctionLowering::LowerInsns(const std::vector<bool>& leader) {
+  const std::vector<Insn>& insns = prog_.insns;
+  const uint32_t n = static_cast<uint32_t>(insns.size());
   llvm::BasicBlock* current = nullptr;
   for (uint32_t pc = 0; pc < n; ++pc) {
     if (leader[pc]) {
@@ -1377,71 +1552,74 @@ absl::Status FunctionLowering::Lower() {
       if (insn.code == kLdImm64) ++pc;
       continue;
     }
-    switch (insn.Class()) {
-      case kClassAlu:
-      case kClassAlu64:
-        LowerAlu(insn);
-        break;
-      case kClassLdx:
-        LowerLoad(pc, insn);
-        break;
-      case kClassSt:
-        LowerStore(pc, insn);
-        break;
-      case kClassStx:
-        if (insn.Mode() == kModeAtomic) {
-          LowerAtomic(pc, insn);
-        } else {
-          LowerStore(pc, insn);
-        }
-        break;
-      case kClassLd: {
-        const Insn& hi = insns[pc + 1];
-        if (insn.src == 0) {
-          SetReg(insn.dst, C64((static_cast<uint64_t>(static_cast<uint32_t>(hi.imm)) << 32) |
-                               static_cast<uint32_t>(insn.imm)));
-        } else {
-          const MapRef& ref = prog_.map_refs.at(pc);
-          if (ref.value) {
-            SetReg(insn.dst, b_.CreateAdd(data_base_.at(ref.map), C64(ref.offset)));
-          } else {
-            SetReg(insn.dst, MapTableEntry(ref.map));
-          }
-        }
-        ++pc;
-        break;
-      }
-      case kClassJmp:
-      case kClassJmp32: {
-        const uint8_t op = insn.Op();
-        if (op == kJmpCall) {
-          CUPROBE_RETURN_IF_ERROR(LowerCall(pc, insn));
-          break;
-        }
-        if (op == kJmpExit) {
-          b_.CreateRet(b_.CreateTrunc(Reg(0), I32()));
-          break;
-        }
-        const int64_t delta =
-            (op == kJmpJa && insn.Class() == kClassJmp32) ? insn.imm : insn.off;
-        llvm::BasicBlock* target = blocks_.at(static_cast<uint32_t>(pc + 1 + delta));
-        if (op == kJmpJa) {
-          b_.CreateBr(target);
-        } else {
-          b_.CreateCondBr(Condition(insn), target, blocks_.at(pc + 1));
-        }
-        break;
-      }
-      default:
-        return absl::InternalError(absl::StrCat("insn ", pc, ": no lowering"));
-    }
+    CUPROBE_RETURN_IF_ERROR(LowerInsn(pc, insn));
+    if (insn.Class() == kClassLd) ++pc;  // ld_imm64's second half
   }
-  if (b_.GetInsertBlock()->getTerminator() == nullptr) b_.CreateUnreachable();
-  std::string err;
-  llvm::raw_string_ostream os(err);
-  if (llvm::verifyFunction(*fn_, &os)) {
-    return absl::InternalError(absl::StrCat("lowering of '", prog_.name,
-                                            "' produced invalid IR: ", os.str()));
+  return absl::OkStatus();
+}
+
+absl::Status FunctionLowering::LowerInsn(uint32_t pc, const Insn& insn) {
+  switch (insn.Class()) {
+    case kClassAlu:
+    case kClassAlu64:
+      LowerAlu(insn);
+      return absl::OkStatus();
+    case kClassLdx:
+      LowerLoad(pc, insn);
+      return absl::OkStatus();
+    case kClassSt:
+      LowerStore(pc, insn);
+      return absl::OkStatus();
+    case kClassStx:
+      if (insn.Mode() == kModeAtomic) {
+        LowerAtomic(pc, insn);
+      } else {
+        LowerStore(pc, insn);
+      }
+      return absl::OkStatus();
+    case kClassLd:
+      LowerLdImm64(pc, insn);
+      return absl::OkStatus();
+    case kClassJmp:
+    case kClassJmp32:
+      return LowerJump(pc, insn);
+    default:
+      return absl::InternalError(absl::StrCat("insn ", pc, ": no lowering"));
+  }
+}
+
+// ld_imm64: a constant, a map (its table entry) or a global variable's
+// address (its map's value address plus the offset).
+void FunctionLowering::LowerLdImm64(uint32_t pc, const Insn& insn) {
+  const Insn& hi = prog_.insns[pc + 1];
+  if (insn.src == 0) {
+    SetReg(insn.dst, C64((static_cast<uint64_t>(static_cast<uint32_t>(hi.imm)) << 32) |
+                         static_cast<uint32_t>(insn.imm)));
+    return;
+  }
+  const MapRef& ref = prog_.map_refs.at(pc);
+  if (ref.value) {
+    SetReg(insn.dst, b_.CreateAdd(data_base_.at(ref.map), C64(ref.offset)));
+  } else {
+    SetReg(insn.dst, MapTableEntry(ref.map));
+  }
+}
+
+// Calls, exits and jumps; a conditional jump falls through to the block of
+// the next instruction.
+absl::Status FunctionLowering::LowerJump(uint32_t pc, const Insn& insn) {
+  const uint8_t op = insn.Op();
+  if (op == kJmpCall) return LowerCall(pc, insn);
+  if (op == kJmpExit) {
+    b_.CreateRet(b_.CreateTrunc(Reg(0), I32()));
+    return absl::OkStatus();
+  }
+  const int64_t delta = (op == kJmpJa && insn.Class() == kClassJmp32) ? insn.imm : insn.off;
+  llvm::BasicBlock* target = blocks_.at(static_cast<uint32_t>(pc + 1 + delta));
+  if (op == kJmpJa) {
+    b_.CreateBr(target);
+  } else {
+    b_.CreateCondBr(Condition(insn), target, blocks_.at(pc + 1));
   }
   return absl::OkStatus();
 }
