@@ -1202,7 +1202,7 @@ CUPROBE_HD uint64_t RingBeginRecord(const cuprobe_map_desc* d, uint64_t position
 // consumer's tail it read). Ends the reservation as RingReserve would (pad
 // and retry, pad or give back refused bytes, count) and returns the body's
 // address, or 0 (counted as dropped).
-// The compiler's inline path for a lone producer (loader/compiler/lower.cc):
+// The compiler's inline path for a lone producer (loader/compiler/lower_ring.cc):
 // it reads the cursors from the descriptor's constant copy, so a block
 // leader's successful reservation waits on one load of the head and the
 // cached tail (and the refresh window over half full) and the atomic, not on

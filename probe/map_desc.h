@@ -4,11 +4,12 @@
  * at (include/cuprobe/abi.h, 3.). The host runtime (maps/map_set.h) builds one
  * per map in device memory before any instrumented kernel runs; the GPU
  * helper library (maps/gpu/helpers.cu) reads it on every helper call, and
- * so does code the probe compiler inlines (loader/compiler/lower.cc reads
- * magic, version, type, key/value sizes, max_entries, strides, id_slots,
- * values and control at the offsets below; abi.h 8.); the same algorithms
- * (maps/map_algorithms.h) read it on the host over snapshots. Never written
- * while a kernel of the module can run: the GPU reads it with ld.global.nc.
+ * so does code the probe compiler inlines (loader/compiler/lower_map.cc and
+ * lower_ring.cc read magic, version, type, key/value sizes, max_entries,
+ * strides, id_slots, values and control at the offsets below; abi.h 8.); the
+ * same algorithms (maps/map_algorithms.h) read it on the host over
+ * snapshots. Never written while a kernel of the module can run: the GPU
+ * reads it with ld.global.nc.
  *
  * Plain C layout, fixed-width, no pointers: every address is a 64-bit device
  * address (on the host fake of tests, a host address). Bump

@@ -32,101 +32,126 @@ absl::Status Corrupt(std::string_view section, uint64_t offset, std::string_view
                    " (the object is corrupt; recompile it with clang -target bpf -g)"));
 }
 
-}  // namespace
+// Where the type and string sections lie: offsets from the end of the
+// header (hdr_len), checked against the section's bytes.
+struct BtfLayout {
+  uint32_t hdr_len;
+  uint32_t type_off;
+  uint32_t type_len;
+  uint32_t str_off;
+  uint32_t str_len;
+};
 
-absl::StatusOr<Btf> Btf::Parse(absl::Span<const uint8_t> bytes) {
+absl::StatusOr<BtfLayout> ParseHeader(absl::Span<const uint8_t> bytes) {
   if (bytes.size() < 24) return Corrupt(".BTF", 0, "header truncated");
   if (Le16(bytes.data()) != kBtfMagic) return Corrupt(".BTF", 0, "bad magic (not BTF)");
   if (bytes[2] != 1) return Corrupt(".BTF", 2, absl::StrCat("unsupported version ", bytes[2]));
-  const uint32_t hdr_len = Le32(bytes.data() + 4);
-  const uint32_t type_off = Le32(bytes.data() + 8);
-  const uint32_t type_len = Le32(bytes.data() + 12);
-  const uint32_t str_off = Le32(bytes.data() + 16);
-  const uint32_t str_len = Le32(bytes.data() + 20);
-  if (hdr_len < 24 || hdr_len > bytes.size()) return Corrupt(".BTF", 4, "bad header length");
-  const uint64_t body = bytes.size() - hdr_len;
-  if (uint64_t{type_off} + type_len > body) return Corrupt(".BTF", 8, "type section out of bounds");
-  if (uint64_t{str_off} + str_len > body) return Corrupt(".BTF", 16, "string section out of bounds");
-  if (str_len == 0 || bytes[hdr_len + str_off + str_len - 1] != 0) {
-    return Corrupt(".BTF", hdr_len + str_off, "string section is not NUL-terminated");
+  const BtfLayout l{Le32(bytes.data() + 4), Le32(bytes.data() + 8), Le32(bytes.data() + 12),
+                    Le32(bytes.data() + 16), Le32(bytes.data() + 20)};
+  if (l.hdr_len < 24 || l.hdr_len > bytes.size()) return Corrupt(".BTF", 4, "bad header length");
+  const uint64_t body = bytes.size() - l.hdr_len;
+  if (uint64_t{l.type_off} + l.type_len > body) {
+    return Corrupt(".BTF", 8, "type section out of bounds");
   }
-  Btf btf;
-  btf.strings_.assign(reinterpret_cast<const char*>(bytes.data() + hdr_len + str_off), str_len);
-  btf.types_.emplace_back();  // id 0: void
+  if (uint64_t{l.str_off} + l.str_len > body) {
+    return Corrupt(".BTF", 16, "string section out of bounds");
+  }
+  if (l.str_len == 0 || bytes[l.hdr_len + l.str_off + l.str_len - 1] != 0) {
+    return Corrupt(".BTF", l.hdr_len + l.str_off, "string section is not NUL-terminated");
+  }
+  return l;
+}
 
-  const uint8_t* p = bytes.data() + hdr_len + type_off;
-  const uint8_t* end = p + type_len;
-  auto here = [&] { return static_cast<uint64_t>(p - bytes.data()); };
-  while (p < end) {
-    if (btf.types_.size() > kMaxTypes) return Corrupt(".BTF", here(), "too many types");
-    if (end - p < 12) return Corrupt(".BTF", here(), "type record truncated");
-    BtfType t;
-    const uint32_t name_off = Le32(p);
-    const uint32_t info = Le32(p + 4);
-    t.size_or_type = Le32(p + 8);
-    const uint32_t vlen = info & 0xffff;
-    const uint32_t kind = (info >> 24) & 0x1f;
-    t.kind_flag = (info >> 31) != 0;
-    if (kind == 0 || kind > 19) return Corrupt(".BTF", here(), absl::StrCat("unknown kind ", kind));
-    t.kind = static_cast<BtfKind>(kind);
-    auto name = btf.String(name_off);
-    if (!name.ok()) return Corrupt(".BTF", here(), "type name offset out of bounds");
-    t.name = *std::move(name);
-    const uint64_t record_start = here();
-    p += 12;
-    uint64_t extra = 0;
-    uint32_t member_size = 0;
-    switch (t.kind) {
-      case BtfKind::kInt: extra = 4; break;
-      case BtfKind::kArray: extra = 12; break;
-      case BtfKind::kStruct:
-      case BtfKind::kUnion: member_size = 12; break;
-      case BtfKind::kEnum: member_size = 8; break;
-      case BtfKind::kFuncProto: member_size = 8; break;
-      case BtfKind::kVar: extra = 4; break;
-      case BtfKind::kDatasec: member_size = 12; break;
-      case BtfKind::kDeclTag: extra = 4; break;
-      case BtfKind::kEnum64: member_size = 12; break;
-      default: break;
-    }
-    extra += uint64_t{member_size} * vlen;
-    if (static_cast<uint64_t>(end - p) < extra) {
-      return Corrupt(".BTF", record_start, "type record truncated");
-    }
-    if (t.kind == BtfKind::kArray) {
-      t.elem_type = Le32(p);
-      t.nelems = Le32(p + 8);
-    }
-    if (member_size != 0) {
-      t.members.reserve(vlen);
-      for (uint32_t i = 0; i < vlen; ++i) {
-        const uint8_t* m = p + uint64_t{i} * member_size;
-        BtfMember member;
-        if (t.kind == BtfKind::kDatasec) {
-          member.type = Le32(m);
-          member.offset = Le32(m + 4);
-          member.size = Le32(m + 8);
-        } else {
-          auto mname = btf.String(Le32(m));
-          if (!mname.ok()) return Corrupt(".BTF", record_start, "member name out of bounds");
-          member.name = *std::move(mname);
-          if (t.kind == BtfKind::kStruct || t.kind == BtfKind::kUnion) {
-            member.type = Le32(m + 4);
-            member.offset = Le32(m + 8);
-          } else if (t.kind == BtfKind::kFuncProto) {
-            member.type = Le32(m + 4);
-          }
-        }
-        t.members.push_back(std::move(member));
+// What follows a type record's 12 common bytes: `extra` bytes of its own,
+// then vlen members of `member_size` bytes each.
+struct RecordTail {
+  uint64_t extra = 0;
+  uint32_t member_size = 0;
+};
+
+RecordTail TailOf(BtfKind kind) {
+  switch (kind) {
+    case BtfKind::kInt: return {4, 0};
+    case BtfKind::kArray: return {12, 0};
+    case BtfKind::kStruct:
+    case BtfKind::kUnion: return {0, 12};
+    case BtfKind::kEnum: return {0, 8};
+    case BtfKind::kFuncProto: return {0, 8};
+    case BtfKind::kVar: return {4, 0};
+    case BtfKind::kDatasec: return {0, 12};
+    case BtfKind::kDeclTag: return {4, 0};
+    case BtfKind::kEnum64: return {0, 12};
+    default: return {};
+  }
+}
+
+// The `vlen` members at `p` of a type record (at `record_start`) into `t`.
+absl::Status ParseMembers(const Btf& btf, const uint8_t* p, uint32_t vlen, uint32_t member_size,
+                          uint64_t record_start, BtfType& t) {
+  t.members.reserve(vlen);
+  for (uint32_t i = 0; i < vlen; ++i) {
+    const uint8_t* m = p + uint64_t{i} * member_size;
+    BtfMember member;
+    if (t.kind == BtfKind::kDatasec) {
+      member.type = Le32(m);
+      member.offset = Le32(m + 4);
+      member.size = Le32(m + 8);
+    } else {
+      auto mname = btf.String(Le32(m));
+      if (!mname.ok()) return Corrupt(".BTF", record_start, "member name out of bounds");
+      member.name = *std::move(mname);
+      if (t.kind == BtfKind::kStruct || t.kind == BtfKind::kUnion) {
+        member.type = Le32(m + 4);
+        member.offset = Le32(m + 8);
+      } else if (t.kind == BtfKind::kFuncProto) {
+        member.type = Le32(m + 4);
       }
     }
-    p += extra;
-    btf.types_.push_back(std::move(t));
+    t.members.push_back(std::move(member));
   }
-  // Referenced ids must exist.
-  const uint32_t count = static_cast<uint32_t>(btf.types_.size());
+  return absl::OkStatus();
+}
+
+// The type record at *p (before `end`) into `t`; *p moves past it. The
+// names it refers to are in `btf`'s strings, which are read first.
+absl::Status ParseType(const Btf& btf, absl::Span<const uint8_t> bytes, const uint8_t** p,
+                       const uint8_t* end, BtfType& t) {
+  auto here = [&] { return static_cast<uint64_t>(*p - bytes.data()); };
+  if (end - *p < 12) return Corrupt(".BTF", here(), "type record truncated");
+  const uint32_t name_off = Le32(*p);
+  const uint32_t info = Le32(*p + 4);
+  t.size_or_type = Le32(*p + 8);
+  const uint32_t vlen = info & 0xffff;
+  const uint32_t kind = (info >> 24) & 0x1f;
+  t.kind_flag = (info >> 31) != 0;
+  if (kind == 0 || kind > 19) return Corrupt(".BTF", here(), absl::StrCat("unknown kind ", kind));
+  t.kind = static_cast<BtfKind>(kind);
+  auto name = btf.String(name_off);
+  if (!name.ok()) return Corrupt(".BTF", here(), "type name offset out of bounds");
+  t.name = *std::move(name);
+  const uint64_t record_start = here();
+  *p += 12;
+  const RecordTail tail = TailOf(t.kind);
+  const uint64_t extra = tail.extra + uint64_t{tail.member_size} * vlen;
+  if (static_cast<uint64_t>(end - *p) < extra) {
+    return Corrupt(".BTF", record_start, "type record truncated");
+  }
+  if (t.kind == BtfKind::kArray) {
+    t.elem_type = Le32(*p);
+    t.nelems = Le32(*p + 8);
+  }
+  if (tail.member_size != 0) {
+    CUPROBE_RETURN_IF_ERROR(ParseMembers(btf, *p, vlen, tail.member_size, record_start, t));
+  }
+  *p += extra;
+  return absl::OkStatus();
+}
+
+// Every type id that a type refers to must exist.
+absl::Status CheckReferences(const std::vector<BtfType>& types) {
+  const uint32_t count = static_cast<uint32_t>(types.size());
   for (uint32_t id = 1; id < count; ++id) {
-    const BtfType& t = btf.types_[id];
+    const BtfType& t = types[id];
     auto check = [&](uint32_t ref) -> absl::Status {
       if (ref >= count) {
         return Corrupt(".BTF", 0, absl::StrCat("type ", id, " refers to missing type ", ref));
@@ -146,6 +171,29 @@ absl::StatusOr<Btf> Btf::Parse(absl::Span<const uint8_t> bytes) {
       default: break;
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Btf> Btf::Parse(absl::Span<const uint8_t> bytes) {
+  CUPROBE_ASSIGN_OR_RETURN(const BtfLayout l, ParseHeader(bytes));
+  Btf btf;
+  btf.strings_.assign(reinterpret_cast<const char*>(bytes.data() + l.hdr_len + l.str_off),
+                      l.str_len);
+  btf.types_.emplace_back();  // id 0: void
+
+  const uint8_t* p = bytes.data() + l.hdr_len + l.type_off;
+  const uint8_t* end = p + l.type_len;
+  while (p < end) {
+    if (btf.types_.size() > kMaxTypes) {
+      return Corrupt(".BTF", static_cast<uint64_t>(p - bytes.data()), "too many types");
+    }
+    BtfType t;
+    CUPROBE_RETURN_IF_ERROR(ParseType(btf, bytes, &p, end, t));
+    btf.types_.push_back(std::move(t));
+  }
+  CUPROBE_RETURN_IF_ERROR(CheckReferences(btf.types_));
   return btf;
 }
 

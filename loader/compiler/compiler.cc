@@ -304,59 +304,65 @@ void AddSummaryCode(const BpfProgram& program, const VerifiedProgram& verified,
   pp->summary_maps = std::move(refs);
 }
 
-}  // namespace
-
-absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> inputs,
-                                             const ProbeCompileOptions& options) {
-  if (inputs.empty()) return absl::InvalidArgumentError("no probe to compile");
-  CompileResult result;
-  auto t = Clock::now();
+absl::StatusOr<std::vector<BpfObject>> ReadObjects(absl::Span<const ProbeObject> inputs) {
   std::vector<BpfObject> objects;
   objects.reserve(inputs.size());
   for (const ProbeObject& in : inputs) {
     CUPROBE_ASSIGN_OR_RETURN(BpfObject object, ReadBpfObject(in.bytes, in.name));
     objects.push_back(std::move(object));
   }
-  result.timings.read_ms = MsSince(t);
+  return objects;
+}
 
-  t = Clock::now();
+// Verifies every program of every object into result->verified (an empty
+// entry for a rejected one), so that all rejections are reported at once.
+absl::Status VerifyObjects(absl::Span<const ProbeObject> inputs,
+                           const std::vector<BpfObject>& objects, const VerifierOptions& options,
+                           CompileResult* result) {
   std::vector<std::string> errors;
   size_t total_programs = 0;
   for (size_t k = 0; k < objects.size(); ++k) {
     for (const BpfProgram& p : objects[k].programs) {
       ++total_programs;
-      result.object_insns += p.insns.size();
-      absl::StatusOr<VerifiedProgram> v = Verify(objects[k], p, options.verifier);
+      result->object_insns += p.insns.size();
+      absl::StatusOr<VerifiedProgram> v = Verify(objects[k], p, options);
       if (!v.ok()) {
         errors.emplace_back(objects.size() > 1
                                 ? absl::StrCat(inputs[k].name, ": ", v.status().message())
                                 : std::string(v.status().message()));
-        result.verified.emplace_back();
+        result->verified.emplace_back();
         continue;
       }
-      result.verified.push_back(*std::move(v));
+      result->verified.push_back(*std::move(v));
     }
   }
-  result.timings.verify_ms = MsSince(t);
   if (!errors.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         absl::StrJoin(errors, "\n"), "\n", errors.size(), " of ", total_programs, " program",
         total_programs == 1 ? "" : "s", " rejected by the verifier"));
   }
+  return absl::OkStatus();
+}
 
-  ProbeBundle& b = result.bundle;
-  b.compiler_version = CompilerVersion();
+// The bundle's compiler version, source names and source hash.
+void NameBundle(absl::Span<const ProbeObject> inputs, ProbeBundle* b) {
+  b->compiler_version = CompilerVersion();
   std::vector<absl::Span<const uint8_t>> object_bytes;
   for (const ProbeObject& in : inputs) {
     object_bytes.push_back(in.bytes);
-    absl::StrAppend(&b.source_name, b.source_name.empty() ? "" : "+", in.name);
+    absl::StrAppend(&b->source_name, b->source_name.empty() ? "" : "+", in.name);
   }
-  b.source_hash = SourcesHash(object_bytes);
+  b->source_hash = SourcesHash(object_bytes);
+}
 
-  // Map table: every map but .rodata (compiled into the PTX), object by
-  // object in object order, then the implicit printk ring buffer when some
-  // program prints. A map named like one of an earlier object is renamed
-  // "<object>.<map>" so that readers can tell them apart.
+// Map table: every map but .rodata (compiled into the PTX), object by
+// object in object order (the implicit printk ring buffer comes after
+// them, AddPrintkMap). A map named like one of an earlier object is renamed
+// "<object>.<map>" so that readers can tell them apart. Returns each
+// object's map slots (-1: .rodata).
+std::vector<std::vector<int32_t>> AssignMapSlots(absl::Span<const ProbeObject> inputs,
+                                                 const std::vector<BpfObject>& objects,
+                                                 std::vector<MapSpec>* maps) {
   std::vector<std::vector<int32_t>> slots(objects.size());
   absl::flat_hash_set<std::string> names;
   for (size_t k = 0; k < objects.size(); ++k) {
@@ -364,41 +370,46 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
     slots[k].assign(object.maps.size(), -1);
     for (uint32_t i = 0; i < object.maps.size(); ++i) {
       if (object.maps[i].read_only()) continue;
-      slots[k][i] = static_cast<int32_t>(b.maps.size());
+      slots[k][i] = static_cast<int32_t>(maps->size());
       MapSpec spec = object.maps[i].spec;
       if (!names.insert(spec.name).second) {
         spec.name = absl::StrCat(Stem(inputs[k].name), ".", spec.name);
         names.insert(spec.name);
       }
-      b.maps.push_back(std::move(spec));
+      maps->push_back(std::move(spec));
     }
   }
-  size_t first = 0;
-  for (size_t k = 0; k < objects.size(); ++k) {
-    const size_t n = objects[k].programs.size();
-    MarkAddOnlyMaps(objects[k], absl::MakeConstSpan(result.verified).subspan(first, n), slots[k],
-                    &b.maps);
-    first += n;
-  }
-  LowerInput input;
-  input.object = &objects[0];
-  input.map_slot = slots[0];
+  return slots;
+}
+
+// The implicit printk RINGBUF when some program prints: its slot, else -1.
+int32_t AddPrintkMap(const std::vector<VerifiedProgram>& verified,
+                     const ProbeCompileOptions& options, std::vector<MapSpec>* maps) {
   bool prints = false;
-  for (const VerifiedProgram& v : result.verified) prints |= !v.printk_formats.empty();
-  if (prints) {
-    MapSpec printk;
-    printk.name = CUPROBE_PRINTK_MAP_NAME;
-    printk.type = CUPROBE_MAP_RINGBUF;
-    printk.max_entries = options.printk_ring_bytes;
-    printk.value_type = PrintkRecordType();
-    input.printk_slot = static_cast<int32_t>(b.maps.size());
-    b.maps.push_back(std::move(printk));
-  }
+  for (const VerifiedProgram& v : verified) prints |= !v.printk_formats.empty();
+  if (!prints) return -1;
+  MapSpec printk;
+  printk.name = CUPROBE_PRINTK_MAP_NAME;
+  printk.type = CUPROBE_MAP_RINGBUF;
+  printk.max_entries = options.printk_ring_bytes;
+  printk.value_type = PrintkRecordType();
+  const int32_t slot = static_cast<int32_t>(maps->size());
+  maps->push_back(std::move(printk));
+  return slot;
+}
+
+// Each program's bundle entry and what its lowering needs: a function name
+// unique in the module, its printk formats' bundle ids, its object's
+// .rodata prefix and map slots.
+void AddPrograms(const std::vector<BpfObject>& objects,
+                 const std::vector<std::vector<int32_t>>& slots,
+                 const std::vector<VerifiedProgram>& verified, ProbeBundle* b,
+                 std::vector<ProgramToLower>* programs) {
   absl::flat_hash_set<std::string> functions;
   size_t vi = 0;
   for (size_t k = 0; k < objects.size(); ++k) {
     for (const BpfProgram& p : objects[k].programs) {
-      const VerifiedProgram& v = result.verified[vi++];
+      const VerifiedProgram& v = verified[vi++];
       ProgramToLower lp;
       lp.program = &p;
       lp.verified = &v;
@@ -411,8 +422,8 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
         functions.insert(lp.function_name);
       }
       for (const std::string& f : v.printk_formats) {
-        lp.printk_ids.push_back(static_cast<uint32_t>(b.printk_formats.size()));
-        b.printk_formats.push_back(f);
+        lp.printk_ids.push_back(static_cast<uint32_t>(b->printk_formats.size()));
+        b->printk_formats.push_back(f);
       }
       ProbeProgram pp;
       pp.name = p.name;
@@ -421,22 +432,60 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
       pp.kernel_glob = v.kernel_glob;
       pp.ptx_function = lp.function_name;
       pp.reads_args = v.reads_args;
-      AddSummaryCode(p, v, slots[k], b.maps, &pp);
-      b.programs.push_back(std::move(pp));
-      input.programs.push_back(std::move(lp));
+      AddSummaryCode(p, v, slots[k], b->maps, &pp);
+      b->programs.push_back(std::move(pp));
+      programs->push_back(std::move(lp));
     }
   }
+}
 
-  t = Clock::now();
+// LLVM IR, then PTX (and the helper symbols it calls) into the bundle.
+absl::Status Generate(const LowerInput& input, const ProbeCompileOptions& options,
+                      CompileResult* result) {
+  auto t = Clock::now();
   llvm::LLVMContext context;
   CUPROBE_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
                            LowerToLlvm(context, input, LowerTarget::kNvptx));
-  if (options.keep_llvm) result.llvm_ir = ModuleText(*module);
-  result.timings.lower_ms = MsSince(t);
+  if (options.keep_llvm) result->llvm_ir = ModuleText(*module);
+  result->timings.lower_ms = MsSince(t);
   t = Clock::now();
-  CUPROBE_ASSIGN_OR_RETURN(b.ptx, EmitPtx(*module));
-  b.helpers = HelperSymbolsUsed(*module);
-  result.timings.codegen_ms = MsSince(t);
+  CUPROBE_ASSIGN_OR_RETURN(result->bundle.ptx, EmitPtx(*module));
+  result->bundle.helpers = HelperSymbolsUsed(*module);
+  result->timings.codegen_ms = MsSince(t);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> inputs,
+                                             const ProbeCompileOptions& options) {
+  if (inputs.empty()) return absl::InvalidArgumentError("no probe to compile");
+  CompileResult result;
+  auto t = Clock::now();
+  CUPROBE_ASSIGN_OR_RETURN(std::vector<BpfObject> objects, ReadObjects(inputs));
+  result.timings.read_ms = MsSince(t);
+
+  t = Clock::now();
+  const absl::Status verified = VerifyObjects(inputs, objects, options.verifier, &result);
+  result.timings.verify_ms = MsSince(t);
+  CUPROBE_RETURN_IF_ERROR(verified);
+
+  ProbeBundle& b = result.bundle;
+  NameBundle(inputs, &b);
+  const std::vector<std::vector<int32_t>> slots = AssignMapSlots(inputs, objects, &b.maps);
+  size_t first = 0;
+  for (size_t k = 0; k < objects.size(); ++k) {
+    const size_t n = objects[k].programs.size();
+    MarkAddOnlyMaps(objects[k], absl::MakeConstSpan(result.verified).subspan(first, n), slots[k],
+                    &b.maps);
+    first += n;
+  }
+  LowerInput input;
+  input.object = &objects[0];
+  input.map_slot = slots[0];
+  input.printk_slot = AddPrintkMap(result.verified, options, &b.maps);
+  AddPrograms(objects, slots, result.verified, &b, &input.programs);
+  CUPROBE_RETURN_IF_ERROR(Generate(input, options, &result));
   return result;
 }
 

@@ -1,0 +1,336 @@
+// File: loader/compiler/lower_map.cc
+//
+// The lowering of maps: table entries and descriptor fields (from the
+// module's constant copy where the call site fixes the map), the inline
+// value lookup of indexed maps (ARRAY, HIST_*, PER*) exactly as the helper
+// library computes it, error counting, and the map helpers' calls
+// specialized by map type (abi.h 8.).
+#include "loader/compiler/lower_internal.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "llvm/IR/InlineAsm.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
+#include "probe/map_desc.h"
+
+namespace cuprobe::lower_internal {
+
+llvm::Value* FunctionLowering::MapTableEntry(uint32_t map) {
+  return TableEntry(map_slot_[map]);
+}
+
+llvm::Value* FunctionLowering::TableEntry(int32_t slot) {
+  const unsigned as = target_ == LowerTarget::kNvptx ? 1 : 0;
+  llvm::GlobalVariable* table = m_.getNamedGlobal(CUPROBE_MAP_TABLE_SYMBOL);
+  if (table == nullptr) {
+    table = new llvm::GlobalVariable(m_, llvm::ArrayType::get(I64(), 0), false,
+                                     llvm::GlobalValue::ExternalLinkage, nullptr,
+                                     CUPROBE_MAP_TABLE_SYMBOL, nullptr,
+                                     llvm::GlobalValue::NotThreadLocal, as);
+    table->setAlignment(llvm::Align(8));
+  }
+  llvm::Value* addr = b_.CreateConstGEP1_64(I64(), table, slot);
+  // The hook fills the table before any launch and never changes it after.
+  llvm::LoadInst* load = b_.CreateAlignedLoad(I64(), addr, llvm::Align(8));
+  load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+  return load;
+}
+
+// The address of descriptor field `offset` of the map whose descriptor
+// address is `map` (global memory on the GPU).
+llvm::Value* FunctionLowering::DescPointer(llvm::Value* map, uint32_t offset) {
+  const unsigned as = target_ == LowerTarget::kNvptx ? 1 : 0;
+  llvm::Value* base = b_.CreateIntToPtr(map, llvm::PointerType::get(ctx_, as));
+  return b_.CreateConstGEP1_64(I8(), base, offset);
+}
+
+// A descriptor field: written once before any kernel of the module runs and
+// never changed while one runs (map_desc.h, abi.h 7.), so an invariant load
+// (ld.global.nc on the GPU).
+// With a known slot on the GPU, the field of the module's constant copy
+// (ld.const: the constant cache, which the kernel's own loads never evict).
+llvm::Value* FunctionLowering::DescLoad(const DescRef& map, uint32_t offset, llvm::Type* type) {
+  llvm::Value* address;
+  if (ConstDesc(map)) {
+    llvm::GlobalVariable* descs = m_.getNamedGlobal(CUPROBE_MAP_DESCS_SYMBOL);
+    if (descs == nullptr) {
+      descs = new llvm::GlobalVariable(m_, llvm::ArrayType::get(I8(), 0), true,
+                                       llvm::GlobalValue::ExternalLinkage, nullptr,
+                                       CUPROBE_MAP_DESCS_SYMBOL, nullptr,
+                                       llvm::GlobalValue::NotThreadLocal, 4);
+      descs->setAlignment(llvm::Align(8));
+    }
+    address = b_.CreateConstGEP1_64(
+        I8(), descs, uint64_t{CUPROBE_MAP_DESC_SIZE} * static_cast<uint64_t>(map.slot) + offset);
+  } else {
+    address = DescPointer(map.map, offset);
+  }
+  llvm::LoadInst* load =
+      b_.CreateAlignedLoad(type, address, llvm::Align(type->getPrimitiveSizeInBits() / 8));
+  load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+  return load;
+}
+
+// Whether the descriptor has our magic and version and is of `type`.
+llvm::Value* FunctionLowering::DescHeadOk(const DescRef& map, uint32_t type) {
+  // magic (u32) | version (u16) << 32 in one load; the size field above is
+  // not checked (the helpers do not either).
+  llvm::Value* head = b_.CreateAnd(DescLoad(map, 0, I64()), C64(0xffffffffffffull));
+  llvm::Value* good = b_.CreateICmpEQ(
+      head, C64(CUPROBE_MAP_DESC_MAGIC | (uint64_t{CUPROBE_MAP_DESC_VERSION} << 32)));
+  return b_.CreateAnd(good, b_.CreateICmpEQ(DescLoad(map, offsetof(cuprobe_map_desc, type), I32()),
+                                            b_.getInt32(type)));
+}
+
+// The value of `index` in the indexed map (ARRAY, HIST_*, PER*) of `type`
+// whose descriptor address is `map`, computed inline exactly as the helper
+// library does it (maps/map_algorithms.h, IndexedLookup / IndexedAddTarget):
+//   - a null descriptor, a bad magic or version, or another type: -EINVAL
+//     (a lookup gets 0); with for_add, a value under 8 bytes too;
+//   - index >= max_entries: -E2BIG, counted in control.errors for an add;
+//   - PER*: id >= id_slots: -E2BIG, counted.
+// This is the whole ARRAY / PER* lookup: a probe like
+// `v = lookup(&per_thread, &zero); if (v) *v += 1;` needs no helper call.
+FunctionLowering::IndexedRef FunctionLowering::IndexedValue(const DescRef& map, llvm::Value* index,
+                                                            uint32_t type, bool for_add) {
+  const bool per_id = type == CUPROBE_MAP_PERTHREAD || type == CUPROBE_MAP_PERWARP ||
+                      type == CUPROBE_MAP_PERSM;
+  const auto einval = static_cast<uint64_t>(int64_t{-22});
+  const auto e2big = static_cast<uint64_t>(int64_t{-7});
+  llvm::BasicBlock* start = b_.GetInsertBlock();
+  llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "map.desc", fn_);
+  llvm::BasicBlock* in_range = llvm::BasicBlock::Create(ctx_, "map.index", fn_);
+  // Paths that count an error: an id out of range, or an index out of range
+  // of an add (a lookup does not count one, as the helpers).
+  const bool counts_errors = per_id || for_add;
+  llvm::BasicBlock* count_error =
+      counts_errors ? llvm::BasicBlock::Create(ctx_, "map.error", fn_) : nullptr;
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.done", fn_);
+  llvm::PHINode* address = nullptr;
+  llvm::PHINode* error = nullptr;
+
+  // A null table entry (never filled) is a bad map; the constant copy of a
+  // descriptor never filled is zeros, which the magic check refuses.
+  b_.CreateCondBr(ConstDesc(map) ? b_.getFalse() : b_.CreateICmpEQ(map.map, C64(0)), done, check);
+
+  b_.SetInsertPoint(check);
+  llvm::Value* good = DescHeadOk(map, type);
+  if (for_add) {
+    good = b_.CreateAnd(good, b_.CreateICmpUGE(DescLoad(map, offsetof(cuprobe_map_desc,
+                                                                       value_size), I32()),
+                                               b_.getInt32(8)));
+  }
+  llvm::Value* max = DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
+  llvm::BasicBlock* check_index = llvm::BasicBlock::Create(ctx_, "map.check_index", fn_);
+  b_.CreateCondBr(good, check_index, done);
+  llvm::BasicBlock* check_end = check;
+
+  b_.SetInsertPoint(check_index);
+  llvm::Value* index_ok = b_.CreateICmpULT(index, max);
+  // Out of range: an add counts it; a lookup does not (as the helpers).
+  b_.CreateCondBr(index_ok, in_range, for_add ? count_error : done);
+
+  b_.SetInsertPoint(in_range);
+  llvm::Value* slot = b_.CreateZExt(index, I64());
+  llvm::BasicBlock* value_block = in_range;
+  llvm::Value* stride = b_.CreateZExt(
+      DescLoad(map, offsetof(cuprobe_map_desc, value_stride), I32()), I64());
+  llvm::Value* values = DescLoad(map, offsetof(cuprobe_map_desc, values), I64());
+  if (per_id) {
+    llvm::Value* ids =
+        b_.CreateZExt(DescLoad(map, offsetof(cuprobe_map_desc, id_slots), I32()), I64());
+    llvm::Value* id = PerId(type);
+    value_block = llvm::BasicBlock::Create(ctx_, "map.value", fn_);
+    b_.CreateCondBr(b_.CreateICmpULT(id, ids), value_block, count_error);
+    b_.SetInsertPoint(value_block);
+    slot = b_.CreateAdd(b_.CreateMul(slot, ids), id);
+  }
+  llvm::Value* value = b_.CreateAdd(values, b_.CreateMul(slot, stride));
+  b_.CreateBr(done);
+
+  llvm::BasicBlock* count_error_end = nullptr;
+  if (counts_errors) {
+    b_.SetInsertPoint(count_error);
+    CountError(map);
+    count_error_end = b_.GetInsertBlock();
+    b_.CreateBr(done);
+  }
+
+  b_.SetInsertPoint(done);
+  address = b_.CreatePHI(I64(), 5);
+  error = b_.CreatePHI(I64(), 5);
+  address->addIncoming(C64(0), start);
+  error->addIncoming(C64(einval), start);
+  address->addIncoming(C64(0), check_end);
+  error->addIncoming(C64(einval), check_end);
+  if (!for_add) {
+    address->addIncoming(C64(0), check_index);
+    error->addIncoming(C64(e2big), check_index);
+  }
+  address->addIncoming(value, value_block);
+  error->addIncoming(C64(0), value_block);
+  if (counts_errors) {
+    address->addIncoming(C64(0), count_error_end);
+    error->addIncoming(C64(e2big), count_error_end);
+  }
+  return IndexedRef{address, error};
+}
+
+void FunctionLowering::AddNoReturn(llvm::Value* address, llvm::Value* delta) {
+  b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64(), I64()}, false),
+                                     "red.relaxed.gpu.global.add.u64 [$0], $1;", "l,l,~{memory}",
+                                     /*hasSideEffects=*/true),
+                {address, delta});
+}
+
+// Counts one error of `map` (probe/map_desc.h): on the GPU, the first lane of
+// the warp's lanes here adds for all of them (every lane at this site has
+// the same map) to its SM's error shard; on the host, one add to
+// control.errors.
+void FunctionLowering::CountError(const DescRef& map) {
+  llvm::Value* control = DescLoad(map, offsetof(cuprobe_map_desc, control), I64());
+  llvm::Value* total =
+      b_.CreateAdd(control, C64(offsetof(cuprobe_map_control, errors)));
+  if (target_ != LowerTarget::kNvptx) {
+    b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b_.CreateIntToPtr(total, b_.getPtrTy()), C64(1),
+                       llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+    return;
+  }
+  llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+  llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+  llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
+  llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.error.lead", fn_);
+  llvm::BasicBlock* after = llvm::BasicBlock::Create(ctx_, "map.error.done", fn_);
+  b_.CreateCondBr(b_.CreateICmpEQ(lane, first), lead, after);
+  b_.SetInsertPoint(lead);
+  llvm::Value* aux = DescLoad(map, offsetof(cuprobe_map_desc, aux), I64());
+  llvm::Value* sm = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_smid, {}, {});
+  llvm::Value* shard = b_.CreateAdd(
+      aux, b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, b_.getInt32(CUPROBE_MAP_COUNTER_SHARDS - 1)),
+                                      I64()),
+                        C64(CUPROBE_MAP_COUNTER_SHARD_STRIDE)));
+  llvm::Value* counter = b_.CreateSelect(b_.CreateICmpEQ(aux, C64(0)), total, shard);
+  llvm::Value* lanes =
+      b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
+  AddNoReturn(counter, lanes);
+  b_.CreateBr(after);
+  b_.SetInsertPoint(after);
+}
+
+// The key of the map helper call at `pc` (R2 points to it) as an integer of
+// `bytes` (1..8) bytes, zero-extended: read from the stack's alloca when the
+// verifier saw it at one constant stack offset (so the stack is never
+// addressed by a helper and stays in registers), else through R2.
+llvm::Value* FunctionLowering::KeyValue(uint32_t pc, uint32_t bytes) {
+  const InsnInfo& info = v_.insns[pc];
+  llvm::Type* type = b_.getIntNTy(8 * bytes);
+  llvm::Value* address;
+  llvm::Align align(1);
+  if (info.call_key_on_stack) {
+    const int64_t at = stack_depth_ + info.call_key_stack_offset;
+    address = b_.CreateConstGEP1_64(I8(), stack_, at);
+    align = llvm::commonAlignment(llvm::Align(8), static_cast<uint64_t>(at));
+  } else {
+    address = b_.CreateIntToPtr(Reg(2), b_.getPtrTy());
+  }
+  return b_.CreateZExt(b_.CreateAlignedLoad(type, address, align), I64());
+}
+
+// The map of the helper call at `pc` when every path passes the same one and
+// it has a table slot, else null (the generic helper serves the call).
+const ObjectMap* FunctionLowering::CallMap(uint32_t pc) const {
+  const int32_t map = v_.insns[pc].call_map;
+  if (map < 0 || static_cast<size_t>(map) >= map_slot_.size() || map_slot_[map] < 0) {
+    return nullptr;
+  }
+  return &obj_.maps[map];
+}
+
+// lookup / map_add / hist_add on a map whose type the call site fixes: inline
+// for ARRAY / HIST_* / PER* lookups and PERTHREAD adds, else a call of the
+// type's specialized entry point (abi.h 8.). False: the generic helper.
+bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0) {
+  const ObjectMap* map = CallMap(pc);
+  if (map == nullptr) return false;
+  const uint32_t type = map->spec.type;
+  const uint32_t key_size = map->spec.key_size;
+  const bool indexed = type == CUPROBE_MAP_ARRAY || type == CUPROBE_MAP_HIST_LOG2 ||
+                       type == CUPROBE_MAP_HIST_LINEAR || type == CUPROBE_MAP_PERTHREAD ||
+                       type == CUPROBE_MAP_PERWARP || type == CUPROBE_MAP_PERSM;
+  auto call = [&](const char* name, std::vector<llvm::Value*> args) {
+    return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
+  };
+  auto index = [&] { return b_.CreateTrunc(KeyValue(pc, 4), I32()); };
+  const DescRef ref{Reg(1), map_slot_[static_cast<size_t>(v_.insns[pc].call_map)]};
+  switch (insn.imm) {
+    case CUPROBE_HELPER_MAP_LOOKUP_ELEM:
+      if (indexed) {
+        *r0 = IndexedValue(ref, index(), type, /*for_add=*/false).address;
+        return true;
+      }
+      if (type == CUPROBE_MAP_HASH) {
+        *r0 = key_size <= 8
+                  ? call(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH_WORD, {Reg(1), KeyValue(pc, key_size)})
+                  : call(CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH, {Reg(1), Reg(2)});
+        return true;
+      }
+      return false;
+    case CUPROBE_HELPER_MAP_ADD:
+      switch (type) {
+        case CUPROBE_MAP_PERTHREAD: {
+          // Each thread owns its slot: a relaxed atomic add, no grouping
+          // (the atomic only guards against a concurrent launch of another
+          // kernel of the same map, whose threads share ids).
+          IndexedRef value = IndexedValue(ref, index(), type, /*for_add=*/true);
+          llvm::Value* delta = Reg(3);
+          llvm::BasicBlock* add = llvm::BasicBlock::Create(ctx_, "map.add", fn_);
+          llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
+          b_.CreateCondBr(b_.CreateICmpEQ(value.error, C64(0)), add, done);
+          b_.SetInsertPoint(add);
+          if (target_ == LowerTarget::kNvptx) {
+            AddNoReturn(value.address, delta);
+          } else {
+            b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add,
+                               b_.CreateIntToPtr(value.address, b_.getPtrTy()), delta,
+                               llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+          }
+          b_.CreateBr(done);
+          b_.SetInsertPoint(done);
+          *r0 = value.error;
+          return true;
+        }
+        case CUPROBE_MAP_ARRAY:
+          *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY, {Reg(1), KeyValue(pc, 4), Reg(3)});
+          return true;
+        case CUPROBE_MAP_PERWARP:
+          *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_PERWARP, {Reg(1), KeyValue(pc, 4), Reg(3)});
+          return true;
+        case CUPROBE_MAP_PERSM:
+          *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM, {Reg(1), KeyValue(pc, 4), Reg(3)});
+          return true;
+        case CUPROBE_MAP_HASH:
+          *r0 = key_size <= 8 ? call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD,
+                                     {Reg(1), KeyValue(pc, key_size), Reg(3)})
+                              : call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, {Reg(1), Reg(2), Reg(3)});
+          return true;
+        default:
+          return false;
+      }
+    case CUPROBE_HELPER_HIST_ADD:
+      if (type == CUPROBE_MAP_HIST_LOG2) {
+        *r0 = call(CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2, {Reg(1), Reg(2), Reg(3)});
+        return true;
+      }
+      if (type == CUPROBE_MAP_HIST_LINEAR) {
+        *r0 = call(CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, {Reg(1), Reg(2), Reg(3)});
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+}  // namespace cuprobe::lower_internal
