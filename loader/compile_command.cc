@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -42,7 +43,7 @@ std::string DefaultBundlePath(const std::string& input) {
 }
 
 absl::Status RunCompile(const CompileArgs& args) {
-  ProbeCompileOptions options;
+  ProbeCompileOptions options = ProbeCompileOptions::FromEnvironment(&std::getenv);
   options.verifier.max_insns = args.max_insns;
   options.verifier.max_steps = args.max_steps;
   options.keep_llvm = args.emit_llvm;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -371,7 +372,7 @@ absl::StatusOr<ProbeBundle> LoadProbe(const std::string& path) {
   }
   auto t0 = std::chrono::steady_clock::now();
   CUPROBE_LOG(kInfo, "compiling %s", path);
-  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFile(path, ProbeCompileOptions()));
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFile(path, ProbeCompileOptions::FromEnvironment(&std::getenv)));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
   CUPROBE_LOG(kInfo, "compiled %s in %.0f ms: %d program(s), %d map(s)", path, ms,
@@ -393,7 +394,7 @@ absl::StatusOr<ProbeBundle> LoadProbes(const std::vector<std::string>& paths) {
   }
   auto t0 = std::chrono::steady_clock::now();
   CUPROBE_LOG(kInfo, "compiling %s", absl::StrJoin(paths, ", "));
-  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFiles(paths, ProbeCompileOptions()));
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFiles(paths, ProbeCompileOptions::FromEnvironment(&std::getenv)));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
   CUPROBE_LOG(kInfo, "compiled %d probe files in %.0f ms: %d program(s), %d map(s)", paths.size(),

@@ -11,7 +11,9 @@
 #    (cuprobe_cc_library in the folder's CMakeLists.txt / *.cmake) comes
 #    from: every target declares every folder it includes;
 #  - a file outside the GPU seam that loads the CUDA driver (dlopen of
-#    libcuda) or resolves its symbols (cuGetProcAddress).
+#    libcuda) or resolves its symbols (cuGetProcAddress);
+#  - a getenv outside the hook's config (cupti_hook/hook_config.cc) and the
+#    CLI (loader/*.cc): the environment is read once, at the top.
 # include/cuprobe (the probes' ABI) may be included from anywhere. tests/,
 # bench/ and samples/ may include everything.
 #
@@ -32,6 +34,9 @@ ALLOWED = {
 }
 # The one file that loads the driver and resolves its entry points.
 SEAM = {"cupti_hook/real_seam.cc"}
+# Where the environment may be read.
+def reads_environment_ok(path):
+    return path == "cupti_hook/hook_config.cc" or re.fullmatch(r"loader/[a-z_]+\.cc", path)
 SOURCE = (".h", ".cc", ".cu", ".inc")
 errors = []
 
@@ -65,6 +70,9 @@ for folder, allowed in ALLOWED.items():
                     if re.search(r'dlopen\s*\(\s*"libcuda', code) or "cuGetProcAddress" in code:
                         errors.append(f"{path}:{n}: loads the CUDA driver outside the seam "
                                       f"({', '.join(sorted(SEAM))})")
+                if re.search(r"\bgetenv\s*\(", code) and not reads_environment_ok(path):
+                    errors.append(f"{path}:{n}: reads the environment; only the hook's config "
+                                  f"and the CLI do (pass the value in)")
         includes[path] = found
 
 # Targets: cuprobe_cc_library(NAME n SRCS ... HDRS ... DEPS ... PRIVATE_DEPS ...)

@@ -83,16 +83,26 @@ TypeDescription PrintkRecordType() {
 
 }  // namespace
 
-std::string ClangPath() {
-  const char* env = std::getenv("CUPROBE_CLANG");
-  if (env != nullptr && *env != '\0') return env;
-  return CUPROBE_CLANG;
+std::string ClangPath(const ProbeCompileOptions& options) {
+  return options.clang.empty() ? CUPROBE_CLANG : options.clang;
 }
 
-std::string ProbeIncludeDir() {
-  const char* env = std::getenv("CUPROBE_INCLUDE_DIR");
-  if (env != nullptr && *env != '\0') return env;
-  return CUPROBE_INCLUDE_DIR;
+std::string ProbeIncludeDir(const ProbeCompileOptions& options) {
+  return options.include_dir.empty() ? CUPROBE_INCLUDE_DIR : options.include_dir;
+}
+
+ProbeCompileOptions ProbeCompileOptions::FromEnvironment(const Lookup& env) {
+  ProbeCompileOptions options;
+  auto value = [&](const char* name) -> std::string {
+    const char* v = env(name);
+    return v != nullptr ? v : "";
+  };
+  options.clang = value("CUPROBE_CLANG");
+  options.include_dir = value("CUPROBE_INCLUDE_DIR");
+  options.ring.inline_reservations = value("CUPROBE_RING_INLINE") != "0";
+  options.ring.commit = value("CUPROBE_DIAG_RING_COMMIT");
+  options.ring.drop = value("CUPROBE_DIAG_RING_DROP");
+  return options;
 }
 
 std::string CompilerVersion() {
@@ -116,9 +126,9 @@ absl::StatusOr<std::vector<uint8_t>> CompileCToBpf(const std::string& source_pat
   const std::string log_path = dir + "/clang.log";
   std::string source_dir = std::filesystem::path(source_path).parent_path().string();
   if (source_dir.empty()) source_dir = ".";
-  std::vector<std::string> args = {ClangPath(), "-target", "bpf", "-mcpu=v3", "-O2", "-g",
+  std::vector<std::string> args = {ClangPath(options), "-target", "bpf", "-mcpu=v3", "-O2", "-g",
                                    "-fno-color-diagnostics", "-Wall",
-                                   "-Wno-unused-function", "-I" + ProbeIncludeDir(),
+                                   "-Wno-unused-function", "-I" + ProbeIncludeDir(options),
                                    "-I" + source_dir};
   // <linux/bpf.h> needs <asm/types.h>, which Debian keeps under the
   // multiarch directory that -target bpf does not search.
@@ -484,6 +494,7 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
   input.object = &objects[0];
   input.map_slot = slots[0];
   input.printk_slot = AddPrintkMap(result.verified, options, &b.maps);
+  input.ring = options.ring;
   AddPrograms(objects, slots, result.verified, &b, &input.programs);
   CUPROBE_RETURN_IF_ERROR(Generate(input, options, &result));
   return result;

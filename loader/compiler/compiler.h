@@ -12,12 +12,14 @@
 #define CUPROBE_LOADER_COMPILER_COMPILER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "loader/compiler/lower.h"
 #include "loader/compiler/verifier.h"
 #include "probe/bundle.h"
 
@@ -29,6 +31,19 @@ struct ProbeCompileOptions {
   std::vector<std::string> clang_args;  // extra arguments (-DNAME=1, -Idir)
   // Size of the implicit printk ring buffer, in bytes.
   uint32_t printk_ring_bytes = 1u << 20;
+  // The clang that compiles C probes (empty: the one found at configure
+  // time) and the directory holding cuprobe/probe.h (empty: the source
+  // tree's include/).
+  std::string clang;
+  std::string include_dir;
+  // The ring-buffer lowering's measuring switches.
+  RingLowering ring;
+
+  // The defaults, with what the environment says: CUPROBE_CLANG,
+  // CUPROBE_INCLUDE_DIR, CUPROBE_RING_INLINE, CUPROBE_DIAG_RING_COMMIT,
+  // CUPROBE_DIAG_RING_DROP, read through `env` (the CLI passes std::getenv).
+  using Lookup = std::function<const char*(const char*)>;
+  [[nodiscard]] static ProbeCompileOptions FromEnvironment(const Lookup& env);
 };
 
 struct CompileTimings {
@@ -43,12 +58,12 @@ struct CompileResult {
   CompileTimings timings;
 };
 
-// The clang that compiles probes: $CUPROBE_CLANG, else the one found at
+// The clang that compiles probes: options.clang, else the one found at
 // configure time.
-[[nodiscard]] std::string ClangPath();
-// The directory holding cuprobe/probe.h: $CUPROBE_INCLUDE_DIR, else the
+[[nodiscard]] std::string ClangPath(const ProbeCompileOptions& options);
+// The directory holding cuprobe/probe.h: options.include_dir, else the
 // source tree's include/.
-[[nodiscard]] std::string ProbeIncludeDir();
+[[nodiscard]] std::string ProbeIncludeDir(const ProbeCompileOptions& options);
 
 // Runs clang on a C probe and returns the eBPF object. Compiler diagnostics
 // are part of the error message.

@@ -58,6 +58,25 @@ struct ProgramToLower {
   std::string rodata_prefix = "__cuprobe_ro_";
 };
 
+// Measuring switches of the ring-buffer lowering (the CLI reads them from
+// the environment: ProbeCompileOptions::FromEnvironment). Each is for
+// comparisons only.
+struct RingLowering {
+  // CUPROBE_RING_INLINE=0: lone-lane ring reservations call the helper as
+  // other ones do.
+  bool inline_reservations = true;
+  // CUPROBE_DIAG_RING_COMMIT: "relaxed" commits ring records with a relaxed
+  // system-scope store, "gpu" with a GPU-scope release. Neither orders the
+  // record's bytes before its commit for the host, so the consumer may read
+  // a torn record: it measures what the system-scope release costs.
+  std::string commit;
+  // CUPROBE_DIAG_RING_DROP: "nocount" drops a full ring's records without
+  // counting them, "always" drops every record without reading the SM's
+  // hint, "always-nocount" both. Each breaks delivered + dropped =
+  // produced: it measures what the drop path's parts cost.
+  std::string drop;
+};
+
 struct LowerInput {
   const BpfObject* object = nullptr;
   std::vector<ProgramToLower> programs;
@@ -65,6 +84,7 @@ struct LowerInput {
   // which are compiled into the module as constants.
   std::vector<int32_t> map_slot;
   int32_t printk_slot = -1;  // slot of the implicit printk RINGBUF
+  RingLowering ring;
 };
 
 // Helper library symbols the IR of `module` calls (sorted).

@@ -19,34 +19,12 @@
 namespace cuprobe::lower_internal {
 namespace {
 
-// CUPROBE_RING_INLINE=0 (read when a probe is compiled): lone-lane ring
-// reservations call the helper as other ones do (for comparisons).
-bool InlineRingReservations() {
-  const char* env = std::getenv("CUPROBE_RING_INLINE");
-  return env == nullptr || std::string_view(env) != "0";
-}
-
-// CUPROBE_DIAG_RING_COMMIT (read when a probe is compiled; for measuring
-// only): "relaxed" commits ring records with a relaxed system-scope store,
-// "gpu" with a GPU-scope release. Neither orders the record's bytes before
-// its commit for the host, so the consumer may read a torn record: it
-// measures what the system-scope release costs and nothing else.
-const char* RingCommitStore() {
-  const char* env = std::getenv("CUPROBE_DIAG_RING_COMMIT");
-  const std::string_view v = env == nullptr ? "" : env;
-  if (v == "relaxed") return "st.relaxed.sys.b32 [$0], $1;";
-  if (v == "gpu") return "st.release.gpu.b32 [$0], $1;";
+// The record's commit: a system-scope release, unless a measuring switch
+// asks for a cheaper store (RingLowering::commit).
+const char* RingCommitStore(std::string_view commit) {
+  if (commit == "relaxed") return "st.relaxed.sys.b32 [$0], $1;";
+  if (commit == "gpu") return "st.release.gpu.b32 [$0], $1;";
   return "st.release.sys.b32 [$0], $1;";
-}
-
-// CUPROBE_DIAG_RING_DROP (read when a probe is compiled; for measuring
-// only): "nocount" drops a full ring's records without counting them,
-// "always" drops every record without reading the SM's hint (nothing is
-// ever delivered), "always-nocount" both. Each breaks delivered + dropped =
-// produced: it measures what the drop path's parts cost.
-std::string_view RingDropDiag() {
-  const char* env = std::getenv("CUPROBE_DIAG_RING_DROP");
-  return env == nullptr ? "" : env;
 }
 
 }  // namespace
@@ -137,7 +115,7 @@ void FunctionLowering::RingCheckHint(RingSite& r) {
   r.record_bytes = b_.CreateAnd(b_.CreateAdd(r.size, C64(CUPROBE_RING_HEADER_SIZE + 7)),
                                 C64(~uint64_t{7}));
   r.fast = llvm::BasicBlock::Create(ctx_, "ring.fast", fn_);
-  if (RingDropDiag().starts_with("always")) {
+  if (input_.ring.drop.starts_with("always")) {
     b_.CreateBr(r.drop);
   } else {
     b_.CreateCondBr(b_.CreateICmpULT(r.now, until), r.drop, r.fast);
@@ -163,7 +141,7 @@ void FunctionLowering::RingTryInline(RingSite& r) {
   // At most 3/8 of the capacity (so that the room check below cannot wrap).
   llvm::Value* small = b_.CreateICmpULE(b_.CreateMul(r.record_bytes, C64(8)),
                                         b_.CreateMul(r.capacity, C64(3)));
-  b_.CreateCondBr(InlineRingReservations() ? b_.CreateAnd(alone, small) : b_.getFalse(),
+  b_.CreateCondBr(input_.ring.inline_reservations ? b_.CreateAnd(alone, small) : b_.getFalse(),
                   r.cursors, r.call);
 }
 
@@ -332,7 +310,7 @@ void FunctionLowering::RingDrop(RingSite& r) {
   llvm::PHINode* bytes = b_.CreatePHI(I64(), 2);
   bytes->addIncoming(uniform_bytes, uniform);
   bytes->addIncoming(summed_bytes, summed);
-  b_.CreateCondBr(RingDropDiag().ends_with("nocount") ? b_.getFalse()
+  b_.CreateCondBr(input_.ring.drop.ends_with("nocount") ? b_.getFalse()
                                                        : b_.CreateICmpEQ(lane, first),
                   r.lead, r.done);
 
@@ -376,7 +354,7 @@ llvm::Value* FunctionLowering::RingFinish(bool discard) {
   const uint32_t word = CUPROBE_RING_COMMIT | (discard ? CUPROBE_RING_DISCARD : 0u);
   b_.CreateCall(
       llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), {I64(), I32()}, false),
-                           RingCommitStore(), "l,r,~{memory}",
+                           RingCommitStore(input_.ring.commit), "l,r,~{memory}",
                            /*hasSideEffects=*/true),
       {b_.CreateSub(body, C64(CUPROBE_RING_HEADER_SIZE - 4)), b_.getInt32(word)});
   b_.CreateBr(done);

@@ -35,11 +35,13 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace cuprobe::testing;  // NOLINT
 
-absl::StatusOr<CompileResult> CompileC(const std::string& body, bool keep_llvm = false) {
+absl::StatusOr<CompileResult> CompileC(const std::string& body, bool keep_llvm = false,
+                                       RingLowering ring = {}) {
   auto object = CompileProbeSource(absl::StrCat("#include \"cuprobe/probe.h\"\n", body));
   if (!object.ok()) return object.status();
   ProbeCompileOptions options;
   options.keep_llvm = keep_llvm;
+  options.ring = std::move(ring);
   return CompileObject(*object, "probe.bpf.c", options);
 }
 
@@ -361,14 +363,38 @@ TEST(Lowering, TheDiagnosticCommitScopeChangesOnlyTheCommitStore) {
   for (const auto& [value, store] : {std::pair<const char*, const char*>{"relaxed",
                                                                          "st.relaxed.sys.b32"},
                                      {"gpu", "st.release.gpu.b32"}}) {
-    ::setenv("CUPROBE_DIAG_RING_COMMIT", value, 1);
-    auto r = CompileC(RingProbe("", "bpf_ringbuf_submit(e, 0);"));
-    ::unsetenv("CUPROBE_DIAG_RING_COMMIT");
+    RingLowering ring;
+    ring.commit = value;
+    auto r = CompileC(RingProbe("", "bpf_ringbuf_submit(e, 0);"), false, ring);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_THAT(r->bundle.ptx, HasSubstr(store)) << value;
     EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("st.release.sys.b32"))) << value;
     EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << value;
   }
+}
+
+// The CLI's options from the environment, through its lookup.
+TEST(ProbeCompileOptions, FromTheEnvironmentThroughTheLookup) {
+  const ProbeCompileOptions none =
+      ProbeCompileOptions::FromEnvironment([](const char*) -> const char* { return nullptr; });
+  EXPECT_TRUE(none.clang.empty() && none.include_dir.empty());
+  EXPECT_TRUE(none.ring.inline_reservations);
+  EXPECT_TRUE(ClangPath(none).find("clang") != std::string::npos) << ClangPath(none);
+  const ProbeCompileOptions set =
+      ProbeCompileOptions::FromEnvironment([](const char* name) -> const char* {
+        const std::string n = name;
+        if (n == "CUPROBE_CLANG") return "/opt/clang";
+        if (n == "CUPROBE_INCLUDE_DIR") return "/opt/include";
+        if (n == "CUPROBE_RING_INLINE") return "0";
+        if (n == "CUPROBE_DIAG_RING_COMMIT") return "gpu";
+        if (n == "CUPROBE_DIAG_RING_DROP") return "always";
+        return nullptr;
+      });
+  EXPECT_EQ(ClangPath(set), "/opt/clang");
+  EXPECT_EQ(ProbeIncludeDir(set), "/opt/include");
+  EXPECT_FALSE(set.ring.inline_reservations);
+  EXPECT_EQ(set.ring.commit, "gpu");
+  EXPECT_EQ(set.ring.drop, "always");
 }
 
 TEST(Lowering, RecordFieldsAreStoredEightBytesAtATime) {
