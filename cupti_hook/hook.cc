@@ -216,8 +216,8 @@ absl::Status Hook::AddHandlers(bool tracer_launches) {
   events.contexts = true;
   events.launches = patcher_ != nullptr;
   CUPROBE_RETURN_IF_ERROR(AddCuptiEventSource(board_, *this, events));
-  // Launches, in this order: late attach redirects first, so that the
-  // tracer records what really launches; the pre-warm's end after it.
+  // Launches: late attach redirects first, so that the tracer records what
+  // really launches.
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     if (attach_ != nullptr) {
       CUPROBE_RETURN_IF_ERROR(board_.Add(CUPTI_CB_DOMAIN_DRIVER_API, cbid,
@@ -226,6 +226,16 @@ absl::Status Hook::AddHandlers(bool tracer_launches) {
     }
   }
   if (tracer_launches) CUPROBE_RETURN_IF_ERROR(AddTracerLaunchHandler());
+  // With a capture range the pre-warm ends when the program's first launch
+  // returns (ActivityController::OnLaunchReturned), whoever turned the
+  // launch callbacks on.
+  if (capture_ != nullptr && !config_.capture_activity_on && !config_.no_prewarm) {
+    for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+      CUPROBE_RETURN_IF_ERROR(board_.Add(CUPTI_CB_DOMAIN_DRIVER_API, cbid,
+                                         &Call<Hook, CUpti_CallbackData, &Hook::OnLaunchPrewarm>,
+                                         this));
+    }
+  }
   if (capture_ != nullptr) {
     for (CUpti_CallbackId cbid : kProfilerDriverCallbacks) {
       CUPROBE_RETURN_IF_ERROR(board_.Add(CUPTI_CB_DOMAIN_DRIVER_API, cbid,
@@ -258,15 +268,6 @@ absl::Status Hook::AddTracerLaunchHandler() {
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     CUPROBE_RETURN_IF_ERROR(board_.Add(CUPTI_CB_DOMAIN_DRIVER_API, cbid,
                                        TracerLaunchHandler(config_.tracer_diag), tracer_));
-  }
-  // With a capture range the pre-warm ends when the program's first launch
-  // returns (ActivityController::OnLaunchReturned).
-  if (capture_ != nullptr && !config_.capture_activity_on && !config_.no_prewarm) {
-    for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
-      CUPROBE_RETURN_IF_ERROR(board_.Add(CUPTI_CB_DOMAIN_DRIVER_API, cbid,
-                                         &Call<Hook, CUpti_CallbackData, &Hook::OnLaunchPrewarm>,
-                                         this));
-    }
   }
   return absl::OkStatus();
 }
