@@ -306,27 +306,26 @@ llvm::Value* FunctionLowering::CtxField(int32_t off) {
 
 // The ids of probe/map_desc.h (the numbering of CUPROBE_HELPER_GLOBAL_THREAD_ID
 // and of the helper library's PER* maps), in 64 bits.
-llvm::Value* FunctionLowering::BlockLinear() {
-  llvm::Value* bx = CtxField(8);
-  llvm::Value* by = CtxField(12);
-  llvm::Value* bz = CtxField(16);
-  llvm::Value* gx = CtxField(44);
-  llvm::Value* gy = CtxField(48);
-  return b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(bz, gy), by), gx), bx);
+// (z * ny + y) * nx + x for the context fields at these offsets.
+// The fields are read in this order (the IR's order stays fixed).
+llvm::Value* FunctionLowering::Linear(int32_t x, int32_t y, int32_t z, int32_t nx, int32_t ny) {
+  llvm::Value* vx = CtxField(x);
+  llvm::Value* vy = CtxField(y);
+  llvm::Value* vz = CtxField(z);
+  llvm::Value* vnx = CtxField(nx);
+  llvm::Value* vny = CtxField(ny);
+  return b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(vz, vny), vy), vnx), vx);
 }
+
+// blockIdx (8, 12, 16) in gridDim (44, 48).
+llvm::Value* FunctionLowering::BlockLinear() { return Linear(8, 12, 16, 44, 48); }
 
 llvm::Value* FunctionLowering::ThreadsPerBlock() {
   return b_.CreateMul(b_.CreateMul(CtxField(32), CtxField(36)), CtxField(40));
 }
 
-llvm::Value* FunctionLowering::ThreadLinear() {
-  llvm::Value* tx = CtxField(20);
-  llvm::Value* ty = CtxField(24);
-  llvm::Value* tz = CtxField(28);
-  llvm::Value* nx = CtxField(32);
-  llvm::Value* ny = CtxField(36);
-  return b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(tz, ny), ty), nx), tx);
-}
+// threadIdx (20, 24, 28) in blockDim (32, 36).
+llvm::Value* FunctionLowering::ThreadLinear() { return Linear(20, 24, 28, 32, 36); }
 
 llvm::Value* FunctionLowering::GlobalThreadId() {
   return b_.CreateAdd(b_.CreateMul(BlockLinear(), ThreadsPerBlock()), ThreadLinear());

@@ -90,6 +90,7 @@ class FunctionLowering {
   llvm::Value* ArgValue(llvm::Value* index);
   llvm::Value* NumArgs();
   llvm::Value* GlobalThreadId();
+  llvm::Value* Linear(int32_t x, int32_t y, int32_t z, int32_t nx, int32_t ny);
   llvm::Value* BlockLinear();
   llvm::Value* ThreadsPerBlock();
   llvm::Value* ThreadLinear();
