@@ -3,7 +3,8 @@
 // MapSet (maps/map_set.h): creating the maps in device memory, seeding them
 // from a published snapshot, clearing them, host writes, and publishing
 // snapshots into the session's maps region. Site counters are in
-// map_set_site_counters.cc; the pump of mirrored rings in map_set_mirror.cc.
+// map_set_site_counters.cc; mirrored rings (their device copy and the pump)
+// in map_set_mirror.cc.
 #include "maps/map_set.h"
 
 #include <algorithm>
@@ -103,97 +104,68 @@ absl::StatusOr<MapSet> MapSet::Create(absl::Span<const MapSpec> specs, DeviceMem
     has_ring |= g.type == CUPROBE_MAP_RINGBUF;
     set.maps_.push_back(Map{spec, g, 0});
   }
-  // From here on a failure must give back what was taken.
-  auto fail = [&set](absl::Status status) {
-    (void)set.Release();
-    return status;
-  };
-  uint64_t rings_device = 0;
-  absl::Span<uint8_t> rings_area;
   set.has_rings_ = has_ring;
-  const bool speculative = ring_placement == RingData::kDeviceSpeculative;
-  const bool mirrored = speculative || ring_placement == RingData::kDeviceMirrored;
+  RingPlacement rings;
+  rings.speculative = ring_placement == RingData::kDeviceSpeculative;
+  rings.mirrored = rings.speculative || ring_placement == RingData::kDeviceMirrored;
   if (has_ring && region == nullptr) {
     return absl::FailedPreconditionError(
         "ring buffer maps live in the session segment: MapSet needs its maps region");
   }
-  if (has_ring && !mirrored) {
-    rings_area = region->RingsArea();
-    absl::StatusOr<uint64_t> mapped = memory->MapHost(rings_area.data(), rings_area.size());
+  if (has_ring && !rings.mirrored) {
+    rings.area = region->RingsArea();
+    absl::StatusOr<uint64_t> mapped = memory->MapHost(rings.area.data(), rings.area.size());
     if (!mapped.ok()) return mapped.status();
-    rings_device = *mapped;
-    set.rings_host_ = rings_area.data();
+    rings.device = *mapped;
+    set.rings_host_ = rings.area.data();
   }
+  // From here on a failure must give back what was taken.
   for (size_t i = 0; i < set.maps_.size(); ++i) {
-    Map& m = set.maps_[i];
-    absl::StatusOr<uint64_t> base = memory->Allocate(m.geometry.allocation_bytes);
-    if (!base.ok()) {
-      return fail(absl::Status(base.status().code(),
-                               absl::StrFormat("allocating %d bytes of device memory for map "
-                                               "'%s': %s",
-                                               m.geometry.allocation_bytes, m.spec.name,
-                                               base.status().message())));
+    if (absl::Status s = set.CreateMap(i, rings); !s.ok()) {
+      (void)set.Release();
+      return s;
     }
-    m.base = *base;
-    uint64_t ring_data = 0, ring_host = 0;
-    set.mirrors_.emplace_back(std::nullopt);
-    if (m.geometry.type == CUPROBE_MAP_RINGBUF) {
-      absl::StatusOr<MapRing> ring = region->Ring(i);
-      if (!ring.ok()) return fail(ring.status());
-      if (mirrored) {
-        // The device copy: the ring's host block as it is now (its tail
-        // included), then zeroed data: twice the capacity for producers
-        // that reserve first (map_desc.h).
-        const uint64_t capacity = ring->capacity();
-        const uint64_t area = speculative ? 2 * capacity : capacity;
-        const uint64_t shadow_bytes = MapRing::BlockBytes(area);
-        absl::StatusOr<uint64_t> shadow = memory->Allocate(shadow_bytes);
-        if (!shadow.ok()) {
-          return fail(absl::Status(
-              shadow.status().code(),
-              absl::StrFormat("allocating %d bytes of device memory for ring '%s': %s",
-                              shadow_bytes, m.spec.name, shadow.status().message())));
-        }
-        RingMirror& mirror = set.mirrors_.back().emplace();
-        mirror.shadow = *shadow;
-        mirror.area = area;
-        // The device copy starts empty at 0; in the rings area the pump is
-        // a new producer (records a gone one left are read first).
-        mirror.host_head = ring->ResumePosition();
-        mirror.staging.assign(area, 0);
-        if (absl::Status s = memory->Zero(*shadow, shadow_bytes); !s.ok()) return fail(s);
-        cuprobe_ring_host header;
-        std::memcpy(&header, ring->host(), sizeof(header));
-        header.tail = 0;
-        header.resume_at = 0;
-        if (absl::Status s = memory->CopyToDevice(*shadow, &header, sizeof(header)); !s.ok()) {
-          return fail(s);
-        }
-        ring_host = *shadow;
-      } else {
-        // The device sees the rings area at rings_device: same offsets.
-        ring_host = rings_device + (reinterpret_cast<uintptr_t>(ring->host()) -
-                                    reinterpret_cast<uintptr_t>(rings_area.data()));
-      }
-      ring_data = ring_host + CUPROBE_RING_HOST_SIZE;
-      set.rings_.emplace_back(*std::move(ring));
-    } else {
-      set.rings_.emplace_back(std::nullopt);
-    }
-    cuprobe_map_desc desc = MakeMapDesc(m.geometry, m.base, ring_data, ring_host);
-    if (speculative && m.geometry.type == CUPROBE_MAP_RINGBUF) {
-      desc.flags |= CUPROBE_MAP_F_RING_SPECULATIVE;
-      desc.slot_mask = 2 * m.geometry.ring_bytes - 1;  // the data area
-    }
-    if (absl::Status s = memory->CopyToDevice(m.base, &desc, sizeof(desc)); !s.ok()) {
-      return fail(s);
-    }
-    if (absl::Status s = set.Initialize(i); !s.ok()) return fail(s);
-    set.table_.push_back(m.base);
-    const auto* bytes = reinterpret_cast<const uint8_t*>(&desc);
-    set.descriptors_.insert(set.descriptors_.end(), bytes, bytes + sizeof(desc));
   }
   return set;
+}
+
+absl::Status MapSet::CreateMap(size_t i, const RingPlacement& rings) {
+  Map& m = maps_[i];
+  absl::StatusOr<uint64_t> base = memory_->Allocate(m.geometry.allocation_bytes);
+  if (!base.ok()) {
+    return absl::Status(base.status().code(),
+                        absl::StrFormat("allocating %d bytes of device memory for map '%s': %s",
+                                        m.geometry.allocation_bytes, m.spec.name,
+                                        base.status().message()));
+  }
+  m.base = *base;
+  uint64_t ring_data = 0, ring_host = 0;
+  mirrors_.emplace_back(std::nullopt);
+  if (m.geometry.type == CUPROBE_MAP_RINGBUF) {
+    CUPROBE_ASSIGN_OR_RETURN(MapRing ring, region_->Ring(i));
+    if (rings.mirrored) {
+      CUPROBE_ASSIGN_OR_RETURN(ring_host, StartMirror(i, ring, rings.speculative));
+    } else {
+      // The device sees the rings area at rings.device: same offsets.
+      ring_host = rings.device + (reinterpret_cast<uintptr_t>(ring.host()) -
+                                  reinterpret_cast<uintptr_t>(rings.area.data()));
+    }
+    ring_data = ring_host + CUPROBE_RING_HOST_SIZE;
+    rings_.emplace_back(std::move(ring));
+  } else {
+    rings_.emplace_back(std::nullopt);
+  }
+  cuprobe_map_desc desc = MakeMapDesc(m.geometry, m.base, ring_data, ring_host);
+  if (rings.speculative && m.geometry.type == CUPROBE_MAP_RINGBUF) {
+    desc.flags |= CUPROBE_MAP_F_RING_SPECULATIVE;
+    desc.slot_mask = 2 * m.geometry.ring_bytes - 1;  // the data area
+  }
+  CUPROBE_RETURN_IF_ERROR(memory_->CopyToDevice(m.base, &desc, sizeof(desc)));
+  CUPROBE_RETURN_IF_ERROR(Initialize(i));
+  table_.push_back(m.base);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&desc);
+  descriptors_.insert(descriptors_.end(), bytes, bytes + sizeof(desc));
+  return absl::OkStatus();
 }
 
 absl::Status MapSet::Initialize(size_t i) {
