@@ -373,32 +373,43 @@ std::string_view MemoryKindName(uint8_t memory_kind) {
   }
 }
 
-TraceSummary Summarize(const TraceData& data) {
-  TraceSummary summary;
-  TraceTotals& totals = summary.totals;
-  bool have_time = false;
-  auto note_span = [&](uint64_t start, uint64_t end) {
+namespace {
+
+// The earliest start and latest end of every timed record seen, into
+// totals.first_ns / last_ns.
+class SpanTracker {
+ public:
+  explicit SpanTracker(TraceTotals& totals) : totals_(totals) {}
+
+  void Note(uint64_t start, uint64_t end) {
     // CUPTI writes 0 for both when it could not time a call or kernel.
     if (start == 0) return;
     end = std::max(start, end);
-    if (!have_time) {
-      totals.first_ns = start;
-      totals.last_ns = end;
-      have_time = true;
+    if (!have_time_) {
+      totals_.first_ns = start;
+      totals_.last_ns = end;
+      have_time_ = true;
       return;
     }
-    totals.first_ns = std::min(totals.first_ns, start);
-    totals.last_ns = std::max(totals.last_ns, end);
-  };
+    totals_.first_ns = std::min(totals_.first_ns, start);
+    totals_.last_ns = std::max(totals_.last_ns, end);
+  }
 
-  // Kernels, grouped by raw name (several name ids may carry one name: the
-  // same kernel in two modules).
+ private:
+  TraceTotals& totals_;
+  bool have_time_ = false;
+};
+
+// Kernels, grouped by raw name (several name ids may carry one name: the
+// same kernel in two modules).
+void SummarizeKernels(const TraceData& data, SpanTracker& span, TraceSummary& summary) {
+  TraceTotals& totals = summary.totals;
   absl::flat_hash_map<std::string_view, Group> kernels;
   for (const KernelRecord& k : data.kernels()) {
     const uint64_t d = DurationNs(k.start_ns, k.end_ns);
     kernels[data.Name(k.name_id)].durations.push_back(d);
     totals.kernel_ns += d;
-    note_span(k.start_ns, k.end_ns);
+    span.Note(k.start_ns, k.end_ns);
   }
   totals.kernels = data.kernels().size();
   for (auto& [raw, group] : kernels) {
@@ -415,8 +426,11 @@ TraceSummary Summarize(const TraceData& data) {
               if (a.name != b.name) return a.name < b.name;
               return a.raw_name < b.raw_name;
             });
+}
 
-  // Launch API calls, grouped by kernel name.
+// Launch API calls, grouped by kernel name.
+void SummarizeLaunches(const TraceData& data, SpanTracker& span, TraceSummary& summary) {
+  TraceTotals& totals = summary.totals;
   absl::flat_hash_map<std::string_view, Group> launches;
   for (const LaunchRecord& l : data.launches()) {
     Group& g = launches[LaunchReportName(data, l)];
@@ -428,7 +442,7 @@ TraceSummary Summarize(const TraceData& data) {
       ++totals.launch_errors;
     }
     totals.launch_api_ns += d;
-    note_span(l.api_start_ns, l.api_end_ns);
+    span.Note(l.api_start_ns, l.api_end_ns);
   }
   totals.launches = data.launches().size();
   for (auto& [raw, group] : launches) {
@@ -447,8 +461,20 @@ TraceSummary Summarize(const TraceData& data) {
               if (a.name != b.name) return a.name < b.name;
               return a.raw_name < b.raw_name;
             });
+}
 
-  // Memory operations.
+MemOpSummaryRow MemOpRow(std::string_view operation, const Group& g, uint64_t all_ns) {
+  MemOpSummaryRow row;
+  row.operation = std::string(operation);
+  row.total_bytes = g.bytes;
+  row.time = ComputeDurationStats(g.durations);
+  row.time_percent = Percent(row.time.total_ns, all_ns);
+  return row;
+}
+
+// Memory operations: memcpys by kind, memsets in one row.
+void SummarizeMemoryOps(const TraceData& data, SpanTracker& span, TraceSummary& summary) {
+  TraceTotals& totals = summary.totals;
   absl::flat_hash_map<std::string_view, Group> memcpys;
   for (const MemcpyRecord& m : data.memcpys()) {
     Group& g = memcpys[MemcpyKindName(m.copy_kind)];
@@ -457,7 +483,7 @@ TraceSummary Summarize(const TraceData& data) {
     g.bytes += m.bytes;
     totals.memcpy_ns += d;
     totals.memcpy_bytes += m.bytes;
-    note_span(m.start_ns, m.end_ns);
+    span.Note(m.start_ns, m.end_ns);
   }
   totals.memcpys = data.memcpys().size();
   Group memsets;
@@ -467,19 +493,11 @@ TraceSummary Summarize(const TraceData& data) {
     memsets.bytes += m.bytes;
     totals.memset_ns += d;
     totals.memset_bytes += m.bytes;
-    note_span(m.start_ns, m.end_ns);
+    span.Note(m.start_ns, m.end_ns);
   }
   totals.memsets = data.memsets().size();
-  auto mem_row = [](std::string_view operation, const Group& g, uint64_t all_ns) {
-    MemOpSummaryRow row;
-    row.operation = std::string(operation);
-    row.total_bytes = g.bytes;
-    row.time = ComputeDurationStats(g.durations);
-    row.time_percent = Percent(row.time.total_ns, all_ns);
-    return row;
-  };
   for (auto& [operation, group] : memcpys) {
-    summary.memcpy.push_back(mem_row(operation, group, totals.memcpy_ns));
+    summary.memcpy.push_back(MemOpRow(operation, group, totals.memcpy_ns));
   }
   std::sort(summary.memcpy.begin(), summary.memcpy.end(),
             [](const MemOpSummaryRow& a, const MemOpSummaryRow& b) {
@@ -487,10 +505,12 @@ TraceSummary Summarize(const TraceData& data) {
               return a.operation < b.operation;
             });
   if (!memsets.durations.empty()) {
-    summary.memset.push_back(mem_row(kMemsetOperationName, memsets, totals.memset_ns));
+    summary.memset.push_back(MemOpRow(kMemsetOperationName, memsets, totals.memset_ns));
   }
+}
 
-  // Launch latency: each kernel against the launch call of its correlation id.
+// Launch latency: each kernel against the launch call of its correlation id.
+void SummarizeLatency(const TraceData& data, TraceSummary& summary) {
   absl::flat_hash_map<uint64_t, uint64_t> launch_start;  // correlation id -> API start
   for (const LaunchRecord& l : data.launches()) {
     if (IsGraphLaunch(l.api)) continue;
@@ -525,7 +545,18 @@ TraceSummary Summarize(const TraceData& data) {
               if (a.name != b.name) return a.name < b.name;
               return a.raw_name < b.raw_name;
             });
+}
 
+}  // namespace
+
+TraceSummary Summarize(const TraceData& data) {
+  TraceSummary summary;
+  SpanTracker span(summary.totals);
+  SummarizeKernels(data, span, summary);
+  SummarizeLaunches(data, span, summary);
+  SummarizeMemoryOps(data, span, summary);
+  SummarizeLatency(data, summary);
+  TraceTotals& totals = summary.totals;
   totals.processes = data.processes().size();
   totals.names = data.name_count();
   totals.span_ns = totals.last_ns - totals.first_ns;
