@@ -1,3 +1,9 @@
+// File: loader/attach_command.cc
+//
+// `cuprobe attach`: probes for a program already running under `cuprobe
+// trace`. A session of their own is handed to the program's hook (late
+// attach), watched until a signal, --duration or the program's exit, then
+// detached, and the final maps printed.
 #include "loader/attach_command.h"
 
 #include <dirent.h>
@@ -7,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -61,10 +68,9 @@ uint32_t WaitForState(const Session& session, uint32_t from,
   return state;
 }
 
-}  // namespace
-
-absl::StatusOr<int> RunAttach(const AttachOptions& options) {
-  CUPROBE_ASSIGN_OR_RETURN(std::string target_name, FindTargetSession(options.target));
+// The session of the traced program to attach to: writable, its hook
+// tracing, and running no probes of its own.
+absl::StatusOr<Session> OpenTarget(const std::string& target_name) {
   absl::StatusOr<Session> target = Session::Open(target_name, /*writable=*/true);
   if (!target.ok()) {
     return absl::Status(target.status().code(), absl::StrCat("cannot attach to ", target_name,
@@ -84,7 +90,83 @@ absl::StatusOr<int> RunAttach(const AttachOptions& options) {
         "cannot attach to ", target_name, ": it runs probes of its own (`cuprobe run`); late "
         "attach works on programs started with `cuprobe trace`"));
   }
-  const uint32_t program_pid = target->header().hook_pid.load(std::memory_order_acquire);
+  return target;
+}
+
+// Asks the target's hook to load the probes of session `probes`, and waits
+// for its answer. On failure the probes' session is removed.
+absl::Status Attach(Session& target, Session& probes, uint32_t program_pid) {
+  absl::Status requested = target.RequestAttach(probes.name());
+  if (!requested.ok()) {
+    (void)probes.Remove();
+    return requested;
+  }
+  // The hook acts on requests at its heartbeat (100 ms by default).
+  const uint32_t answer =
+      WaitForState(probes, static_cast<uint32_t>(SessionState::kCreated),
+                   std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  if (answer != static_cast<uint32_t>(SessionState::kHookReady)) {
+    (void)target.RequestDetach();
+    std::string why =
+        answer == static_cast<uint32_t>(SessionState::kCreated)
+            ? std::string("the program's hook did not answer within 10 s (is the program "
+                          "stopped, or its hook run with CUPROBE_LATE_ATTACH=0?)")
+            : probes.HookReason();
+    (void)probes.Remove();
+    return absl::FailedPreconditionError(
+        absl::StrCat("pid ", program_pid, " did not attach the probes: ", why));
+  }
+  return absl::OkStatus();
+}
+
+// Drains events and prints the maps every interval until a stop signal,
+// the end of --duration or the program's exit; returns which it was.
+const char* WatchUntilStop(const AttachOptions& options, Session& probes, uint32_t program_pid,
+                           ProbePrinter& printer) {
+  const auto start = std::chrono::steady_clock::now();
+  auto next_print = start + std::chrono::milliseconds(options.run.trace.interval_ms);
+  while (true) {
+    if (g_stop_signal.load() != 0) {
+      return g_stop_signal.load() == SIGTERM ? "SIGTERM" : "Ctrl-C";
+    }
+    if (options.duration_s > 0 &&
+        std::chrono::steady_clock::now() - start >= std::chrono::seconds(options.duration_s)) {
+      return "the end of --duration";
+    }
+    const uint32_t s = probes.session_state();
+    if (s != static_cast<uint32_t>(SessionState::kHookReady) || !Alive(program_pid)) {
+      return "the program's exit";
+    }
+    printer.Drain(probes);
+    if (std::chrono::steady_clock::now() >= next_print) {
+      printer.Interval(probes);
+      next_print += std::chrono::milliseconds(options.run.trace.interval_ms);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Detach: the hook stops redirecting, waits for the instrumented kernels,
+// publishes the last snapshot and says kHookStopped.
+void Detach(Session& target, const Session& probes) {
+  (void)target.RequestDetach();
+  uint32_t final_state = probes.session_state();
+  if (final_state == static_cast<uint32_t>(SessionState::kHookReady)) {
+    final_state = WaitForState(probes, final_state,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(15));
+  }
+  if (final_state != static_cast<uint32_t>(SessionState::kHookStopped)) {
+    CUPROBE_LOG(kWarning, "the program did not confirm the detach; the maps below are its last "
+                "published snapshot");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<int> RunAttach(const AttachOptions& options) {
+  CUPROBE_ASSIGN_OR_RETURN(std::string target_name, FindTargetSession(options.target));
+  CUPROBE_ASSIGN_OR_RETURN(Session target, OpenTarget(target_name));
+  const uint32_t program_pid = target.header().hook_pid.load(std::memory_order_acquire);
 
   CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadRunProbes(options.run));
   SessionOptions session_options;
@@ -95,67 +177,13 @@ absl::StatusOr<int> RunAttach(const AttachOptions& options) {
 
   StopSignals signals;
   g_stop_signal.store(0);
-  absl::Status requested = target->RequestAttach(probes.name());
-  if (!requested.ok()) {
-    (void)probes.Remove();
-    return requested;
-  }
-  // The hook acts on requests at its heartbeat (100 ms by default).
-  const uint32_t answer =
-      WaitForState(probes, static_cast<uint32_t>(SessionState::kCreated),
-                   std::chrono::steady_clock::now() + std::chrono::seconds(10));
-  if (answer != static_cast<uint32_t>(SessionState::kHookReady)) {
-    (void)target->RequestDetach();
-    std::string why =
-        answer == static_cast<uint32_t>(SessionState::kCreated)
-            ? std::string("the program's hook did not answer within 10 s (is the program "
-                          "stopped, or its hook run with CUPROBE_LATE_ATTACH=0?)")
-            : probes.HookReason();
-    (void)probes.Remove();
-    return absl::FailedPreconditionError(
-        absl::StrCat("pid ", program_pid, " did not attach the probes: ", why));
-  }
+  CUPROBE_RETURN_IF_ERROR(Attach(target, probes, program_pid));
   CUPROBE_LOG(kInfo, "attached to pid %d: kernels are instrumented at their next launch; "
               "Ctrl-C detaches", program_pid);
 
   ProbePrinter printer(options.run, bundle);
-  const auto start = std::chrono::steady_clock::now();
-  auto next_print = start + std::chrono::milliseconds(options.run.trace.interval_ms);
-  const char* reason = "Ctrl-C";
-  while (true) {
-    if (g_stop_signal.load() != 0) {
-      reason = g_stop_signal.load() == SIGTERM ? "SIGTERM" : "Ctrl-C";
-      break;
-    }
-    if (options.duration_s > 0 &&
-        std::chrono::steady_clock::now() - start >= std::chrono::seconds(options.duration_s)) {
-      reason = "the end of --duration";
-      break;
-    }
-    const uint32_t s = probes.session_state();
-    if (s != static_cast<uint32_t>(SessionState::kHookReady) || !Alive(program_pid)) {
-      reason = "the program's exit";
-      break;
-    }
-    printer.Drain(probes);
-    if (std::chrono::steady_clock::now() >= next_print) {
-      printer.Interval(probes);
-      next_print += std::chrono::milliseconds(options.run.trace.interval_ms);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  // Detach: the hook stops redirecting, waits for the instrumented kernels,
-  // publishes the last snapshot and says kHookStopped.
-  (void)target->RequestDetach();
-  uint32_t final_state = probes.session_state();
-  if (final_state == static_cast<uint32_t>(SessionState::kHookReady)) {
-    final_state = WaitForState(probes, final_state,
-                               std::chrono::steady_clock::now() + std::chrono::seconds(15));
-  }
-  if (final_state != static_cast<uint32_t>(SessionState::kHookStopped)) {
-    CUPROBE_LOG(kWarning, "the program did not confirm the detach; the maps below are its last "
-                "published snapshot");
-  }
+  const char* reason = WatchUntilStop(options, probes, program_pid, printer);
+  Detach(target, probes);
   CUPROBE_LOG(kInfo, "detached from pid %d at %s", program_pid, reason);
   printer.Final(probes);
   (void)probes.Remove();

@@ -1,4 +1,9 @@
 // File: loader/instrument_command.cc
+//
+// `cuprobe instrument`: the probe bundle, the input's first PTX module with
+// a kernel it selects, that module instrumented (to PTX, or compiled to a
+// cubin; with --stats, both modules compiled verbose), the output written,
+// and the report of what was done.
 #include "loader/instrument_command.h"
 
 #include <cerrno>
@@ -8,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -139,6 +146,138 @@ std::string Demangled(std::string_view name) {
   return d == name ? std::string(name) : absl::StrCat(d, "  [", name, "]");
 }
 
+// What instrumenting the input module gave: the kernels, the output file's
+// bytes (PTX or a cubin) and how they were made; with --stats, each
+// function's resources before and after.
+struct Instrumented {
+  std::vector<InstrumentedKernel> instrumented;
+  std::vector<SkippedKernel> skipped;
+  std::vector<std::string> warnings;
+  std::string output;
+  std::string how;  // "" for PTX
+  absl::flat_hash_map<std::string, FunctionResources> before, after;
+};
+
+// A cubin, through the compile cache.
+absl::StatusOr<Instrumented> InstrumentToCubin(const InputModule& input, const ProbeBundle& bundle,
+                                               const InstrumentOptions& options) {
+  CUPROBE_ASSIGN_OR_RETURN(
+      InstrumentedModule m,
+      InstrumentAndCompile(input.ptx, bundle, options, CompileCache(CurrentRewriterSettings().cache_dir)));
+  Instrumented r;
+  r.instrumented = std::move(m.instrumented);
+  r.skipped = std::move(m.skipped);
+  r.warnings = std::move(m.warnings);
+  r.output.assign(m.cubin.begin(), m.cubin.end());
+  r.how = m.cache_hit ? "from the compile cache" : "compiled with nvJitLink";
+  return r;
+}
+
+// --stats: both modules compiled with -verbose, for the registers before
+// and after; the output is the cubin or the PTX.
+absl::StatusOr<Instrumented> InstrumentWithStats(const InstrumentCommandOptions& o,
+                                                 const InputModule& input,
+                                                 const ProbeBundle& bundle,
+                                                 const InstrumentOptions& options,
+                                                 bool want_cubin) {
+  Instrumented r;
+  CompileOptions verbose;
+  verbose.sm = o.sm;
+  verbose.verbose = true;
+  verbose.input_name = "original.ptx";
+  CUPROBE_ASSIGN_OR_RETURN(CompiledCubin orig, CompilePtx(input.ptx, verbose));
+  for (FunctionResources& f : ParseResourceUsage(orig.info_log)) r.before[f.name] = f;
+  verbose.input_name = "instrumented.ptx";
+  CUPROBE_ASSIGN_OR_RETURN(CompiledInstrumentation c,
+                           InstrumentAndCompileUncached(input.ptx, bundle, options, verbose));
+  for (FunctionResources& f : ParseResourceUsage(c.compiled.info_log)) r.after[f.name] = f;
+  r.instrumented = std::move(c.result.instrumented);
+  r.skipped = std::move(c.result.skipped);
+  r.warnings = std::move(c.result.warnings);
+  if (want_cubin) {
+    r.output.assign(c.compiled.cubin.begin(), c.compiled.cubin.end());
+    r.how = "compiled with nvJitLink";
+  } else {
+    r.output = std::move(c.result.ptx);
+  }
+  return r;
+}
+
+// PTX only: nothing is compiled.
+absl::StatusOr<Instrumented> InstrumentToPtx(const InputModule& input, const ProbeBundle& bundle,
+                                             const InstrumentOptions& options) {
+  CUPROBE_ASSIGN_OR_RETURN(InstrumentResult result, InstrumentPtx(input.ptx, bundle, options));
+  Instrumented r;
+  r.instrumented = std::move(result.instrumented);
+  r.skipped = std::move(result.skipped);
+  r.warnings = std::move(result.warnings);
+  r.output = std::move(result.ptx);
+  return r;
+}
+
+// The input module instrumented as -o and --stats ask.
+absl::StatusOr<Instrumented> Instrument(const InstrumentCommandOptions& o,
+                                        const InputModule& input, const ProbeBundle& bundle,
+                                        const InstrumentOptions& options) {
+  const bool want_cubin = absl::EndsWith(o.output, ".cubin");
+  if (want_cubin && !o.stats) return InstrumentToCubin(input, bundle, options);
+  if (o.stats) return InstrumentWithStats(o, input, bundle, options, want_cubin);
+  return InstrumentToPtx(input, bundle, options);
+}
+
+// One instrumented kernel's lines of the report: its id and name, its probe
+// sites, and (--stats) its registers and stack before and after.
+std::string KernelReport(const InstrumentedKernel& k, const Instrumented& r, bool stats) {
+  std::string report = absl::StrFormat("  id %-4u %s\n", k.kernel_id, Demangled(k.name));
+  std::vector<std::string> sites;
+  if (k.stats.entry_sites) sites.push_back(absl::StrCat("entry ", k.stats.entry_sites));
+  if (k.stats.exit_sites) sites.push_back(absl::StrCat("exit sites ", k.stats.exit_sites));
+  if (k.stats.memory_sites || k.stats.memory_sites_skipped) {
+    sites.push_back(absl::StrCat("memory sites ", k.stats.memory_sites,
+                                 k.stats.memory_sites_skipped
+                                     ? absl::StrCat(" (", k.stats.memory_sites_skipped,
+                                                    " without a usable address)")
+                                     : ""));
+  }
+  if (k.stats.counted_calls) {
+    sites.push_back(absl::StrCat(k.stats.counted_calls, " probe call(s) as site counters"));
+  }
+  if (!sites.empty()) absl::StrAppend(&report, "           ", absl::StrJoin(sites, ", "), "\n");
+  if (stats) {
+    auto b = r.before.find(k.name);
+    auto a = r.after.find(k.name);
+    if (b != r.before.end() && a != r.after.end()) {
+      absl::StrAppend(&report,
+                      absl::StrFormat("           registers %u -> %u (%+d), stack %u -> %u bytes\n",
+                                      b->second.registers, a->second.registers,
+                                      static_cast<int>(a->second.registers) -
+                                          static_cast<int>(b->second.registers),
+                                      b->second.stack_bytes, a->second.stack_bytes));
+    }
+  }
+  return report;
+}
+
+// What `cuprobe instrument` prints: the input, every kernel instrumented or
+// skipped, warnings, and the file written.
+std::string FormatInstrumentReport(const InstrumentCommandOptions& o, const InputModule& input,
+                                   const ProbeBundle& bundle, const Instrumented& r, double ms) {
+  std::string report = absl::StrCat(input.where, ": ", input.kernels, " kernel(s) with PTX\n");
+  absl::StrAppend(&report, "instrumented ", r.instrumented.size(), " kernel(s) with ",
+                  bundle.source_name, ":\n");
+  for (const InstrumentedKernel& k : r.instrumented) {
+    absl::StrAppend(&report, KernelReport(k, r, o.stats));
+  }
+  for (const SkippedKernel& k : r.skipped) {
+    absl::StrAppend(&report, "skipped ", Demangled(k.name), ": ", k.reason, "\n");
+  }
+  for (const std::string& w : r.warnings) absl::StrAppend(&report, "warning: ", w, "\n");
+  absl::StrAppend(&report, "wrote ", o.output, " (", r.output.size(), " bytes",
+                  r.how.empty() ? "" : absl::StrCat(", ", r.how),
+                  absl::StrFormat(", %.1f ms", ms), ")\n");
+  return report;
+}
+
 }  // namespace
 
 absl::StatusOr<ProbeBundle> LoadProbeBundle(const InstrumentCommandOptions& o) {
@@ -190,102 +329,19 @@ absl::StatusOr<std::string> InstrumentFile(const InstrumentCommandOptions& o) {
   options.sm = o.sm;
   options.first_kernel_id = o.first_kernel_id;
   options.module_name = input.where;
-  const bool want_cubin = absl::EndsWith(o.output, ".cubin");
 
-  std::string report = absl::StrCat(input.where, ": ", input.kernels, " kernel(s) with PTX\n");
-  std::vector<InstrumentedKernel> instrumented;
-  std::vector<SkippedKernel> skipped;
-  std::vector<std::string> warnings;
-  std::string output;
-  std::string how;
   const auto t0 = std::chrono::steady_clock::now();
-  absl::flat_hash_map<std::string, FunctionResources> before, after;
-  if (want_cubin && !o.stats) {
-    CUPROBE_ASSIGN_OR_RETURN(
-        InstrumentedModule m,
-        InstrumentAndCompile(input.ptx, bundle, options, CompileCache(CurrentRewriterSettings().cache_dir)));
-    instrumented = std::move(m.instrumented);
-    skipped = std::move(m.skipped);
-    warnings = std::move(m.warnings);
-    output.assign(m.cubin.begin(), m.cubin.end());
-    how = m.cache_hit ? "from the compile cache" : "compiled with nvJitLink";
-  } else if (o.stats) {
-    // Both modules compiled with -verbose: registers before and after.
-    CompileOptions verbose;
-    verbose.sm = o.sm;
-    verbose.verbose = true;
-    verbose.input_name = "original.ptx";
-    CUPROBE_ASSIGN_OR_RETURN(CompiledCubin orig, CompilePtx(input.ptx, verbose));
-    for (FunctionResources& f : ParseResourceUsage(orig.info_log)) before[f.name] = f;
-    verbose.input_name = "instrumented.ptx";
-    CUPROBE_ASSIGN_OR_RETURN(CompiledInstrumentation c,
-                             InstrumentAndCompileUncached(input.ptx, bundle, options, verbose));
-    for (FunctionResources& f : ParseResourceUsage(c.compiled.info_log)) after[f.name] = f;
-    instrumented = std::move(c.result.instrumented);
-    skipped = std::move(c.result.skipped);
-    warnings = std::move(c.result.warnings);
-    if (want_cubin) {
-      output.assign(c.compiled.cubin.begin(), c.compiled.cubin.end());
-      how = "compiled with nvJitLink";
-    } else {
-      output = std::move(c.result.ptx);
-    }
-  } else {
-    CUPROBE_ASSIGN_OR_RETURN(InstrumentResult r, InstrumentPtx(input.ptx, bundle, options));
-    instrumented = std::move(r.instrumented);
-    skipped = std::move(r.skipped);
-    warnings = std::move(r.warnings);
-    output = std::move(r.ptx);
-  }
-  if (instrumented.empty()) {
+  CUPROBE_ASSIGN_OR_RETURN(Instrumented r, Instrument(o, input, bundle, options));
+  if (r.instrumented.empty()) {
     std::string why;
-    for (const SkippedKernel& k : skipped) absl::StrAppend(&why, "\n  ", k.name, ": ", k.reason);
+    for (const SkippedKernel& k : r.skipped) absl::StrAppend(&why, "\n  ", k.name, ": ", k.reason);
     return absl::FailedPreconditionError(
         absl::StrCat(input.where, ": no kernel was instrumented", why));
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  CUPROBE_RETURN_IF_ERROR(WriteFile(o.output, output));
-
-  absl::StrAppend(&report, "instrumented ", instrumented.size(), " kernel(s) with ", bundle.source_name,
-                  ":\n");
-  for (const InstrumentedKernel& k : instrumented) {
-    absl::StrAppend(&report, absl::StrFormat("  id %-4u %s\n", k.kernel_id, Demangled(k.name)));
-    std::vector<std::string> sites;
-    if (k.stats.entry_sites) sites.push_back(absl::StrCat("entry ", k.stats.entry_sites));
-    if (k.stats.exit_sites) sites.push_back(absl::StrCat("exit sites ", k.stats.exit_sites));
-    if (k.stats.memory_sites || k.stats.memory_sites_skipped) {
-      sites.push_back(absl::StrCat("memory sites ", k.stats.memory_sites,
-                                   k.stats.memory_sites_skipped
-                                       ? absl::StrCat(" (", k.stats.memory_sites_skipped,
-                                                      " without a usable address)")
-                                       : ""));
-    }
-    if (k.stats.counted_calls) {
-      sites.push_back(absl::StrCat(k.stats.counted_calls, " probe call(s) as site counters"));
-    }
-    if (!sites.empty()) absl::StrAppend(&report, "           ", absl::StrJoin(sites, ", "), "\n");
-    if (o.stats) {
-      auto b = before.find(k.name);
-      auto a = after.find(k.name);
-      if (b != before.end() && a != after.end()) {
-        absl::StrAppend(&report,
-                        absl::StrFormat("           registers %u -> %u (%+d), stack %u -> %u bytes\n",
-                                        b->second.registers, a->second.registers,
-                                        static_cast<int>(a->second.registers) -
-                                            static_cast<int>(b->second.registers),
-                                        b->second.stack_bytes, a->second.stack_bytes));
-      }
-    }
-  }
-  for (const SkippedKernel& k : skipped) {
-    absl::StrAppend(&report, "skipped ", Demangled(k.name), ": ", k.reason, "\n");
-  }
-  for (const std::string& w : warnings) absl::StrAppend(&report, "warning: ", w, "\n");
-  absl::StrAppend(&report, "wrote ", o.output, " (", output.size(), " bytes",
-                  how.empty() ? "" : absl::StrCat(", ", how),
-                  absl::StrFormat(", %.1f ms", ms), ")\n");
-  return report;
+  CUPROBE_RETURN_IF_ERROR(WriteFile(o.output, r.output));
+  return FormatInstrumentReport(o, input, bundle, r, ms);
 }
 
 absl::Status RunInstrument(const InstrumentCommandOptions& options) {

@@ -1,7 +1,13 @@
+// File: loader/trace_command.cc
+//
+// `cuprobe trace` (and the traced run under `cuprobe run`): a session, the
+// program spawned with the hook, the ring drained while it runs, then the
+// summary, the warnings the session calls for, and the report files.
 #include "loader/trace_command.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -12,7 +18,10 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "loader/child_process.h"
@@ -139,6 +148,165 @@ class Drainer {
   std::thread thread_;
 };
 
+// The environment that loads the hook into the program and points it at
+// the session.
+std::vector<std::pair<std::string, std::string>> HookEnvironment(const TraceOptions& options,
+                                                                 const std::string& hook,
+                                                                 const Session& session) {
+  return {{"CUDA_INJECTION64_PATH", hook},
+          {"CUPROBE_SESSION", session.name()},
+          {"CUPROBE_INTERVAL_MS", absl::StrCat(options.interval_ms)},
+          {"CUPROBE_TRACE", options.trace_selection},
+          {"CUPROBE_CAPTURE_RANGE", options.capture_profiler_api ? "cudaProfilerApi" : "none"},
+          // Empty (unset for the hook) without a range.
+          {"CUPROBE_CAPTURE_RANGE_END",
+           !options.capture_profiler_api     ? ""
+           : options.capture_range_end.empty() ? "repeat"
+                                               : options.capture_range_end}};
+}
+
+// The live view (LiveView): a thread beside the drainer that calls its
+// callbacks every interval until Stop (once the program has exited).
+class LiveThread {
+ public:
+  LiveThread(const LiveView& live, Session& session) : live_(live), session_(session) {
+    const bool prints = live.interval_ms > 0 && live.on_interval;
+    const bool drains = live.drain_interval_ms > 0 && live.on_drain;
+    if (prints || drains) thread_ = std::thread([this, prints, drains] { Run(prints, drains); });
+  }
+  LiveThread(const LiveThread&) = delete;
+  LiveThread& operator=(const LiveThread&) = delete;
+  ~LiveThread() { Stop(); }
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Run(bool prints, bool drains) {
+    using Clock = std::chrono::steady_clock;
+    const auto print_every = std::chrono::milliseconds(prints ? live_.interval_ms : 0);
+    const auto tick = std::chrono::milliseconds(
+        drains ? (prints ? std::min(live_.drain_interval_ms, live_.interval_ms)
+                         : live_.drain_interval_ms)
+               : live_.interval_ms);
+    auto next_print = Clock::now() + print_every;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, tick, [&] { return stop_; })) {
+      lock.unlock();
+      if (drains) live_.on_drain(session_);
+      if (prints && Clock::now() >= next_print) {
+        live_.on_interval(session_);
+        next_print = Clock::now() + print_every;
+      }
+      lock.lock();
+    }
+  }
+
+  const LiveView& live_;
+  Session& session_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// What the session says about the run: a hook that never started or was
+// disabled, records the ring or CUPTI dropped (counted into `data`).
+void WarnAboutSession(Session& session, SessionState state, TraceData& data) {
+  if (state == SessionState::kCreated) {
+    CUPROBE_LOG(kWarning,
+                "the program never initialized CUDA with the hook loaded: no kernels traced");
+  } else if (state == SessionState::kHookDisabled) {
+    CUPROBE_LOG(kWarning, "the hook was disabled: %s", session.HookReason());
+  }
+  uint64_t ring_dropped = session.ring().dropped();
+  if (ring_dropped > 0) {
+    data.AddDropped(ring_dropped);
+    CUPROBE_LOG(kWarning, "%d records were dropped: the record ring was full (try --buffer-mb)",
+                ring_dropped);
+  }
+  uint64_t cupti_dropped = session.header().activity_records_dropped.load();
+  if (cupti_dropped > 0) {
+    CUPROBE_LOG(kWarning, "CUPTI dropped %d activity records", cupti_dropped);
+  }
+}
+
+// With --capture-range cudaProfilerApi: whether the program's profiler
+// ranges were seen, and whether they held anything.
+void WarnAboutCaptureRange(const TraceOptions& options, const Session& session,
+                           SessionState state, const TraceSummary& summary) {
+  if (!options.capture_profiler_api ||
+      (state != SessionState::kHookReady && state != SessionState::kHookStopped)) {
+    return;
+  }
+  const uint64_t ranges = session.header().capture_ranges.load();
+  const bool nothing = summary.kernels.empty() && summary.launches.empty() &&
+                       summary.memcpy.empty() && summary.memset.empty();
+  if (ranges == 0 && nothing) {
+    CUPROBE_LOG(kWarning,
+                "--capture-range cudaProfilerApi: the program never called cudaProfilerStart or "
+                "cuProfilerStart; nothing was traced");
+  } else if (ranges == 0) {
+    // The hook could not watch the profiler calls and said so (or is of
+    // an earlier build): it traced everything.
+    CUPROBE_LOG(kWarning, "--capture-range cudaProfilerApi: the whole run was traced");
+  } else if (nothing) {
+    CUPROBE_LOG(kWarning,
+                "--capture-range cudaProfilerApi: the program's %d profiler range(s) held no "
+                "launch, kernel, copy or set",
+                ranges);
+  } else {
+    CUPROBE_LOG(kInfo, "traced %d profiler range(s) (--capture-range cudaProfilerApi%s)", ranges,
+                options.capture_range_end.empty()
+                    ? std::string()
+                    : absl::StrCat(" --capture-range-end ", options.capture_range_end));
+  }
+}
+
+// The contents of the report file of format `f` (the table is also printed).
+std::string FormatReport(ReportFormat f, const TraceSummary& summary, const TraceData& data) {
+  switch (f) {
+    case ReportFormat::kTable: {
+      std::string text = FormatSummaryText(summary);
+      if (!summary.latency_log2.empty()) {
+        absl::StrAppend(&text, "\nCUDA launch latency histogram (ns, every kernel):\n",
+                        FormatLog2Histogram(summary.latency_log2));
+      }
+      std::fputs(text.c_str(), stderr);
+      return text;
+    }
+    case ReportFormat::kJson: return FormatSummaryJson(summary);
+    case ReportFormat::kCsv: return FormatKernelSummaryCsv(summary.kernels);
+    case ReportFormat::kChrome: return FormatChromeTrace(data);
+    case ReportFormat::kPrometheus: return FormatPrometheus(summary, PrometheusLabels(data));
+  }
+  return std::string();
+}
+
+// Writes every report file asked for, logging each; returns the failures.
+absl::Status WriteReports(const TraceOptions& options, const TraceSummary& summary,
+                          const TraceData& data) {
+  absl::Status write_status;
+  for (ReportFormat f : options.formats) {
+    std::string path = ReportPath(options, f);
+    absl::Status s = WriteFile(path, FormatReport(f, summary, data));
+    if (s.ok()) {
+      CUPROBE_LOG(kInfo, "wrote %s", path);
+    } else {
+      CUPROBE_LOG(kError, "%s", s.message());
+      write_status.Update(s);
+    }
+  }
+  return write_status;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> FindHookLibrary() {
@@ -175,145 +343,28 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   TraceData data;
   Drainer drainer(session, data);
   drainer.Start();
-  absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(
-      options.command, {{"CUDA_INJECTION64_PATH", hook},
-                        {"CUPROBE_SESSION", session.name()},
-                        {"CUPROBE_INTERVAL_MS", absl::StrCat(options.interval_ms)},
-                        {"CUPROBE_TRACE", options.trace_selection},
-                        {"CUPROBE_CAPTURE_RANGE",
-                         options.capture_profiler_api ? "cudaProfilerApi" : "none"},
-                        // Empty (unset for the hook) without a range.
-                        {"CUPROBE_CAPTURE_RANGE_END",
-                         !options.capture_profiler_api     ? ""
-                         : options.capture_range_end.empty() ? "repeat"
-                                                             : options.capture_range_end}});
+  absl::StatusOr<ChildProcess> child =
+      ChildProcess::Spawn(options.command, HookEnvironment(options, hook, session));
   if (!child.ok()) {
     drainer.Stop();
     if (!options.keep_session) (void)session.Remove();
     return child.status();
   }
-  // The live view runs beside the drainer until the program exits.
-  std::mutex live_mu;
-  std::condition_variable live_cv;
-  bool live_stop = false;
-  std::thread live_thread;
-  const bool prints = live.interval_ms > 0 && live.on_interval;
-  const bool drains = live.drain_interval_ms > 0 && live.on_drain;
-  if (prints || drains) {
-    live_thread = std::thread([&] {
-      using Clock = std::chrono::steady_clock;
-      const auto print_every = std::chrono::milliseconds(prints ? live.interval_ms : 0);
-      const auto tick = std::chrono::milliseconds(
-          drains ? (prints ? std::min(live.drain_interval_ms, live.interval_ms)
-                           : live.drain_interval_ms)
-                 : live.interval_ms);
-      auto next_print = Clock::now() + print_every;
-      std::unique_lock<std::mutex> lock(live_mu);
-      while (!live_cv.wait_for(lock, tick, [&] { return live_stop; })) {
-        lock.unlock();
-        if (drains) live.on_drain(session);
-        if (prints && Clock::now() >= next_print) {
-          live.on_interval(session);
-          next_print = Clock::now() + print_every;
-        }
-        lock.lock();
-      }
-    });
-  }
+  LiveThread live_thread(live, session);
   ChildExit exit = child->Wait();
-  if (live_thread.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(live_mu);
-      live_stop = true;
-    }
-    live_cv.notify_all();
-    live_thread.join();
-  }
+  live_thread.Stop();
   // The hook's teardown (atexit, before the process ended) flushed its last
   // records into the ring: drain them all.
   drainer.Stop();
   if (live.on_exit) live.on_exit(session, data);
 
-  const SegmentHeader& h = session.header();
-  auto state = static_cast<SessionState>(session.session_state());
-  if (state == SessionState::kCreated) {
-    CUPROBE_LOG(kWarning,
-                "the program never initialized CUDA with the hook loaded: no kernels traced");
-  } else if (state == SessionState::kHookDisabled) {
-    CUPROBE_LOG(kWarning, "the hook was disabled: %s", session.HookReason());
-  }
-  uint64_t ring_dropped = session.ring().dropped();
-  if (ring_dropped > 0) {
-    data.AddDropped(ring_dropped);
-    CUPROBE_LOG(kWarning, "%d records were dropped: the record ring was full (try --buffer-mb)",
-                ring_dropped);
-  }
-  uint64_t cupti_dropped = h.activity_records_dropped.load();
-  if (cupti_dropped > 0) {
-    CUPROBE_LOG(kWarning, "CUPTI dropped %d activity records", cupti_dropped);
-  }
-
+  const auto state = static_cast<SessionState>(session.session_state());
+  WarnAboutSession(session, state, data);
   TraceSummary summary = Summarize(data);
-  if (options.capture_profiler_api &&
-      (state == SessionState::kHookReady || state == SessionState::kHookStopped)) {
-    const uint64_t ranges = h.capture_ranges.load();
-    const bool nothing = summary.kernels.empty() && summary.launches.empty() &&
-                         summary.memcpy.empty() && summary.memset.empty();
-    if (ranges == 0 && nothing) {
-      CUPROBE_LOG(kWarning,
-                  "--capture-range cudaProfilerApi: the program never called cudaProfilerStart or "
-                  "cuProfilerStart; nothing was traced");
-    } else if (ranges == 0) {
-      // The hook could not watch the profiler calls and said so (or is of
-      // an earlier build): it traced everything.
-      CUPROBE_LOG(kWarning, "--capture-range cudaProfilerApi: the whole run was traced");
-    } else if (nothing) {
-      CUPROBE_LOG(kWarning,
-                  "--capture-range cudaProfilerApi: the program's %d profiler range(s) held no "
-                  "launch, kernel, copy or set",
-                  ranges);
-    } else {
-      CUPROBE_LOG(kInfo, "traced %d profiler range(s) (--capture-range cudaProfilerApi%s)", ranges,
-                  options.capture_range_end.empty()
-                      ? std::string()
-                      : absl::StrCat(" --capture-range-end ", options.capture_range_end));
-    }
-  }
-  absl::Status write_status;
-  for (ReportFormat f : options.formats) {
-    std::string path = ReportPath(options, f);
-    absl::Status s;
-    switch (f) {
-      case ReportFormat::kTable: {
-        std::string text = FormatSummaryText(summary);
-        if (!summary.latency_log2.empty()) {
-          absl::StrAppend(&text, "\nCUDA launch latency histogram (ns, every kernel):\n",
-                          FormatLog2Histogram(summary.latency_log2));
-        }
-        std::fputs(text.c_str(), stderr);
-        s = WriteFile(path, text);
-        break;
-      }
-      case ReportFormat::kJson:
-        s = WriteFile(path, FormatSummaryJson(summary));
-        break;
-      case ReportFormat::kCsv:
-        s = WriteFile(path, FormatKernelSummaryCsv(summary.kernels));
-        break;
-      case ReportFormat::kChrome:
-        s = WriteFile(path, FormatChromeTrace(data));
-        break;
-      case ReportFormat::kPrometheus:
-        s = WriteFile(path, FormatPrometheus(summary, PrometheusLabels(data)));
-        break;
-    }
-    if (s.ok()) {
-      CUPROBE_LOG(kInfo, "wrote %s", path);
-    } else {
-      CUPROBE_LOG(kError, "%s", s.message());
-      write_status.Update(s);
-    }
-  }
+  WarnAboutCaptureRange(options, session, state, summary);
+  // A report that could not be written was logged; the exit code stays the
+  // program's.
+  (void)WriteReports(options, summary, data);
   if (options.keep_session) {
     CUPROBE_LOG(kInfo, "kept session %s", Session::ShmPath(session.name()));
   } else {

@@ -192,6 +192,81 @@ std::string FormatRingStats(std::string_view name, const MapRingStats& s) {
       name, s.capacity, s.delivered, s.dropped, s.dropped_bytes, s.discarded, pending);
 }
 
+namespace {
+
+// A PER* map: per key, the sum, count, min and max over the ids that hold a
+// value (or, for values over 8 bytes, how many do).
+std::string FormatPerIdMap(const MapSnapshot& snapshot, const std::string& at) {
+  const MapSpec& spec = snapshot.spec();
+  struct Agg {
+    uint64_t sum = 0, count = 0, min = UINT64_MAX, max = 0;
+  };
+  std::vector<Agg> per_key(spec.max_entries);
+  snapshot.ForEach([&](absl::Span<const uint8_t> key, uint64_t, absl::Span<const uint8_t> v) {
+    uint32_t k;
+    std::memcpy(&k, key.data(), 4);
+    const uint64_t x = LoadUnsigned(v);
+    Agg& a = per_key[k];
+    a.sum += x;
+    a.count += 1;
+    a.min = std::min(a.min, x);
+    a.max = std::max(a.max, x);
+  });
+  std::string out;
+  for (uint32_t k = 0; k < per_key.size(); ++k) {
+    const Agg& a = per_key[k];
+    if (a.count == 0) continue;
+    if (spec.value_size <= 8) {
+      absl::StrAppendFormat(&out, "%s[%d]: sum %d over %d %s (min %d, max %d)\n", at, k, a.sum,
+                            a.count, PerIdNoun(spec.type), a.min, a.max);
+    } else {
+      absl::StrAppendFormat(&out, "%s[%d]: %d %s with a value\n", at, k, a.count,
+                            PerIdNoun(spec.type));
+    }
+  }
+  if (out.empty()) out = absl::StrCat(at, ": (empty)\n");
+  return out;
+}
+
+// An ARRAY (the entries written) or HASH map: one line per key, as bpftrace
+// prints them.
+std::string FormatKeyedMap(const MapSnapshot& snapshot, const std::string& at) {
+  const MapSpec& spec = snapshot.spec();
+  struct Row {
+    std::string key, value;
+    uint64_t sort = 0;
+  };
+  std::vector<Row> rows;
+  const bool scalar = spec.value_type.fields.empty() && spec.value_size <= 8;
+  snapshot.ForEach([&](absl::Span<const uint8_t> key, uint64_t, absl::Span<const uint8_t> v) {
+    if (spec.type == CUPROBE_MAP_ARRAY &&
+        std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == 0; })) {
+      return;  // arrays: only the entries that were written
+    }
+    rows.push_back(Row{FormatBytes(key, spec.key_type), FormatBytes(v, spec.value_type),
+                       scalar ? LoadUnsigned(v) : 0});
+  });
+  // bpftrace prints counters sorted by value, largest last.
+  if (scalar && spec.type == CUPROBE_MAP_HASH) {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Row& a, const Row& b) { return a.sort < b.sort; });
+  }
+  if (rows.empty()) {
+    return spec.type == CUPROBE_MAP_ARRAY
+               ? absl::StrFormat("%s: (all %d entries zero)\n", at, spec.max_entries)
+               : absl::StrCat(at, ": (empty)\n");
+  }
+  const bool single = spec.type == CUPROBE_MAP_ARRAY && spec.max_entries == 1;
+  std::string out;
+  for (const Row& r : rows) {
+    out += single ? absl::StrCat(at, ": ", r.value, "\n")
+                  : absl::StrCat(at, "[", r.key, "]: ", r.value, "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatMap(const MapSnapshot& snapshot) {
   const MapSpec& spec = snapshot.spec();
   const std::string at = absl::StrCat("@", spec.name);
@@ -215,67 +290,12 @@ std::string FormatMap(const MapSnapshot& snapshot) {
     }
     case CUPROBE_MAP_PERTHREAD:
     case CUPROBE_MAP_PERWARP:
-    case CUPROBE_MAP_PERSM: {
-      struct Agg {
-        uint64_t sum = 0, count = 0, min = UINT64_MAX, max = 0;
-      };
-      std::vector<Agg> per_key(spec.max_entries);
-      snapshot.ForEach([&](absl::Span<const uint8_t> key, uint64_t, absl::Span<const uint8_t> v) {
-        uint32_t k;
-        std::memcpy(&k, key.data(), 4);
-        const uint64_t x = LoadUnsigned(v);
-        Agg& a = per_key[k];
-        a.sum += x;
-        a.count += 1;
-        a.min = std::min(a.min, x);
-        a.max = std::max(a.max, x);
-      });
-      for (uint32_t k = 0; k < per_key.size(); ++k) {
-        const Agg& a = per_key[k];
-        if (a.count == 0) continue;
-        if (spec.value_size <= 8) {
-          absl::StrAppendFormat(&out, "%s[%d]: sum %d over %d %s (min %d, max %d)\n", at, k, a.sum,
-                                a.count, PerIdNoun(spec.type), a.min, a.max);
-        } else {
-          absl::StrAppendFormat(&out, "%s[%d]: %d %s with a value\n", at, k, a.count,
-                                PerIdNoun(spec.type));
-        }
-      }
-      if (out.empty()) out = absl::StrCat(at, ": (empty)\n");
+    case CUPROBE_MAP_PERSM:
+      out = FormatPerIdMap(snapshot, at);
       break;
-    }
-    default: {  // ARRAY, HASH
-      struct Row {
-        std::string key, value;
-        uint64_t sort = 0;
-      };
-      std::vector<Row> rows;
-      const bool scalar = spec.value_type.fields.empty() && spec.value_size <= 8;
-      snapshot.ForEach([&](absl::Span<const uint8_t> key, uint64_t, absl::Span<const uint8_t> v) {
-        if (spec.type == CUPROBE_MAP_ARRAY &&
-            std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == 0; })) {
-          return;  // arrays: only the entries that were written
-        }
-        rows.push_back(Row{FormatBytes(key, spec.key_type), FormatBytes(v, spec.value_type),
-                           scalar ? LoadUnsigned(v) : 0});
-      });
-      // bpftrace prints counters sorted by value, largest last.
-      if (scalar && spec.type == CUPROBE_MAP_HASH) {
-        std::stable_sort(rows.begin(), rows.end(),
-                         [](const Row& a, const Row& b) { return a.sort < b.sort; });
-      }
-      const bool single = spec.type == CUPROBE_MAP_ARRAY && spec.max_entries == 1;
-      for (const Row& r : rows) {
-        out += single ? absl::StrCat(at, ": ", r.value, "\n")
-                      : absl::StrCat(at, "[", r.key, "]: ", r.value, "\n");
-      }
-      if (rows.empty()) {
-        out = spec.type == CUPROBE_MAP_ARRAY
-                  ? absl::StrFormat("%s: (all %d entries zero)\n", at, spec.max_entries)
-                  : absl::StrCat(at, ": (empty)\n");
-      }
+    default:  // ARRAY, HASH
+      out = FormatKeyedMap(snapshot, at);
       break;
-    }
   }
   return absl::StrCat(out, ErrorsNote(snapshot), "\n");
 }

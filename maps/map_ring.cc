@@ -1,4 +1,8 @@
 // File: maps/map_ring.cc
+//
+// MapRing (maps/map_ring.h): attaching to a RINGBUF map's host block, and
+// consuming it: each header read as its producer committed it (word 0 or
+// word 1), checked, the body handed on, the bytes zeroed, the tail moved.
 #include "maps/map_ring.h"
 
 #include <algorithm>
@@ -23,6 +27,91 @@ T LoadOnce(const T& field) {
 }
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// A record's header as the consumer reads it: the committed word (length
+// and flags, COMMIT clear when not committed yet), or, when `why` is not
+// empty, a header with stray bits (`word`: the one to report).
+struct HeaderRead {
+  uint32_t word;
+  std::string why;
+};
+
+HeaderRead ReadHeader(uint32_t* header) {
+  // Acquire pairs with the producer's system-scope release of the header.
+  uint32_t word = std::atomic_ref<uint32_t>(*header).load(std::memory_order_acquire);
+  if ((word & CUPROBE_RING_COMMIT) == 0) {
+    // A record begun by bpf_ringbuf_reserve is committed in word 1; its
+    // length, in word 0, was written before that (map_desc.h).
+    const uint32_t late = std::atomic_ref<uint32_t>(header[1]).load(std::memory_order_acquire);
+    if ((late & CUPROBE_RING_COMMIT) != 0) {
+      const uint32_t length = std::atomic_ref<uint32_t>(*header).load(std::memory_order_relaxed);
+      if ((late & ~(CUPROBE_RING_COMMIT | CUPROBE_RING_DISCARD)) != 0 ||
+          (length & ~CUPROBE_RING_LEN_MASK) != 0) {
+        return HeaderRead{length, absl::StrFormat(
+                                      "a reserved record's header has stray bits (word 1 0x%08x)",
+                                      late)};
+      }
+      word = late | length;
+    }
+  } else if (const uint32_t late =
+                 std::atomic_ref<uint32_t>(header[1]).load(std::memory_order_relaxed);
+             late != 0) {
+    // Committed in word 0 (bpf_ringbuf_output, pads): word 1 stays zero.
+    return HeaderRead{
+        word,
+        absl::StrFormat("a record committed in word 0 has a non-zero word 1 (0x%08x)", late)};
+  }
+  return HeaderRead{word, std::string()};
+}
+
+// At an uncommitted header: when a producer that replaced a gone one
+// resumes within a capacity of `tail` (resume_at), zeroes what lies before
+// it, counts it abandoned and moves the tail there. False: nothing to skip.
+bool SkipAbandoned(cuprobe_ring_host* host, uint8_t* data, uint64_t capacity, uint64_t& tail) {
+  const uint64_t resume = Atomic(host->resume_at).load(std::memory_order_acquire);
+  if (resume <= tail || resume - tail > capacity || (resume & 7) != 0) return false;
+  const uint64_t skipped = resume - tail;
+  for (uint64_t at = tail; at < resume;) {
+    const uint64_t i = at & (capacity - 1);
+    const uint64_t n = std::min(capacity - i, resume - at);
+    std::memset(data + i, 0, n);
+    at += n;
+  }
+  tail = resume;
+  Atomic(host->abandoned).fetch_add(skipped, std::memory_order_relaxed);
+  Atomic(host->tail).store(tail, std::memory_order_release);
+  return true;
+}
+
+// What a committed record takes: `total` bytes of ring positions, `written`
+// bytes of the data area from its index (a pad that wraps wrote nothing
+// past the end). `why`: the header is corrupt.
+struct RecordExtent {
+  uint64_t total = 0;
+  uint64_t written = 0;
+  const char* why = nullptr;
+};
+
+// `room`: the data bytes from the record's index to the end of the area.
+RecordExtent ExtentOf(uint32_t word, uint64_t room, uint64_t capacity) {
+  const uint64_t length = word & CUPROBE_RING_LEN_MASK;
+  RecordExtent e;
+  if ((word & CUPROBE_RING_PAD) != 0) {
+    // A pad reaches the end of the data or wraps past it (bytes reserved
+    // across the end, abandoned: nothing was written after the header).
+    e.total = CUPROBE_RING_HEADER_SIZE + length;
+    if (e.total < room || e.total > capacity || (e.total & 7) != 0 ||
+        (word & CUPROBE_RING_DISCARD) != 0) {
+      e.why = "a pad record does not reach the end of the data";
+    }
+    e.written = room;
+    return e;
+  }
+  e.total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
+  if (e.total > room) e.why = "a record runs past the end of the data";
+  e.written = e.total;
+  return e;
+}
 
 }  // namespace
 
@@ -100,84 +189,37 @@ size_t MapRing::Consume(absl::FunctionRef<void(absl::Span<const uint8_t>)> fn,
   while (delivered < max_records) {
     const uint64_t index = tail & (capacity_ - 1);
     auto* header = reinterpret_cast<uint32_t*>(data_ + index);
-    // Acquire pairs with the producer's system-scope release of the header.
-    uint32_t word = std::atomic_ref<uint32_t>(*header).load(std::memory_order_acquire);
-    if ((word & CUPROBE_RING_COMMIT) == 0) {
-      // A record begun by bpf_ringbuf_reserve is committed in word 1; its
-      // length, in word 0, was written before that (map_desc.h).
-      const uint32_t late = std::atomic_ref<uint32_t>(header[1]).load(std::memory_order_acquire);
-      if ((late & CUPROBE_RING_COMMIT) != 0) {
-        const uint32_t length = std::atomic_ref<uint32_t>(*header).load(std::memory_order_relaxed);
-        if ((late & ~(CUPROBE_RING_COMMIT | CUPROBE_RING_DISCARD)) != 0 ||
-            (length & ~CUPROBE_RING_LEN_MASK) != 0) {
-          const std::string why = absl::StrFormat(
-              "a reserved record's header has stray bits (word 1 0x%08x)", late);
-          Corrupt(tail, length, why.c_str());
-          break;
-        }
-        word = late | length;
-      }
-    } else if (const uint32_t late =
-                   std::atomic_ref<uint32_t>(header[1]).load(std::memory_order_relaxed);
-               late != 0) {
-      // Committed in word 0 (bpf_ringbuf_output, pads): word 1 stays zero.
-      const std::string why =
-          absl::StrFormat("a record committed in word 0 has a non-zero word 1 (0x%08x)", late);
-      Corrupt(tail, word, why.c_str());
+    const HeaderRead read = ReadHeader(header);
+    if (!read.why.empty()) {
+      Corrupt(tail, read.word, read.why.c_str());
       break;
     }
+    const uint32_t word = read.word;
     if ((word & CUPROBE_RING_COMMIT) == 0) {
       // Not committed (or nothing there). Left by a producer that is gone,
       // when a new one resumes further on: skip to where it starts.
-      const uint64_t resume = Atomic(host_->resume_at).load(std::memory_order_acquire);
-      if (resume > tail && resume - tail <= capacity_ && (resume & 7) == 0) {
-        const uint64_t skipped = resume - tail;
-        for (uint64_t at = tail; at < resume;) {
-          const uint64_t i = at & (capacity_ - 1);
-          const uint64_t n = std::min(capacity_ - i, resume - at);
-          std::memset(data_ + i, 0, n);
-          at += n;
-        }
-        tail = resume;
-        Atomic(host_->abandoned).fetch_add(skipped, std::memory_order_relaxed);
-        Atomic(host_->tail).store(tail, std::memory_order_release);
-        continue;
-      }
+      if (SkipAbandoned(host_, data_, capacity_, tail)) continue;
       break;
     }
-    const uint64_t length = word & CUPROBE_RING_LEN_MASK;
-    const uint64_t room = capacity_ - index;
-    uint64_t total;
-    uint64_t written;  // bytes of the data area this record occupies from `index`
-    if ((word & CUPROBE_RING_PAD) != 0) {
-      // A pad reaches the end of the data or wraps past it (bytes reserved
-      // across the end, abandoned: nothing was written after the header).
-      total = CUPROBE_RING_HEADER_SIZE + length;
-      if (total < room || total > capacity_ || (total & 7) != 0 ||
-          (word & CUPROBE_RING_DISCARD) != 0) {
-        Corrupt(tail, word, "a pad record does not reach the end of the data");
-        break;
-      }
-      written = room;
-    } else {
-      total = (CUPROBE_RING_HEADER_SIZE + length + 7) & ~uint64_t{7};
-      if (total > room) {
-        Corrupt(tail, word, "a record runs past the end of the data");
-        break;
-      }
+    const RecordExtent extent = ExtentOf(word, capacity_ - index, capacity_);
+    if (extent.why != nullptr) {
+      Corrupt(tail, word, extent.why);
+      break;
+    }
+    if ((word & CUPROBE_RING_PAD) == 0) {
       if ((word & CUPROBE_RING_DISCARD) != 0) {
         ++discarded;
       } else {
-        fn(absl::MakeConstSpan(data_ + index + CUPROBE_RING_HEADER_SIZE, length));
+        fn(absl::MakeConstSpan(data_ + index + CUPROBE_RING_HEADER_SIZE,
+                               word & CUPROBE_RING_LEN_MASK));
         ++delivered;
       }
-      written = total;
     }
     // Zero before publishing the new tail: producers reuse these bytes as
     // soon as they see it, and a stale header must never read as committed.
-    std::memset(data_ + index + sizeof(uint32_t), 0, written - sizeof(uint32_t));
+    std::memset(data_ + index + sizeof(uint32_t), 0, extent.written - sizeof(uint32_t));
     std::atomic_ref<uint32_t>(*header).store(0, std::memory_order_relaxed);
-    tail += total;
+    tail += extent.total;
     // The tail is published every 64 records and at the end: GPU producers
     // read its cache line over the bus, and each write here takes the line
     // back from them.

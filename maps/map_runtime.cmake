@@ -14,7 +14,7 @@ cuprobe_cc_library(
 # The hook's runtime: maps in device memory behind the DeviceMemory seam.
 cuprobe_cc_library(
   NAME map_set
-  SRCS map_set.cc device_memory.cc
+  SRCS map_set.cc map_set_site_counters.cc map_set_mirror.cc device_memory.cc
   HDRS map_set.h device_memory.h
   DEPS cuprobe::map_core cuprobe::probe cuprobe::support absl::status absl::statusor
        absl::str_format

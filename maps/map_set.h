@@ -174,6 +174,19 @@ class MapSet {
     std::vector<std::vector<uint64_t>> areas;
   };
   MapSet() = default;
+  // Where Create puts ring data (RingData), and for kHost the rings area as
+  // the device sees it (MapHost).
+  struct RingPlacement {
+    bool speculative = false;
+    bool mirrored = false;
+    absl::Span<uint8_t> area;  // kHost: the region's rings area
+    uint64_t device = 0;       // kHost: its device address
+  };
+  // Create's step for map i: its memory, its ring (if any), its descriptor
+  // (into table_ and descriptors_), its initial state.
+  [[nodiscard]] absl::Status CreateMap(size_t i, const RingPlacement& rings);
+  // A mirrored ring's device copy (mirrors_[i]); returns its address.
+  [[nodiscard]] absl::StatusOr<uint64_t> StartMirror(size_t i, MapRing& ring, bool speculative);
   [[nodiscard]] absl::Status Initialize(size_t i);
   // Clears map i: Initialize, and its site counts start again from 0.
   [[nodiscard]] absl::Status ClearMap(size_t i);

@@ -159,6 +159,232 @@ absl::StatusOr<Plan> MakePlan(absl::Span<const MapSpec> specs) {
   return plan;
 }
 
+// ---- Attach's checks -----------------------------------------------------------
+
+// The region's areas (offset, end, what), each checked against the region's
+// bounds as it is added and, once all are known, for overlaps.
+class AreaList {
+ public:
+  explicit AreaList(uint64_t size) : size_(size) {}
+
+  absl::Status Add(uint64_t offset, uint64_t bytes, uint64_t align, std::string what) {
+    if (offset % align != 0 || offset > size_ || bytes > size_ - offset) {
+      return absl::DataLossError(absl::StrFormat(
+          "maps region: %s at offset %d (%d bytes) is misaligned or outside the %d-byte region",
+          what, offset, bytes, size_));
+    }
+    if (bytes > 0) areas_.emplace_back(offset, offset + bytes, std::move(what));
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckNoOverlap() {
+    std::sort(areas_.begin(), areas_.end());
+    for (size_t i = 1; i < areas_.size(); ++i) {
+      if (std::get<0>(areas_[i]) < std::get<1>(areas_[i - 1])) {
+        return absl::DataLossError(absl::StrFormat("maps region: %s overlaps %s",
+                                                   std::get<2>(areas_[i]),
+                                                   std::get<2>(areas_[i - 1])));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  uint64_t size_;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> areas_;
+};
+
+// Magic, versions, sizes and map count of the header of a region of `size`
+// bytes; returns the map count.
+absl::StatusOr<uint32_t> CheckRegionHeader(const MapsRegionHeader& h, uint64_t size) {
+  const uint64_t magic = LoadOnce(h.magic);
+  if (magic != kMapsRegionMagic) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: bad magic 0x%016x (expected 0x%016x)", magic, kMapsRegionMagic));
+  }
+  const uint32_t version = LoadOnce(h.version);
+  if (version != kMapsRegionVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "maps region version %d, this build understands %d (mixing cuprobe builds?)", version,
+        kMapsRegionVersion));
+  }
+  const uint32_t desc_version = LoadOnce(h.desc_version);
+  if (desc_version != CUPROBE_MAP_DESC_VERSION) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "maps region holds snapshots of map descriptor version %d, this build understands %d",
+        desc_version, CUPROBE_MAP_DESC_VERSION));
+  }
+  if (LoadOnce(h.header_size) != sizeof(MapsRegionHeader) ||
+      LoadOnce(h.entry_size) != sizeof(MapEntry)) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: header_size %d / entry_size %d, version %d has %d / %d",
+        LoadOnce(h.header_size), LoadOnce(h.entry_size), kMapsRegionVersion,
+        sizeof(MapsRegionHeader), sizeof(MapEntry)));
+  }
+  const uint64_t region_size = LoadOnce(h.region_size);
+  if (region_size != size) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: header says %d bytes, the segment gives it %d", region_size, size));
+  }
+  const uint32_t count = LoadOnce(h.map_count);
+  if (count > kMaxMaps) {
+    return absl::DataLossError(
+        absl::StrFormat("maps region: map_count %d exceeds the limit of %d", count, kMaxMaps));
+  }
+  return count;
+}
+
+// Where the header says the entries, strings and rings are (copied once).
+struct RegionLayout {
+  uint64_t entries_offset;
+  uint64_t strings_offset;
+  uint64_t strings_size;
+  uint64_t rings_offset;
+  uint64_t rings_size;
+};
+
+// The header's areas, each within the region of `size` bytes (added to
+// `areas`); the rings area also page-aligned.
+absl::StatusOr<RegionLayout> ReadRegionLayout(const MapsRegionHeader& h, uint64_t size,
+                                              uint32_t count, AreaList& areas) {
+  RegionLayout layout;
+  CUPROBE_RETURN_IF_ERROR(areas.Add(0, sizeof(MapsRegionHeader), 1, "the header"));
+  layout.entries_offset = LoadOnce(h.entries_offset);
+  CUPROBE_RETURN_IF_ERROR(
+      areas.Add(layout.entries_offset, uint64_t{count} * sizeof(MapEntry), 64, "the map entries"));
+  layout.strings_offset = LoadOnce(h.strings_offset);
+  layout.strings_size = LoadOnce(h.strings_size);
+  CUPROBE_RETURN_IF_ERROR(areas.Add(layout.strings_offset, layout.strings_size, 1, "the strings"));
+  layout.rings_offset = LoadOnce(h.rings_offset);
+  layout.rings_size = LoadOnce(h.rings_size);
+  if (layout.rings_offset % kRingAlignment != 0 || layout.rings_offset > size ||
+      layout.rings_size > size - layout.rings_offset) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: rings area at %d (%d bytes) is misaligned or outside the %d-byte region",
+        layout.rings_offset, layout.rings_size, size));
+  }
+  return layout;
+}
+
+// Bytes [offset, offset + bytes) of the strings area: map `map`'s `what`.
+absl::StatusOr<absl::Span<const uint8_t>> StringAt(absl::Span<const uint8_t> strings,
+                                                   uint64_t offset, uint32_t bytes,
+                                                   std::string_view what, size_t map) {
+  if (offset > strings.size() || bytes > strings.size() - offset) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: map %d's %s (offset %d, %d bytes) lies outside the %d-byte strings area",
+        map, what, offset, bytes, strings.size()));
+  }
+  return strings.subspan(offset, bytes);
+}
+
+// Entry `i`'s spec (sizes, its name, unique in `names`, and its key and
+// value types) and the geometry the spec gives.
+absl::StatusOr<MapInfo> ReadMapSpec(const MapEntry& e, uint32_t i,
+                                    absl::Span<const uint8_t> strings,
+                                    std::set<std::string>& names) {
+  MapInfo info;
+  MapSpec& spec = info.spec;
+  spec.type = LoadOnce(e.type);
+  spec.flags = LoadOnce(e.flags);
+  spec.key_size = LoadOnce(e.key_size);
+  spec.value_size = LoadOnce(e.value_size);
+  spec.max_entries = LoadOnce(e.max_entries);
+  spec.map_extra = LoadOnce(e.map_extra);
+  CUPROBE_ASSIGN_OR_RETURN(
+      absl::Span<const uint8_t> name,
+      StringAt(strings, LoadOnce(e.name_offset), LoadOnce(e.name_size), "name", i));
+  spec.name.assign(name.begin(), name.end());
+  if (absl::Status s = ValidateName(spec.name, i); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("maps region: ", s.message()));
+  }
+  if (!names.insert(spec.name).second) {
+    return absl::DataLossError(
+        absl::StrFormat("maps region: two maps are named '%s'", spec.name));
+  }
+  CUPROBE_ASSIGN_OR_RETURN(
+      absl::Span<const uint8_t> key_bytes,
+      StringAt(strings, LoadOnce(e.key_type_offset), LoadOnce(e.key_type_size), "key type", i));
+  CUPROBE_ASSIGN_OR_RETURN(absl::Span<const uint8_t> value_bytes,
+                           StringAt(strings, LoadOnce(e.value_type_offset),
+                                    LoadOnce(e.value_type_size), "value type", i));
+  absl::StatusOr<TypeDescription> key_type = ParseTypeDescription(key_bytes);
+  absl::StatusOr<TypeDescription> value_type = ParseTypeDescription(value_bytes);
+  if (!key_type.ok() || !value_type.ok()) {
+    const absl::Status& bad = key_type.ok() ? value_type.status() : key_type.status();
+    return absl::DataLossError(
+        absl::StrFormat("maps region: map '%s': %s", spec.name, bad.message()));
+  }
+  spec.key_type = *std::move(key_type);
+  spec.value_type = *std::move(value_type);
+  absl::StatusOr<MapGeometry> g = ComputeMapGeometry(spec);
+  if (!g.ok()) {
+    return absl::DataLossError(absl::StrCat("maps region: ", g.status().message()));
+  }
+  info.geometry = *g;
+  return info;
+}
+
+// A ring's block: the size its spec gives, within the rings area (added to
+// `areas`), and a ring that attaches.
+absl::Status CheckRing(const MapInfo& info, uint8_t* base, const RegionLayout& layout,
+                       AreaList& areas) {
+  const std::string& name = info.spec.name;
+  if (info.ring_size != info.geometry.ring_bytes) {
+    return absl::DataLossError(
+        absl::StrFormat("maps region: ring '%s' has %d data bytes, its spec says %d", name,
+                        info.ring_size, info.geometry.ring_bytes));
+  }
+  if (info.ring_offset < layout.rings_offset ||
+      info.ring_offset - layout.rings_offset > layout.rings_size ||
+      MapRing::BlockBytes(info.ring_size) >
+          layout.rings_size - (info.ring_offset - layout.rings_offset)) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: ring '%s' at offset %d lies outside the rings area [%d, +%d)", name,
+        info.ring_offset, layout.rings_offset, layout.rings_size));
+  }
+  CUPROBE_RETURN_IF_ERROR(areas.Add(info.ring_offset, MapRing::BlockBytes(info.ring_size),
+                                    kRingAlignment, absl::StrCat("the ring of map '", name, "'")));
+  absl::StatusOr<MapRing> ring =
+      MapRing::Attach(base + info.ring_offset, info.ring_size, /*writable=*/false);
+  if (!ring.ok()) {
+    return absl::DataLossError(
+        absl::StrFormat("maps region: ring '%s': %s", name, ring.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+// Entry e's ids, snapshot area and ring against info's geometry; fills
+// info's offsets and adds its areas.
+absl::Status CheckMapAreas(const MapEntry& e, uint8_t* base, const RegionLayout& layout,
+                           AreaList& areas, MapInfo& info) {
+  const MapSpec& spec = info.spec;
+  const MapGeometry& g = info.geometry;
+  if (LoadOnce(e.id_slots) != g.id_slots) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: map '%s' records %d ids per key, its spec gives %d", spec.name,
+        LoadOnce(e.id_slots), g.id_slots));
+  }
+  info.snapshot_offset = LoadOnce(e.snapshot_offset);
+  info.snapshot_size = LoadOnce(e.snapshot_size);
+  if (info.snapshot_size != g.snapshot_bytes()) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: map '%s' has a %d-byte snapshot area, its spec needs %d", spec.name,
+        info.snapshot_size, g.snapshot_bytes()));
+  }
+  CUPROBE_RETURN_IF_ERROR(areas.Add(info.snapshot_offset, info.snapshot_size, 64,
+                                    absl::StrCat("the snapshot of map '", spec.name, "'")));
+  info.ring_offset = LoadOnce(e.ring_offset);
+  info.ring_size = LoadOnce(e.ring_size);
+  if (spec.type == CUPROBE_MAP_RINGBUF) return CheckRing(info, base, layout, areas);
+  if (info.ring_offset != 0 || info.ring_size != 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "maps region: map '%s' is not a ring buffer but has a ring (offset %d, %d bytes)",
+        spec.name, info.ring_offset, info.ring_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<uint8_t> SerializeTypeDescription(const TypeDescription& type) {
@@ -276,178 +502,24 @@ absl::StatusOr<MapsRegion> MapsRegion::Attach(uint8_t* base, uint64_t size, bool
     return absl::InvalidArgumentError("maps region: base must be 64-byte aligned");
   }
   const auto& h = *reinterpret_cast<const MapsRegionHeader*>(base);
-  const uint64_t magic = LoadOnce(h.magic);
-  if (magic != kMapsRegionMagic) {
-    return absl::DataLossError(absl::StrFormat(
-        "maps region: bad magic 0x%016x (expected 0x%016x)", magic, kMapsRegionMagic));
-  }
-  const uint32_t version = LoadOnce(h.version);
-  if (version != kMapsRegionVersion) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "maps region version %d, this build understands %d (mixing cuprobe builds?)", version,
-        kMapsRegionVersion));
-  }
-  const uint32_t desc_version = LoadOnce(h.desc_version);
-  if (desc_version != CUPROBE_MAP_DESC_VERSION) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "maps region holds snapshots of map descriptor version %d, this build understands %d",
-        desc_version, CUPROBE_MAP_DESC_VERSION));
-  }
-  if (LoadOnce(h.header_size) != sizeof(MapsRegionHeader) ||
-      LoadOnce(h.entry_size) != sizeof(MapEntry)) {
-    return absl::DataLossError(absl::StrFormat(
-        "maps region: header_size %d / entry_size %d, version %d has %d / %d",
-        LoadOnce(h.header_size), LoadOnce(h.entry_size), kMapsRegionVersion,
-        sizeof(MapsRegionHeader), sizeof(MapEntry)));
-  }
-  const uint64_t region_size = LoadOnce(h.region_size);
-  if (region_size != size) {
-    return absl::DataLossError(absl::StrFormat(
-        "maps region: header says %d bytes, the segment gives it %d", region_size, size));
-  }
-  const uint32_t count = LoadOnce(h.map_count);
-  if (count > kMaxMaps) {
-    return absl::DataLossError(
-        absl::StrFormat("maps region: map_count %d exceeds the limit of %d", count, kMaxMaps));
-  }
-  // (offset, end, what): every area, checked for bounds and overlap.
-  std::vector<std::tuple<uint64_t, uint64_t, std::string>> areas;
-  auto area = [&](uint64_t offset, uint64_t bytes, uint64_t align,
-                  std::string what) -> absl::Status {
-    if (offset % align != 0 || offset > size || bytes > size - offset) {
-      return absl::DataLossError(absl::StrFormat(
-          "maps region: %s at offset %d (%d bytes) is misaligned or outside the %d-byte region",
-          what, offset, bytes, size));
-    }
-    if (bytes > 0) areas.emplace_back(offset, offset + bytes, std::move(what));
-    return absl::OkStatus();
-  };
-  CUPROBE_RETURN_IF_ERROR(area(0, sizeof(MapsRegionHeader), 1, "the header"));
-  const uint64_t entries_offset = LoadOnce(h.entries_offset);
-  CUPROBE_RETURN_IF_ERROR(
-      area(entries_offset, uint64_t{count} * sizeof(MapEntry), 64, "the map entries"));
-  const uint64_t strings_offset = LoadOnce(h.strings_offset);
-  const uint64_t strings_size = LoadOnce(h.strings_size);
-  CUPROBE_RETURN_IF_ERROR(area(strings_offset, strings_size, 1, "the strings"));
-  const uint64_t rings_offset = LoadOnce(h.rings_offset);
-  const uint64_t rings_size = LoadOnce(h.rings_size);
-  if (rings_offset % kRingAlignment != 0 || rings_offset > size ||
-      rings_size > size - rings_offset) {
-    return absl::DataLossError(absl::StrFormat(
-        "maps region: rings area at %d (%d bytes) is misaligned or outside the %d-byte region",
-        rings_offset, rings_size, size));
-  }
-  const absl::Span<const uint8_t> strings(base + strings_offset, strings_size);
-  auto string_at = [&](uint64_t offset, uint32_t bytes, std::string_view what,
-                       size_t map) -> absl::StatusOr<absl::Span<const uint8_t>> {
-    if (offset > strings.size() || bytes > strings.size() - offset) {
-      return absl::DataLossError(absl::StrFormat(
-          "maps region: map %d's %s (offset %d, %d bytes) lies outside the %d-byte strings area",
-          map, what, offset, bytes, strings.size()));
-    }
-    return strings.subspan(offset, bytes);
-  };
-
+  CUPROBE_ASSIGN_OR_RETURN(const uint32_t count, CheckRegionHeader(h, size));
+  AreaList areas(size);
+  CUPROBE_ASSIGN_OR_RETURN(const RegionLayout layout, ReadRegionLayout(h, size, count, areas));
+  const absl::Span<const uint8_t> strings(base + layout.strings_offset, layout.strings_size);
   std::vector<MapInfo> maps;
   maps.reserve(count);
   std::set<std::string> names;
   for (uint32_t i = 0; i < count; ++i) {
-    const auto& e =
-        *reinterpret_cast<const MapEntry*>(base + entries_offset + uint64_t{i} * sizeof(MapEntry));
-    MapInfo info;
-    MapSpec& spec = info.spec;
-    spec.type = LoadOnce(e.type);
-    spec.flags = LoadOnce(e.flags);
-    spec.key_size = LoadOnce(e.key_size);
-    spec.value_size = LoadOnce(e.value_size);
-    spec.max_entries = LoadOnce(e.max_entries);
-    spec.map_extra = LoadOnce(e.map_extra);
-    CUPROBE_ASSIGN_OR_RETURN(
-        absl::Span<const uint8_t> name,
-        string_at(LoadOnce(e.name_offset), LoadOnce(e.name_size), "name", i));
-    spec.name.assign(name.begin(), name.end());
-    if (absl::Status s = ValidateName(spec.name, i); !s.ok()) {
-      return absl::DataLossError(absl::StrCat("maps region: ", s.message()));
-    }
-    if (!names.insert(spec.name).second) {
-      return absl::DataLossError(
-          absl::StrFormat("maps region: two maps are named '%s'", spec.name));
-    }
-    CUPROBE_ASSIGN_OR_RETURN(
-        absl::Span<const uint8_t> key_bytes,
-        string_at(LoadOnce(e.key_type_offset), LoadOnce(e.key_type_size), "key type", i));
-    CUPROBE_ASSIGN_OR_RETURN(
-        absl::Span<const uint8_t> value_bytes,
-        string_at(LoadOnce(e.value_type_offset), LoadOnce(e.value_type_size), "value type", i));
-    absl::StatusOr<TypeDescription> key_type = ParseTypeDescription(key_bytes);
-    absl::StatusOr<TypeDescription> value_type = ParseTypeDescription(value_bytes);
-    if (!key_type.ok() || !value_type.ok()) {
-      const absl::Status& bad = key_type.ok() ? value_type.status() : key_type.status();
-      return absl::DataLossError(
-          absl::StrFormat("maps region: map '%s': %s", spec.name, bad.message()));
-    }
-    spec.key_type = *std::move(key_type);
-    spec.value_type = *std::move(value_type);
-    absl::StatusOr<MapGeometry> g = ComputeMapGeometry(spec);
-    if (!g.ok()) {
-      return absl::DataLossError(absl::StrCat("maps region: ", g.status().message()));
-    }
-    info.geometry = *g;
-    if (LoadOnce(e.id_slots) != g->id_slots) {
-      return absl::DataLossError(absl::StrFormat(
-          "maps region: map '%s' records %d ids per key, its spec gives %d", spec.name,
-          LoadOnce(e.id_slots), g->id_slots));
-    }
-    info.snapshot_offset = LoadOnce(e.snapshot_offset);
-    info.snapshot_size = LoadOnce(e.snapshot_size);
-    if (info.snapshot_size != g->snapshot_bytes()) {
-      return absl::DataLossError(absl::StrFormat(
-          "maps region: map '%s' has a %d-byte snapshot area, its spec needs %d", spec.name,
-          info.snapshot_size, g->snapshot_bytes()));
-    }
-    CUPROBE_RETURN_IF_ERROR(area(info.snapshot_offset, info.snapshot_size, 64,
-                                 absl::StrCat("the snapshot of map '", spec.name, "'")));
-    info.ring_offset = LoadOnce(e.ring_offset);
-    info.ring_size = LoadOnce(e.ring_size);
-    if (spec.type == CUPROBE_MAP_RINGBUF) {
-      if (info.ring_size != g->ring_bytes) {
-        return absl::DataLossError(absl::StrFormat(
-            "maps region: ring '%s' has %d data bytes, its spec says %d", spec.name,
-            info.ring_size, g->ring_bytes));
-      }
-      if (info.ring_offset < rings_offset ||
-          info.ring_offset - rings_offset > rings_size ||
-          MapRing::BlockBytes(info.ring_size) > rings_size - (info.ring_offset - rings_offset)) {
-        return absl::DataLossError(absl::StrFormat(
-            "maps region: ring '%s' at offset %d lies outside the rings area [%d, +%d)",
-            spec.name, info.ring_offset, rings_offset, rings_size));
-      }
-      CUPROBE_RETURN_IF_ERROR(area(info.ring_offset, MapRing::BlockBytes(info.ring_size),
-                                   kRingAlignment,
-                                   absl::StrCat("the ring of map '", spec.name, "'")));
-      absl::StatusOr<MapRing> ring = MapRing::Attach(base + info.ring_offset, info.ring_size,
-                                                     /*writable=*/false);
-      if (!ring.ok()) {
-        return absl::DataLossError(
-            absl::StrFormat("maps region: ring '%s': %s", spec.name, ring.status().message()));
-      }
-    } else if (info.ring_offset != 0 || info.ring_size != 0) {
-      return absl::DataLossError(absl::StrFormat(
-          "maps region: map '%s' is not a ring buffer but has a ring (offset %d, %d bytes)",
-          spec.name, info.ring_offset, info.ring_size));
-    }
+    const auto& e = *reinterpret_cast<const MapEntry*>(base + layout.entries_offset +
+                                                       uint64_t{i} * sizeof(MapEntry));
+    CUPROBE_ASSIGN_OR_RETURN(MapInfo info, ReadMapSpec(e, i, strings, names));
+    CUPROBE_RETURN_IF_ERROR(CheckMapAreas(e, base, layout, areas, info));
     maps.push_back(std::move(info));
   }
-  std::sort(areas.begin(), areas.end());
-  for (size_t i = 1; i < areas.size(); ++i) {
-    if (std::get<0>(areas[i]) < std::get<1>(areas[i - 1])) {
-      return absl::DataLossError(absl::StrFormat("maps region: %s overlaps %s",
-                                                 std::get<2>(areas[i]),
-                                                 std::get<2>(areas[i - 1])));
-    }
-  }
-  MapsRegion region(base, size, writable, std::move(maps), rings_offset, rings_size);
-  region.entries_offset_ = entries_offset;
+  CUPROBE_RETURN_IF_ERROR(areas.CheckNoOverlap());
+  MapsRegion region(base, size, writable, std::move(maps), layout.rings_offset,
+                    layout.rings_size);
+  region.entries_offset_ = layout.entries_offset;
   return region;
 }
 

@@ -155,11 +155,16 @@ struct Geometry {
 
 constexpr uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// Validates the header of a mapped segment of `real_size` bytes. Every
-// field is copied once before it is checked.
-absl::StatusOr<Geometry> ValidateHeader(std::string_view name, const uint8_t* base,
-                                        uint64_t real_size) {
-  const auto& h = *reinterpret_cast<const SegmentHeader*>(base);
+// The header fields that say what the segment is, checked: the state (0
+// while the creator builds it), magic, versions and sizes.
+struct HeaderIdentity {
+  uint32_t state;
+  uint32_t header_size;
+  uint64_t segment_size;
+};
+
+absl::StatusOr<HeaderIdentity> CheckIdentity(std::string_view name, const SegmentHeader& h,
+                                             uint64_t real_size) {
   // Acquire first: if the creator has published a state, everything it
   // wrote before is visible to the loads below.
   const uint32_t state = h.session_state.load(std::memory_order_acquire);
@@ -203,75 +208,201 @@ absl::StatusOr<Geometry> ValidateHeader(std::string_view name, const uint8_t* ba
         "segment '%s': header says segment_size %d, but the shared memory object is %d bytes",
         name, segment_size, real_size));
   }
-  // From here on segment_size == real_size >= sizeof(SegmentHeader); every
-  // subtraction below is guarded by the comparison before it.
-  const uint64_t ring_offset = LoadOnce(h.ring_offset);
-  if (ring_offset < header_size || ring_offset % 64 != 0) {
+  return HeaderIdentity{state, header_size, segment_size};
+}
+
+// The record ring: its control block and data past the header and within
+// the segment, its capacity in RecordRing's range. Fills g's ring fields.
+// (segment_size >= sizeof(SegmentHeader): every subtraction is guarded by
+// the comparison before it.)
+absl::Status CheckRing(std::string_view name, const SegmentHeader& h, const HeaderIdentity& id,
+                       Geometry& g) {
+  const uint64_t segment_size = id.segment_size;
+  g.ring_offset = LoadOnce(h.ring_offset);
+  if (g.ring_offset < id.header_size || g.ring_offset % 64 != 0) {
     return absl::DataLossError(absl::StrFormat(
         "segment '%s': ring_offset %d is not a 64-byte-aligned offset past the %d-byte header",
-        name, ring_offset, header_size));
+        name, g.ring_offset, id.header_size));
   }
-  if (ring_offset > segment_size || segment_size - ring_offset < kRingControlSize) {
+  if (g.ring_offset > segment_size || segment_size - g.ring_offset < kRingControlSize) {
     return absl::DataLossError(absl::StrFormat(
         "segment '%s': ring_offset %d leaves no room for the %d-byte ring control block in a "
         "%d-byte segment",
-        name, ring_offset, kRingControlSize, segment_size));
+        name, g.ring_offset, kRingControlSize, segment_size));
   }
-  const uint64_t room = segment_size - ring_offset - kRingControlSize;
-  const uint64_t ring_capacity = LoadOnce(h.ring_capacity);
-  if (ring_capacity > room) {
+  const uint64_t room = segment_size - g.ring_offset - kRingControlSize;
+  g.ring_capacity = LoadOnce(h.ring_capacity);
+  if (g.ring_capacity > room) {
     return absl::DataLossError(absl::StrFormat(
         "segment '%s': ring_capacity %d does not fit in the %d bytes after the ring control "
         "block",
-        name, ring_capacity, room));
+        name, g.ring_capacity, room));
   }
-  if (ring_capacity % 8 != 0 || ring_capacity < RecordRing::kMinCapacity ||
-      ring_capacity > RecordRing::kMaxCapacity) {
+  if (g.ring_capacity % 8 != 0 || g.ring_capacity < RecordRing::kMinCapacity ||
+      g.ring_capacity > RecordRing::kMaxCapacity) {
     return absl::DataLossError(absl::StrFormat(
-        "segment '%s': ring_capacity %d is not a multiple of 8 in [%d, %d]", name, ring_capacity,
+        "segment '%s': ring_capacity %d is not a multiple of 8 in [%d, %d]", name,
+        g.ring_capacity, RecordRing::kMinCapacity, RecordRing::kMaxCapacity));
+  }
+  return absl::OkStatus();
+}
+
+// The maps region (if any): page-aligned, between the ring's end and the
+// segment's. Fills g's maps fields.
+absl::Status CheckMapsRegion(std::string_view name, const SegmentHeader& h,
+                             uint64_t segment_size, Geometry& g) {
+  g.maps_offset = LoadOnce(h.maps_offset);
+  g.maps_size = LoadOnce(h.maps_size);
+  if (g.maps_size == 0) {
+    if (g.maps_offset != 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "segment '%s': maps_offset %d with an empty maps region", name, g.maps_offset));
+    }
+    return absl::OkStatus();
+  }
+  const uint64_t ring_end = g.ring_offset + kRingControlSize + g.ring_capacity;  // <= segment_size
+  if (g.maps_offset % kMapsRegionAlignment != 0 || g.maps_offset < ring_end ||
+      g.maps_offset > segment_size || g.maps_size > segment_size - g.maps_offset) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': maps region at offset %d (%d bytes) is not a page-aligned range "
+        "between the ring's end (%d) and the segment's end (%d)",
+        name, g.maps_offset, g.maps_size, ring_end, segment_size));
+  }
+  return absl::OkStatus();
+}
+
+// The probe bundle (if any): 64-byte aligned, after the ring and the maps,
+// within the segment. Fills g's bundle fields.
+absl::Status CheckBundle(std::string_view name, const SegmentHeader& h, uint64_t segment_size,
+                         Geometry& g) {
+  g.bundle_offset = LoadOnce(h.bundle_offset);
+  g.bundle_size = LoadOnce(h.bundle_size);
+  if (g.bundle_size == 0) {
+    if (g.bundle_offset != 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "segment '%s': bundle_offset %d with an empty bundle", name, g.bundle_offset));
+    }
+    return absl::OkStatus();
+  }
+  // <= segment_size: both were checked before.
+  const uint64_t before = g.maps_size != 0 ? g.maps_offset + g.maps_size
+                                           : g.ring_offset + kRingControlSize + g.ring_capacity;
+  if (g.bundle_offset % 64 != 0 || g.bundle_offset < before || g.bundle_offset > segment_size ||
+      g.bundle_size > segment_size - g.bundle_offset) {
+    return absl::DataLossError(absl::StrFormat(
+        "segment '%s': bundle at offset %d (%d bytes) is not a 64-byte-aligned range between "
+        "the end of the ring and maps (%d) and the segment's end (%d)",
+        name, g.bundle_offset, g.bundle_size, before, segment_size));
+  }
+  return absl::OkStatus();
+}
+
+// Validates the header of a mapped segment of `real_size` bytes. Every
+// field is copied once before it is checked.
+absl::StatusOr<Geometry> ValidateHeader(std::string_view name, const uint8_t* base,
+                                        uint64_t real_size) {
+  const auto& h = *reinterpret_cast<const SegmentHeader*>(base);
+  CUPROBE_ASSIGN_OR_RETURN(const HeaderIdentity id, CheckIdentity(name, h, real_size));
+  Geometry g{};
+  CUPROBE_RETURN_IF_ERROR(CheckRing(name, h, id, g));
+  if (id.state < kMinSessionState || id.state > kMaxSessionState) {
+    return absl::DataLossError(
+        absl::StrFormat("segment '%s': unknown session state %d", name, id.state));
+  }
+  CUPROBE_RETURN_IF_ERROR(CheckMapsRegion(name, h, id.segment_size, g));
+  CUPROBE_RETURN_IF_ERROR(CheckBundle(name, h, id.segment_size, g));
+  return g;
+}
+
+// ---- Creating a segment -------------------------------------------------------
+
+// Where Create puts the ring, the maps region and the bundle, and the
+// segment's size.
+struct CreatePlan {
+  Geometry geometry;
+  uint64_t segment_size;
+};
+
+absl::StatusOr<CreatePlan> PlanSegment(const SessionOptions& options) {
+  const uint64_t capacity = options.ring_capacity;
+  if (capacity % 8 != 0 || capacity < RecordRing::kMinCapacity ||
+      capacity > RecordRing::kMaxCapacity) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "session ring capacity %d must be a multiple of 8 in [%d, %d]", capacity,
         RecordRing::kMinCapacity, RecordRing::kMaxCapacity));
   }
-  if (state < kMinSessionState || state > kMaxSessionState) {
-    return absl::DataLossError(
-        absl::StrFormat("segment '%s': unknown session state %d", name, state));
+  Geometry g{};
+  g.ring_offset = kDefaultRingOffset;
+  g.ring_capacity = capacity;
+  if (!options.maps.empty()) {
+    CUPROBE_ASSIGN_OR_RETURN(g.maps_size, MapsRegion::RegionBytes(options.maps));
+    g.maps_offset = RoundUp(g.ring_offset + kRingControlSize + capacity, kMapsRegionAlignment);
   }
-  const uint64_t maps_offset = LoadOnce(h.maps_offset);
-  const uint64_t maps_size = LoadOnce(h.maps_size);
-  if (maps_size == 0) {
-    if (maps_offset != 0) {
-      return absl::DataLossError(absl::StrFormat(
-          "segment '%s': maps_offset %d with an empty maps region", name, maps_offset));
-    }
-  } else {
-    const uint64_t ring_end = ring_offset + kRingControlSize + ring_capacity;  // <= segment_size
-    if (maps_offset % kMapsRegionAlignment != 0 || maps_offset < ring_end ||
-        maps_offset > segment_size || maps_size > segment_size - maps_offset) {
-      return absl::DataLossError(absl::StrFormat(
-          "segment '%s': maps region at offset %d (%d bytes) is not a page-aligned range "
-          "between the ring's end (%d) and the segment's end (%d)",
-          name, maps_offset, maps_size, ring_end, segment_size));
-    }
+  const uint64_t before_bundle =
+      g.maps_size != 0 ? g.maps_offset + g.maps_size : g.ring_offset + kRingControlSize + capacity;
+  g.bundle_size = options.bundle.size();
+  g.bundle_offset = g.bundle_size != 0 ? RoundUp(before_bundle, 64) : 0;
+  const uint64_t segment_size =
+      g.bundle_size != 0 ? g.bundle_offset + g.bundle_size : before_bundle;
+  return CreatePlan{g, segment_size};
+}
+
+// The new shared memory object (fd) is ours alone: mode 0600, owned by
+// this user.
+absl::Status CheckOwnership(int fd, const std::string& name) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    return absl::InternalError(absl::StrFormat("fstat %s: %s", Session::ShmPath(name),
+                                               std::strerror(errno)));
   }
-  const uint64_t bundle_offset = LoadOnce(h.bundle_offset);
-  const uint64_t bundle_size = LoadOnce(h.bundle_size);
-  if (bundle_size == 0) {
-    if (bundle_offset != 0) {
-      return absl::DataLossError(absl::StrFormat(
-          "segment '%s': bundle_offset %d with an empty bundle", name, bundle_offset));
-    }
-  } else {
-    // <= segment_size: both were checked above.
-    const uint64_t before = maps_size != 0 ? maps_offset + maps_size
-                                           : ring_offset + kRingControlSize + ring_capacity;
-    if (bundle_offset % 64 != 0 || bundle_offset < before || bundle_offset > segment_size ||
-        bundle_size > segment_size - bundle_offset) {
-      return absl::DataLossError(absl::StrFormat(
-          "segment '%s': bundle at offset %d (%d bytes) is not a 64-byte-aligned range between "
-          "the end of the ring and maps (%d) and the segment's end (%d)",
-          name, bundle_offset, bundle_size, before, segment_size));
-    }
+  if ((st.st_mode & 07777) != kSegmentMode || st.st_uid != ::geteuid()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "session segment %s has mode 0%o and owner uid %d, expected 0%o and uid %d",
+        Session::ShmPath(name), st.st_mode & 07777, st.st_uid, kSegmentMode, ::geteuid()));
   }
-  return Geometry{ring_offset, ring_capacity, maps_offset, maps_size, bundle_offset, bundle_size};
+  return absl::OkStatus();
+}
+
+// SessionOptions::reserve_memory: the segment's pages allocated now, so that
+// a full /dev/shm is an error here rather than a SIGBUS later.
+absl::Status ReserveMemory(int fd, const std::string& name, uint64_t segment_size) {
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(segment_size));
+  if (rc == ENOSPC || rc == ENOMEM || rc == EFBIG) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "not enough space in /dev/shm for a %d-byte session segment (%s); free some or ask "
+        "for a smaller ring",
+        segment_size, std::strerror(rc)));
+  }
+  // EOPNOTSUPP/EINVAL: a filesystem without fallocate. The pages are then
+  // allocated on first touch, as without reserve_memory.
+  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+    return absl::InternalError(
+        absl::StrFormat("posix_fallocate %s: %s", Session::ShmPath(name), std::strerror(rc)));
+  }
+  return absl::OkStatus();
+}
+
+// The header of a fresh segment (state 0: not published yet), and the
+// bundle's bytes.
+SegmentHeader* WriteHeader(uint8_t* base, const CreatePlan& plan, const SessionOptions& options) {
+  const Geometry& g = plan.geometry;
+  // Fresh shm pages are zero; value-initialization also zeroes every field
+  // and reserved byte, and begins the lifetime of the atomics.
+  auto* header = new (base) SegmentHeader();
+  header->magic = kSegmentMagic;
+  header->layout_version = kSegmentLayoutVersion;
+  header->header_size = sizeof(SegmentHeader);
+  header->segment_size = plan.segment_size;
+  header->creator_pid = static_cast<uint32_t>(::getpid());
+  header->records_version = kTraceRecordsVersion;
+  header->ring_offset = g.ring_offset;
+  header->ring_capacity = g.ring_capacity;
+  header->maps_offset = g.maps_offset;
+  header->maps_size = g.maps_size;
+  header->bundle_offset = g.bundle_offset;
+  header->bundle_size = g.bundle_size;
+  if (g.bundle_size != 0) std::memcpy(base + g.bundle_offset, options.bundle.data(), g.bundle_size);
+  return header;
 }
 
 }  // namespace
@@ -329,24 +460,9 @@ Session& Session::operator=(Session&& other) noexcept {
 Session::~Session() = default;
 
 absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
-  const uint64_t capacity = options.ring_capacity;
-  if (capacity % 8 != 0 || capacity < RecordRing::kMinCapacity ||
-      capacity > RecordRing::kMaxCapacity) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "session ring capacity %d must be a multiple of 8 in [%d, %d]", capacity,
-        RecordRing::kMinCapacity, RecordRing::kMaxCapacity));
-  }
-  const uint64_t ring_offset = kDefaultRingOffset;
-  uint64_t maps_offset = 0, maps_size = 0;
-  if (!options.maps.empty()) {
-    CUPROBE_ASSIGN_OR_RETURN(maps_size, MapsRegion::RegionBytes(options.maps));
-    maps_offset = RoundUp(ring_offset + kRingControlSize + capacity, kMapsRegionAlignment);
-  }
-  const uint64_t before_bundle =
-      maps_size != 0 ? maps_offset + maps_size : ring_offset + kRingControlSize + capacity;
-  const uint64_t bundle_size = options.bundle.size();
-  const uint64_t bundle_offset = bundle_size != 0 ? RoundUp(before_bundle, 64) : 0;
-  const uint64_t segment_size = bundle_size != 0 ? bundle_offset + bundle_size : before_bundle;
+  CUPROBE_ASSIGN_OR_RETURN(const CreatePlan plan, PlanSegment(options));
+  const Geometry& g = plan.geometry;
+  const uint64_t segment_size = plan.segment_size;
   CUPROBE_ASSIGN_OR_RETURN(uint64_t random, RandomU64());
   std::string name =
       absl::StrFormat("cuprobe-%d-%d-%016x", ::geteuid(), ::getpid(), random);
@@ -359,69 +475,31 @@ absl::StatusOr<Session> Session::Create(const SessionOptions& options) {
                                   bip::permissions(kSegmentMode));
     RemoveOnFailure cleanup(name);
     const int fd = shm.get_mapping_handle().handle;
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      return absl::InternalError(absl::StrFormat("fstat %s: %s", ShmPath(name),
-                                                 std::strerror(errno)));
-    }
-    if ((st.st_mode & 07777) != kSegmentMode || st.st_uid != ::geteuid()) {
-      return absl::PermissionDeniedError(absl::StrFormat(
-          "session segment %s has mode 0%o and owner uid %d, expected 0%o and uid %d", ShmPath(name),
-          st.st_mode & 07777, st.st_uid, kSegmentMode, ::geteuid()));
-    }
+    CUPROBE_RETURN_IF_ERROR(CheckOwnership(fd, name));
     shm.truncate(static_cast<bip::offset_t>(segment_size));
-    if (options.reserve_memory) {
-      const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(segment_size));
-      if (rc == ENOSPC || rc == ENOMEM || rc == EFBIG) {
-        return absl::ResourceExhaustedError(absl::StrFormat(
-            "not enough space in /dev/shm for a %d-byte session segment (%s); free some or ask "
-            "for a smaller ring",
-            segment_size, std::strerror(rc)));
-      }
-      // EOPNOTSUPP/EINVAL: a filesystem without fallocate. The pages are then
-      // allocated on first touch, as without reserve_memory.
-      if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
-        return absl::InternalError(
-            absl::StrFormat("posix_fallocate %s: %s", ShmPath(name), std::strerror(rc)));
-      }
-    }
+    if (options.reserve_memory) CUPROBE_RETURN_IF_ERROR(ReserveMemory(fd, name, segment_size));
     auto region = std::make_unique<bip::mapped_region>(shm, bip::read_write, 0,
                                                        static_cast<size_t>(segment_size));
     auto* base = static_cast<uint8_t*>(region->get_address());
-
-    // Fresh shm pages are zero; value-initialization also zeroes every field
-    // and reserved byte, and begins the lifetime of the atomics.
-    auto* header = new (base) SegmentHeader();
-    header->magic = kSegmentMagic;
-    header->layout_version = kSegmentLayoutVersion;
-    header->header_size = sizeof(SegmentHeader);
-    header->segment_size = segment_size;
-    header->creator_pid = static_cast<uint32_t>(::getpid());
-    header->records_version = kTraceRecordsVersion;
-    header->ring_offset = ring_offset;
-    header->ring_capacity = capacity;
-    header->maps_offset = maps_offset;
-    header->maps_size = maps_size;
-    header->bundle_offset = bundle_offset;
-    header->bundle_size = bundle_size;
-    if (bundle_size != 0) std::memcpy(base + bundle_offset, options.bundle.data(), bundle_size);
+    SegmentHeader* header = WriteHeader(base, plan, options);
     // The data area is fresh (zero) memory: the two-argument Format, which
     // does not touch all of it.
-    RecordRing::Format(base + ring_offset, capacity);
-    CUPROBE_ASSIGN_OR_RETURN(
-        RecordRing ring,
-        RecordRing::Attach(base + ring_offset, base + ring_offset + kRingControlSize, capacity));
+    RecordRing::Format(base + g.ring_offset, g.ring_capacity);
+    CUPROBE_ASSIGN_OR_RETURN(RecordRing ring,
+                             RecordRing::Attach(base + g.ring_offset,
+                                                base + g.ring_offset + kRingControlSize,
+                                                g.ring_capacity));
     MapsRegion maps;
-    if (maps_size != 0) {
-      CUPROBE_RETURN_IF_ERROR(MapsRegion::Format(base + maps_offset, maps_size, options.maps));
-      CUPROBE_ASSIGN_OR_RETURN(maps, MapsRegion::Attach(base + maps_offset, maps_size, true));
+    if (g.maps_size != 0) {
+      CUPROBE_RETURN_IF_ERROR(MapsRegion::Format(base + g.maps_offset, g.maps_size, options.maps));
+      CUPROBE_ASSIGN_OR_RETURN(maps, MapsRegion::Attach(base + g.maps_offset, g.maps_size, true));
     }
     // Publish last: an Open that sees kCreated sees the whole header.
     header->session_state.store(static_cast<uint32_t>(SessionState::kCreated),
                                 std::memory_order_release);
     cleanup.Dismiss();
     return Session(std::move(name), std::move(region), header, std::move(ring), std::move(maps),
-                   segment_size, ring_offset, capacity, bundle_offset, bundle_size,
+                   segment_size, g.ring_offset, g.ring_capacity, g.bundle_offset, g.bundle_size,
                    /*writable=*/true);
   } catch (const bip::interprocess_exception& e) {
     return FromInterprocess(e, "creating", name);
