@@ -37,6 +37,9 @@ inline MapSpec Spec(std::string name, uint32_t type, uint32_t key_size, uint32_t
   return s;
 }
 
+// The 8 bytes at a host address (a value MapLookup returned).
+inline uint64_t U64At(uint64_t address) { return *reinterpret_cast<const uint64_t*>(address); }
+
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };

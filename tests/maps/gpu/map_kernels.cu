@@ -1,6 +1,6 @@
 // File: tests/maps/gpu/map_kernels.cu
 //
-// Test kernels for the GPU tier of the maps (tests/maps/gpu/maps_gpu_test.cc)
+// Test kernels for the GPU tier of the maps (tests/maps/gpu/maps_gpu*_test.cc)
 // and the maps benchmark (bench/maps_bench.cc). Compiled to PTX with
 // `nvcc -rdc=true -ptx` and linked at run time with the helper library PTX
 // (nvJitLink), exactly as instrumented modules are: the helpers are only
