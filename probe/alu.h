@@ -29,48 +29,51 @@ inline uint64_t ByteSwap(uint64_t v, int bits) {
   }
 }
 
-// `src` is the source register's value, or the sign-extended immediate.
-inline uint64_t EvalAlu(const Insn& insn, uint64_t dst, uint64_t src) {
-  const bool is64 = insn.Class() == kClassAlu64;
+// EvalAlu's two widths (use EvalAlu).
+namespace alu_internal {
+
+inline uint64_t Alu64(const Insn& insn, uint64_t dst, uint64_t src) {
   const bool sign = insn.off == 1;
-  if (is64) {
-    const int64_t sd = static_cast<int64_t>(dst), ss = static_cast<int64_t>(src);
-    switch (insn.Op()) {
-      case kAluAdd: return dst + src;
-      case kAluSub: return dst - src;
-      case kAluMul: return dst * src;
-      case kAluDiv:
-        if (src == 0) return 0;
-        if (sign) {
-          if (sd == INT64_MIN && ss == -1) return dst;
-          return static_cast<uint64_t>(sd / ss);
-        }
-        return dst / src;
-      case kAluMod:
-        if (src == 0) return dst;
-        if (sign) {
-          if (ss == -1) return 0;
-          return static_cast<uint64_t>(sd % ss);
-        }
-        return dst % src;
-      case kAluOr: return dst | src;
-      case kAluAnd: return dst & src;
-      case kAluXor: return dst ^ src;
-      case kAluLsh: return dst << (src & 63);
-      case kAluRsh: return dst >> (src & 63);
-      case kAluArsh: return static_cast<uint64_t>(sd >> (src & 63));
-      case kAluNeg: return static_cast<uint64_t>(0) - dst;
-      case kAluMov:
-        switch (insn.off) {
-          case 8: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(src)));
-          case 16: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int16_t>(src)));
-          case 32: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(src)));
-          default: return src;
-        }
-      case kAluEnd: return ByteSwap(dst, insn.imm);  // BPF_ALU64 | BPF_END: bswap
-      default: return 0;
-    }
+  const int64_t sd = static_cast<int64_t>(dst), ss = static_cast<int64_t>(src);
+  switch (insn.Op()) {
+    case kAluAdd: return dst + src;
+    case kAluSub: return dst - src;
+    case kAluMul: return dst * src;
+    case kAluDiv:
+      if (src == 0) return 0;
+      if (sign) {
+        if (sd == INT64_MIN && ss == -1) return dst;
+        return static_cast<uint64_t>(sd / ss);
+      }
+      return dst / src;
+    case kAluMod:
+      if (src == 0) return dst;
+      if (sign) {
+        if (ss == -1) return 0;
+        return static_cast<uint64_t>(sd % ss);
+      }
+      return dst % src;
+    case kAluOr: return dst | src;
+    case kAluAnd: return dst & src;
+    case kAluXor: return dst ^ src;
+    case kAluLsh: return dst << (src & 63);
+    case kAluRsh: return dst >> (src & 63);
+    case kAluArsh: return static_cast<uint64_t>(sd >> (src & 63));
+    case kAluNeg: return static_cast<uint64_t>(0) - dst;
+    case kAluMov:
+      switch (insn.off) {
+        case 8: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(src)));
+        case 16: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int16_t>(src)));
+        case 32: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(src)));
+        default: return src;
+      }
+    case kAluEnd: return ByteSwap(dst, insn.imm);  // BPF_ALU64 | BPF_END: bswap
+    default: return 0;
   }
+}
+
+inline uint64_t Alu32(const Insn& insn, uint64_t dst, uint64_t src) {
+  const bool sign = insn.off == 1;
   const uint32_t d = static_cast<uint32_t>(dst), s = static_cast<uint32_t>(src);
   const int32_t sd = static_cast<int32_t>(d), ss = static_cast<int32_t>(s);
   switch (insn.Op()) {
@@ -113,6 +116,14 @@ inline uint64_t EvalAlu(const Insn& insn, uint64_t dst, uint64_t src) {
     }
     default: return 0;
   }
+}
+
+}  // namespace alu_internal
+
+// `src` is the source register's value, or the sign-extended immediate.
+inline uint64_t EvalAlu(const Insn& insn, uint64_t dst, uint64_t src) {
+  if (insn.Class() == kClassAlu64) return alu_internal::Alu64(insn, dst, src);
+  return alu_internal::Alu32(insn, dst, src);
 }
 
 // Is the conditional jump taken? (`src`: register value or sign-extended imm.)

@@ -271,14 +271,20 @@ std::vector<uint8_t> WriteBundle(const ProbeBundle& bundle) {
   return out.out;
 }
 
-absl::StatusOr<ProbeBundle> ReadBundle(absl::Span<const uint8_t> bytes) {
-  auto header_error = [&](uint64_t offset, std::string_view msg) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bundle: header at offset ", offset, ": ", msg));
-  };
+namespace {
+
+// ReadBundle's steps.
+
+absl::Status HeaderError(uint64_t offset, std::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat("bundle: header at offset ", offset, ": ", msg));
+}
+
+// Checks the header of `bytes` (magic, versions, sizes, checksum) and
+// returns the body it covers.
+absl::StatusOr<absl::Span<const uint8_t>> CheckHeader(absl::Span<const uint8_t> bytes) {
   if (bytes.size() < kHeaderSize) {
-    return header_error(0, absl::StrCat("truncated (", bytes.size(), " bytes; a bundle has at "
-                                        "least a ", kHeaderSize, "-byte header)"));
+    return HeaderError(0, absl::StrCat("truncated (", bytes.size(), " bytes; a bundle has at "
+                                       "least a ", kHeaderSize, "-byte header)"));
   }
   uint32_t h[4];
   uint64_t total, checksum;
@@ -286,31 +292,190 @@ absl::StatusOr<ProbeBundle> ReadBundle(absl::Span<const uint8_t> bytes) {
   std::memcpy(&total, bytes.data() + 16, 8);
   std::memcpy(&checksum, bytes.data() + 24, 8);
   if (h[0] != kMagic) {
-    return header_error(0, "bad magic: not a cuprobe probe bundle (.cpb); make one with "
-                           "`cuprobe compile probe.bpf.c -o probe.cpb`");
+    return HeaderError(0, "bad magic: not a cuprobe probe bundle (.cpb); make one with "
+                          "`cuprobe compile probe.bpf.c -o probe.cpb`");
   }
   if (h[1] != kBundleFormatVersion) {
-    return header_error(4, absl::StrCat("format version ", h[1], " is not supported (this "
-                                        "cuprobe reads version ", kBundleFormatVersion,
-                                        "); recompile the probe with this cuprobe"));
+    return HeaderError(4, absl::StrCat("format version ", h[1], " is not supported (this "
+                                       "cuprobe reads version ", kBundleFormatVersion,
+                                       "); recompile the probe with this cuprobe"));
   }
   if (h[2] != CUPROBE_ABI_VERSION) {
-    return header_error(8, absl::StrCat("probe ABI version ", h[2], " differs from this "
-                                        "cuprobe's ", CUPROBE_ABI_VERSION, "; recompile the probe"));
+    return HeaderError(8, absl::StrCat("probe ABI version ", h[2], " differs from this "
+                                       "cuprobe's ", CUPROBE_ABI_VERSION, "; recompile the probe"));
   }
-  if (h[3] != kHeaderSize) return header_error(12, absl::StrCat("header size ", h[3]));
+  if (h[3] != kHeaderSize) return HeaderError(12, absl::StrCat("header size ", h[3]));
   if (total > kMaxBundleSize || total != bytes.size()) {
-    return header_error(16, absl::StrCat("total size ", total, " but ", bytes.size(),
-                                         " bytes were given (truncated or padded)"));
+    return HeaderError(16, absl::StrCat("total size ", total, " but ", bytes.size(),
+                                        " bytes were given (truncated or padded)"));
   }
   const absl::Span<const uint8_t> body = bytes.subspan(kHeaderSize);
-  if (Fnv1a(body) != checksum) return header_error(24, "checksum mismatch: the bundle is corrupt");
+  if (Fnv1a(body) != checksum) return HeaderError(24, "checksum mismatch: the bundle is corrupt");
+  return body;
+}
 
-  ProbeBundle b;
-  b.format_version = h[1];
-  b.abi_version = h[2];
-  bool have_meta = false, have_ptx = false;
-  uint32_t want_programs = 0, want_maps = 0;
+// The bundle being read, and what its chunks announced or held so far.
+struct BundleInProgress {
+  ProbeBundle bundle;
+  bool have_meta = false;
+  bool have_ptx = false;
+  uint32_t want_programs = 0;
+  uint32_t want_maps = 0;
+};
+
+absl::Status ReadMeta(Reader& r, BundleInProgress& in) {
+  if (in.have_meta) return r.Error("second META chunk");
+  in.have_meta = true;
+  ProbeBundle& b = in.bundle;
+  CUPROBE_ASSIGN_OR_RETURN(b.compiler_version, r.Str("compiler version"));
+  CUPROBE_ASSIGN_OR_RETURN(b.source_hash, r.U64("source hash"));
+  CUPROBE_ASSIGN_OR_RETURN(b.source_name, r.Str("source name"));
+  CUPROBE_ASSIGN_OR_RETURN(in.want_programs, r.U32("program count"));
+  CUPROBE_ASSIGN_OR_RETURN(in.want_maps, r.U32("map count"));
+  if (in.want_programs > kMaxItems || in.want_maps > kMaxItems) {
+    return r.Error("program or map count out of range");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProbeProgram> ReadProgram(Reader& r) {
+  ProbeProgram p;
+  CUPROBE_ASSIGN_OR_RETURN(p.name, r.Str("program name"));
+  CUPROBE_ASSIGN_OR_RETURN(p.section, r.Str("section"));
+  CUPROBE_ASSIGN_OR_RETURN(uint32_t attach, r.U32("attach kind"));
+  if (attach < CUPROBE_ATTACH_ENTRY || attach > CUPROBE_ATTACH_MEM) {
+    return r.Error(absl::StrCat("program '", p.name, "': unknown attach kind ", attach));
+  }
+  p.attach = static_cast<AttachKind>(attach);
+  CUPROBE_ASSIGN_OR_RETURN(p.kernel_glob, r.Str("kernel glob"));
+  CUPROBE_ASSIGN_OR_RETURN(p.ptx_function, r.Str("PTX function"));
+  if (!IsPtxIdentifier(p.ptx_function)) {
+    return r.Error(absl::StrCat("program '", p.name, "': PTX function name '", p.ptx_function,
+                                "' is not an identifier"));
+  }
+  CUPROBE_ASSIGN_OR_RETURN(uint32_t reads_args, r.U32("reads_args"));
+  if (reads_args > 1) return r.Error("reads_args is not 0 or 1");
+  p.reads_args = reads_args == 1;
+  CUPROBE_ASSIGN_OR_RETURN(p.mem_spaces, r.U32("memory spaces"));
+  if (p.kernel_glob.empty()) return r.Error(absl::StrCat("program '", p.name, "': empty glob"));
+  return p;
+}
+
+absl::StatusOr<MapSpec> ReadMap(Reader& r) {
+  MapSpec s;
+  CUPROBE_ASSIGN_OR_RETURN(s.name, r.Str("map name"));
+  CUPROBE_ASSIGN_OR_RETURN(s.type, r.U32("map type"));
+  if (!KnownMapType(s.type)) {
+    return r.Error(absl::StrCat("map '", s.name, "': unknown map type ", s.type));
+  }
+  CUPROBE_ASSIGN_OR_RETURN(s.key_size, r.U32("key size"));
+  CUPROBE_ASSIGN_OR_RETURN(s.value_size, r.U32("value size"));
+  CUPROBE_ASSIGN_OR_RETURN(s.max_entries, r.U32("max entries"));
+  CUPROBE_ASSIGN_OR_RETURN(s.flags, r.U32("flags"));
+  CUPROBE_ASSIGN_OR_RETURN(s.map_extra, r.U64("map_extra"));
+  CUPROBE_ASSIGN_OR_RETURN(s.key_type, ReadType(r));
+  CUPROBE_ASSIGN_OR_RETURN(s.value_type, ReadType(r));
+  CUPROBE_ASSIGN_OR_RETURN(std::string init, r.Str("initial value"));
+  s.initial_value.assign(init.begin(), init.end());
+  if (!s.initial_value.empty() && s.initial_value.size() != s.value_size) {
+    return r.Error(absl::StrCat("map '", s.name, "': initial value of ", s.initial_value.size(),
+                                " bytes for a value of ", s.value_size));
+  }
+  if (s.max_entries == 0) return r.Error(absl::StrCat("map '", s.name, "': max_entries 0"));
+  if (s.type != CUPROBE_MAP_RINGBUF && (s.value_size == 0 || s.key_size == 0)) {
+    return r.Error(absl::StrCat("map '", s.name, "': zero key or value size"));
+  }
+  return s;
+}
+
+// A SUMM chunk: the summary code of a program read before it, and its map
+// references, each an ld_imm64 of the code naming an announced map.
+absl::Status ReadSummary(Reader& r, BundleInProgress& in) {
+  CUPROBE_ASSIGN_OR_RETURN(uint32_t index, r.U32("program index"));
+  std::vector<ProbeProgram>& programs = in.bundle.programs;
+  if (index >= programs.size()) {
+    return r.Error(absl::StrCat("summary code for program ", index, " of ", programs.size(),
+                                " read so far"));
+  }
+  ProbeProgram& p = programs[index];
+  if (!p.summary_code.empty()) return r.Error("second summary of one program");
+  CUPROBE_ASSIGN_OR_RETURN(std::string code, r.Str("summary code"));
+  if (code.empty() || code.size() % 8 != 0 || code.size() / 8 > kMaxSummaryInsns) {
+    return r.Error(absl::StrCat("summary code of ", code.size(),
+                                " bytes is not a whole number of instructions"));
+  }
+  CUPROBE_ASSIGN_OR_RETURN(uint32_t refs, r.Count("map reference count", 8));
+  for (uint32_t k = 0; k < refs; ++k) {
+    CUPROBE_ASSIGN_OR_RETURN(uint32_t insn, r.U32("reference instruction"));
+    CUPROBE_ASSIGN_OR_RETURN(uint32_t map, r.U32("reference map"));
+    // An ld_imm64 (opcode 0x18) with room for its second half.
+    if (uint64_t{insn} + 1 >= code.size() / 8 ||
+        static_cast<uint8_t>(code[size_t{insn} * 8]) != 0x18) {
+      return r.Error(absl::StrCat("map reference at instruction ", insn,
+                                  " is not an ld_imm64 of the code"));
+    }
+    if (map >= in.want_maps) {
+      return r.Error(absl::StrCat("map reference to map ", map, " of ", in.want_maps));
+    }
+    p.summary_maps.emplace_back(insn, map);
+  }
+  p.summary_code.assign(code.begin(), code.end());
+  return absl::OkStatus();
+}
+
+// HELP and PRTF: a count, then the strings.
+absl::Status ReadStrings(Reader& r, std::vector<std::string>& list) {
+  CUPROBE_ASSIGN_OR_RETURN(uint32_t n, r.Count("count", 4));
+  for (uint32_t i = 0; i < n; ++i) {
+    CUPROBE_ASSIGN_OR_RETURN(std::string s, r.Str("entry"));
+    list.push_back(std::move(s));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the payload of one chunk, which must hold nothing more. Chunks of
+// unknown tags are skipped: an optional chunk of a newer writer.
+absl::Status ReadChunk(uint32_t tag, Reader& r, BundleInProgress& in) {
+  ProbeBundle& b = in.bundle;
+  switch (tag) {
+    case kTagMeta:
+      CUPROBE_RETURN_IF_ERROR(ReadMeta(r, in));
+      break;
+    case kTagProg: {
+      CUPROBE_ASSIGN_OR_RETURN(ProbeProgram p, ReadProgram(r));
+      b.programs.push_back(std::move(p));
+      break;
+    }
+    case kTagMap: {
+      CUPROBE_ASSIGN_OR_RETURN(MapSpec s, ReadMap(r));
+      b.maps.push_back(std::move(s));
+      break;
+    }
+    case kTagSummary:
+      CUPROBE_RETURN_IF_ERROR(ReadSummary(r, in));
+      break;
+    case kTagPtx: {
+      if (in.have_ptx) return r.Error("second PTX chunk");
+      in.have_ptx = true;
+      CUPROBE_ASSIGN_OR_RETURN(b.ptx, r.Str("PTX"));
+      break;
+    }
+    case kTagHelpers:
+      CUPROBE_RETURN_IF_ERROR(ReadStrings(r, b.helpers));
+      break;
+    case kTagPrintk:
+      CUPROBE_RETURN_IF_ERROR(ReadStrings(r, b.printk_formats));
+      break;
+    default:
+      return absl::OkStatus();
+  }
+  if (!r.AtEnd()) return r.Error("unexpected bytes after the last field");
+  return absl::OkStatus();
+}
+
+// Splits `body` into chunks (each bounds-checked against it) and reads
+// them in order.
+absl::Status ReadChunks(absl::Span<const uint8_t> body, BundleInProgress& in) {
   uint64_t pos = 0;
   while (pos < body.size()) {
     const uint64_t at = kHeaderSize + pos;
@@ -329,129 +494,21 @@ absl::StatusOr<ProbeBundle> ReadBundle(absl::Span<const uint8_t> bytes) {
     Reader r(body.subspan(pos + 16, size), at + 16, absl::StrCat("chunk '", TagName(tag), "'"));
     pos += 16 + ((size + 7) & ~uint64_t{7});
     if (pos > body.size()) pos = body.size();
-    switch (tag) {
-      case kTagMeta: {
-        if (have_meta) return r.Error("second META chunk");
-        have_meta = true;
-        CUPROBE_ASSIGN_OR_RETURN(b.compiler_version, r.Str("compiler version"));
-        CUPROBE_ASSIGN_OR_RETURN(b.source_hash, r.U64("source hash"));
-        CUPROBE_ASSIGN_OR_RETURN(b.source_name, r.Str("source name"));
-        CUPROBE_ASSIGN_OR_RETURN(want_programs, r.U32("program count"));
-        CUPROBE_ASSIGN_OR_RETURN(want_maps, r.U32("map count"));
-        if (want_programs > kMaxItems || want_maps > kMaxItems) {
-          return r.Error("program or map count out of range");
-        }
-        break;
-      }
-      case kTagProg: {
-        ProbeProgram p;
-        CUPROBE_ASSIGN_OR_RETURN(p.name, r.Str("program name"));
-        CUPROBE_ASSIGN_OR_RETURN(p.section, r.Str("section"));
-        CUPROBE_ASSIGN_OR_RETURN(uint32_t attach, r.U32("attach kind"));
-        if (attach < CUPROBE_ATTACH_ENTRY || attach > CUPROBE_ATTACH_MEM) {
-          return r.Error(absl::StrCat("program '", p.name, "': unknown attach kind ", attach));
-        }
-        p.attach = static_cast<AttachKind>(attach);
-        CUPROBE_ASSIGN_OR_RETURN(p.kernel_glob, r.Str("kernel glob"));
-        CUPROBE_ASSIGN_OR_RETURN(p.ptx_function, r.Str("PTX function"));
-        if (!IsPtxIdentifier(p.ptx_function)) {
-          return r.Error(absl::StrCat("program '", p.name, "': PTX function name '",
-                                      p.ptx_function, "' is not an identifier"));
-        }
-        CUPROBE_ASSIGN_OR_RETURN(uint32_t reads_args, r.U32("reads_args"));
-        if (reads_args > 1) return r.Error("reads_args is not 0 or 1");
-        p.reads_args = reads_args == 1;
-        CUPROBE_ASSIGN_OR_RETURN(p.mem_spaces, r.U32("memory spaces"));
-        if (p.kernel_glob.empty()) return r.Error(absl::StrCat("program '", p.name, "': empty glob"));
-        b.programs.push_back(std::move(p));
-        break;
-      }
-      case kTagMap: {
-        MapSpec s;
-        CUPROBE_ASSIGN_OR_RETURN(s.name, r.Str("map name"));
-        CUPROBE_ASSIGN_OR_RETURN(s.type, r.U32("map type"));
-        if (!KnownMapType(s.type)) {
-          return r.Error(absl::StrCat("map '", s.name, "': unknown map type ", s.type));
-        }
-        CUPROBE_ASSIGN_OR_RETURN(s.key_size, r.U32("key size"));
-        CUPROBE_ASSIGN_OR_RETURN(s.value_size, r.U32("value size"));
-        CUPROBE_ASSIGN_OR_RETURN(s.max_entries, r.U32("max entries"));
-        CUPROBE_ASSIGN_OR_RETURN(s.flags, r.U32("flags"));
-        CUPROBE_ASSIGN_OR_RETURN(s.map_extra, r.U64("map_extra"));
-        CUPROBE_ASSIGN_OR_RETURN(s.key_type, ReadType(r));
-        CUPROBE_ASSIGN_OR_RETURN(s.value_type, ReadType(r));
-        CUPROBE_ASSIGN_OR_RETURN(std::string init, r.Str("initial value"));
-        s.initial_value.assign(init.begin(), init.end());
-        if (!s.initial_value.empty() && s.initial_value.size() != s.value_size) {
-          return r.Error(absl::StrCat("map '", s.name, "': initial value of ",
-                                      s.initial_value.size(), " bytes for a value of ",
-                                      s.value_size));
-        }
-        if (s.max_entries == 0) return r.Error(absl::StrCat("map '", s.name, "': max_entries 0"));
-        if (s.type != CUPROBE_MAP_RINGBUF && (s.value_size == 0 || s.key_size == 0)) {
-          return r.Error(absl::StrCat("map '", s.name, "': zero key or value size"));
-        }
-        b.maps.push_back(std::move(s));
-        break;
-      }
-      case kTagSummary: {
-        CUPROBE_ASSIGN_OR_RETURN(uint32_t index, r.U32("program index"));
-        if (index >= b.programs.size()) {
-          return r.Error(absl::StrCat("summary code for program ", index, " of ",
-                                      b.programs.size(), " read so far"));
-        }
-        ProbeProgram& p = b.programs[index];
-        if (!p.summary_code.empty()) return r.Error("second summary of one program");
-        CUPROBE_ASSIGN_OR_RETURN(std::string code, r.Str("summary code"));
-        if (code.empty() || code.size() % 8 != 0 || code.size() / 8 > kMaxSummaryInsns) {
-          return r.Error(absl::StrCat("summary code of ", code.size(),
-                                      " bytes is not a whole number of instructions"));
-        }
-        CUPROBE_ASSIGN_OR_RETURN(uint32_t refs, r.Count("map reference count", 8));
-        for (uint32_t k = 0; k < refs; ++k) {
-          CUPROBE_ASSIGN_OR_RETURN(uint32_t insn, r.U32("reference instruction"));
-          CUPROBE_ASSIGN_OR_RETURN(uint32_t map, r.U32("reference map"));
-          // An ld_imm64 (opcode 0x18) with room for its second half.
-          if (uint64_t{insn} + 1 >= code.size() / 8 ||
-              static_cast<uint8_t>(code[size_t{insn} * 8]) != 0x18) {
-            return r.Error(absl::StrCat("map reference at instruction ", insn,
-                                        " is not an ld_imm64 of the code"));
-          }
-          if (map >= want_maps) {
-            return r.Error(absl::StrCat("map reference to map ", map, " of ", want_maps));
-          }
-          p.summary_maps.emplace_back(insn, map);
-        }
-        p.summary_code.assign(code.begin(), code.end());
-        break;
-      }
-      case kTagPtx: {
-        if (have_ptx) return r.Error("second PTX chunk");
-        have_ptx = true;
-        CUPROBE_ASSIGN_OR_RETURN(b.ptx, r.Str("PTX"));
-        break;
-      }
-      case kTagHelpers:
-      case kTagPrintk: {
-        CUPROBE_ASSIGN_OR_RETURN(uint32_t n, r.Count("count", 4));
-        std::vector<std::string>& list = tag == kTagHelpers ? b.helpers : b.printk_formats;
-        for (uint32_t i = 0; i < n; ++i) {
-          CUPROBE_ASSIGN_OR_RETURN(std::string s, r.Str("entry"));
-          list.push_back(std::move(s));
-        }
-        break;
-      }
-      default:
-        continue;  // an optional chunk of a newer writer
-    }
-    if (!r.AtEnd()) return r.Error("unexpected bytes after the last field");
+    CUPROBE_RETURN_IF_ERROR(ReadChunk(tag, r, in));
   }
-  if (!have_meta) return absl::InvalidArgumentError("bundle: no META chunk");
-  if (!have_ptx) return absl::InvalidArgumentError("bundle: no PTX chunk");
-  if (b.programs.size() != want_programs || b.maps.size() != want_maps) {
+  return absl::OkStatus();
+}
+
+// What holds for the bundle as a whole: META and PTX present, the announced
+// counts met, every program's function in the PTX.
+absl::Status CheckComplete(const BundleInProgress& in) {
+  const ProbeBundle& b = in.bundle;
+  if (!in.have_meta) return absl::InvalidArgumentError("bundle: no META chunk");
+  if (!in.have_ptx) return absl::InvalidArgumentError("bundle: no PTX chunk");
+  if (b.programs.size() != in.want_programs || b.maps.size() != in.want_maps) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "bundle: META announces ", want_programs, " programs and ", want_maps, " maps, found ",
-        b.programs.size(), " and ", b.maps.size()));
+        "bundle: META announces ", in.want_programs, " programs and ", in.want_maps,
+        " maps, found ", b.programs.size(), " and ", b.maps.size()));
   }
   for (const ProbeProgram& p : b.programs) {
     if (b.ptx.find(p.ptx_function) == std::string::npos) {
@@ -460,7 +517,20 @@ absl::StatusOr<ProbeBundle> ReadBundle(absl::Span<const uint8_t> bytes) {
                                                      " is not in the PTX"));
     }
   }
-  return b;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ProbeBundle> ReadBundle(absl::Span<const uint8_t> bytes) {
+  CUPROBE_ASSIGN_OR_RETURN(const absl::Span<const uint8_t> body, CheckHeader(bytes));
+  BundleInProgress in;
+  // CheckHeader accepted only these versions.
+  in.bundle.format_version = kBundleFormatVersion;
+  in.bundle.abi_version = CUPROBE_ABI_VERSION;
+  CUPROBE_RETURN_IF_ERROR(ReadChunks(body, in));
+  CUPROBE_RETURN_IF_ERROR(CheckComplete(in));
+  return std::move(in.bundle);
 }
 
 }  // namespace cuprobe

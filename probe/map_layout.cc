@@ -33,6 +33,164 @@ absl::Status CheckValue(const MapSpec& spec) {
              absl::StrFormat("values must have 1 to %d bytes", kMaxValueSize));
 }
 
+// ComputeMapGeometry's steps: one per type (or family of types) checks the
+// spec's rules for it and lays out the image in `g`, then ShardValues and
+// PlaceAux finish the allocation.
+
+absl::Status ArrayLayout(const MapSpec& spec, MapGeometry& g) {
+  if (absl::Status s = CheckKey(spec, false); !s.ok()) return s;
+  if (absl::Status s = CheckValue(spec); !s.ok()) return s;
+  if (spec.initial_value.size() > uint64_t{spec.max_entries} * spec.value_size) {
+    return Bad(spec,
+               absl::StrFormat("initial value has %d bytes, more than %d entries of %d",
+                               spec.initial_value.size(), spec.max_entries, spec.value_size),
+               "the image must fit the map");
+  }
+  g.slots = spec.max_entries;
+  g.image_bytes = g.slots * g.value_stride;
+  return absl::OkStatus();
+}
+
+// PERTHREAD, PERWARP and PERSM: `ids` values per key.
+absl::Status PerIdLayout(const MapSpec& spec, MapGeometry& g) {
+  if (absl::Status s = CheckKey(spec, false); !s.ok()) return s;
+  if (absl::Status s = CheckValue(spec); !s.ok()) return s;
+  uint32_t ids = static_cast<uint32_t>(spec.map_extra);
+  if (ids == 0) {
+    ids = spec.type == CUPROBE_MAP_PERTHREAD ? kDefaultPerThreadIds
+          : spec.type == CUPROBE_MAP_PERWARP ? kDefaultPerWarpIds
+                                             : kDefaultPerSmIds;
+  }
+  if ((spec.map_extra >> 32) != 0) {
+    return Bad(spec, absl::StrFormat("map_extra is 0x%x", spec.map_extra),
+               "only its low 32 bits (ids per key) are used; the rest must be 0");
+  }
+  g.id_slots = ids;
+  g.slots = uint64_t{spec.max_entries} * ids;
+  g.image_bytes = g.slots * g.value_stride;
+  return absl::OkStatus();
+}
+
+// HIST_LOG2 and HIST_LINEAR: one u64 count per bucket.
+absl::Status HistogramLayout(const MapSpec& spec, MapGeometry& g) {
+  if (absl::Status s = CheckKey(spec, true); !s.ok()) return s;
+  if (spec.value_size != 8) {
+    return Bad(spec, absl::StrFormat("value_size is %d", spec.value_size),
+               "histogram buckets are u64 counts: declare the value as __u64");
+  }
+  if (spec.type == CUPROBE_MAP_HIST_LOG2 && spec.max_entries > 65) {
+    return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
+               "a log2 histogram of u64 values has at most 65 buckets");
+  }
+  if (spec.type == CUPROBE_MAP_HIST_LINEAR) {
+    if (spec.max_entries < 3) {
+      return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
+                 "a linear histogram needs an underflow, an overflow and at least one "
+                 "bucket in between (max_entries >= 3)");
+    }
+    if ((spec.map_extra >> 32) == 0) {
+      return Bad(spec, "its step (high 32 bits of map_extra) is 0",
+                 "map_extra = min | (uint64_t)step << 32, with step >= 1");
+    }
+  }
+  g.slots = spec.max_entries;
+  g.image_bytes = g.slots * 8;
+  return absl::OkStatus();
+}
+
+// HASH: states, keys and values of a power-of-two table at most half full.
+absl::Status HashLayout(const MapSpec& spec, MapGeometry& g) {
+  if (spec.key_size == 0 || spec.key_size > kMaxHashKeySize) {
+    return Bad(spec, absl::StrFormat("key_size is %d", spec.key_size),
+               absl::StrFormat("hash keys have 1 to %d bytes", kMaxHashKeySize));
+  }
+  if (absl::Status s = CheckValue(spec); !s.ok()) return s;
+  if (spec.max_entries > kMaxHashEntries) {
+    return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
+               absl::StrFormat("at most %d entries", kMaxHashEntries));
+  }
+  uint64_t slots = 8;
+  while (slots < uint64_t{2} * spec.max_entries) slots <<= 1;
+  g.slots = slots;
+  g.states_offset = 0;
+  g.keys_offset = RoundUp(slots * 4, 8);
+  g.values_offset = g.keys_offset + slots * g.key_stride;
+  g.image_bytes = g.values_offset + slots * g.value_stride;
+  return absl::OkStatus();
+}
+
+// RINGBUF: no image; max_entries bytes of host-mapped data.
+absl::Status RingLayout(const MapSpec& spec, MapGeometry& g) {
+  if (spec.key_size != 0 || spec.value_size != 0) {
+    return Bad(spec,
+               absl::StrFormat("key_size %d and value_size %d", spec.key_size, spec.value_size),
+               "a ring buffer has neither: both must be 0 (BPF's rule)");
+  }
+  if (!IsPowerOfTwo(spec.max_entries) || spec.max_entries < kMinRingBytes ||
+      spec.max_entries > kMaxRingBytes) {
+    return Bad(spec, absl::StrFormat("max_entries (its size in bytes) is %d", spec.max_entries),
+               absl::StrFormat("use a power of two from %d to %d", kMinRingBytes, kMaxRingBytes));
+  }
+  g.slots = 0;
+  g.image_bytes = 0;
+  g.ring_bytes = spec.max_entries;
+  g.id_slots = 1;
+  return absl::OkStatus();
+}
+
+absl::Status TypeLayout(const MapSpec& spec, MapGeometry& g) {
+  switch (spec.type) {
+    case CUPROBE_MAP_ARRAY:
+      return ArrayLayout(spec, g);
+    case CUPROBE_MAP_PERTHREAD:
+    case CUPROBE_MAP_PERWARP:
+    case CUPROBE_MAP_PERSM:
+      return PerIdLayout(spec, g);
+    case CUPROBE_MAP_HIST_LOG2:
+    case CUPROBE_MAP_HIST_LINEAR:
+      return HistogramLayout(spec, g);
+    case CUPROBE_MAP_HASH:
+      return HashLayout(spec, g);
+    case CUPROBE_MAP_RINGBUF:
+      return RingLayout(spec, g);
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "map '%s' has type %d, which cuprobe does not know; hint: HASH (1), ARRAY (2), "
+          "RINGBUF (27), PERTHREAD (0x4001), PERWARP (0x4002), PERSM (0x4003), HIST_LOG2 "
+          "(0x4004), HIST_LINEAR (0x4005) (bpftime's numbers are resolved by the compiler)",
+          spec.name, spec.type));
+  }
+}
+
+// Add-only maps of a shardable type get value copies (map_layout.h).
+void ShardValues(const MapSpec& spec, MapGeometry& g) {
+  const bool shardable = spec.type == CUPROBE_MAP_HASH || spec.type == CUPROBE_MAP_ARRAY ||
+                         spec.type == CUPROBE_MAP_HIST_LOG2 ||
+                         spec.type == CUPROBE_MAP_HIST_LINEAR;
+  if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) == 0 || !shardable || spec.value_size < 8) return;
+  const uint64_t values_bytes = g.image_bytes - g.values_offset;  // values end the image
+  while (g.value_shards < CUPROBE_MAP_MAX_VALUE_SHARDS &&
+         2 * g.value_shards * values_bytes <= kValueShardBudget) {
+    g.value_shards *= 2;
+  }
+  if (g.value_shards > 1) g.shard_bytes = values_bytes;
+}
+
+// The aux block after the image and its copies, and the allocation's size.
+absl::Status PlaceAux(const MapSpec& spec, MapGeometry& g) {
+  g.aux_offset = RoundUp(CUPROBE_MAP_IMAGE_OFFSET + g.image_bytes +
+                             (g.value_shards - uint64_t{1}) * g.shard_bytes,
+                         CUPROBE_MAP_COUNTER_SHARD_STRIDE);
+  g.allocation_bytes = g.aux_offset + CUPROBE_MAP_AUX_BYTES +
+                       (spec.type == CUPROBE_MAP_RINGBUF ? CUPROBE_MAP_RING_HINT_BYTES : 0);
+  if (g.allocation_bytes > kMaxMapBytes) {
+    return Bad(spec, absl::StrFormat("needs %d bytes of device memory", g.allocation_bytes),
+               absl::StrFormat("at most %d per map: reduce max_entries%s", kMaxMapBytes,
+                               IsPerIdType(spec.type) ? " or the ids per key (map_extra)" : ""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string MapTypeName(uint32_t type) {
@@ -66,132 +224,9 @@ absl::StatusOr<MapGeometry> ComputeMapGeometry(const MapSpec& spec) {
   if (!spec.initial_value.empty() && spec.type != CUPROBE_MAP_ARRAY) {
     return Bad(spec, "has an initial value", "only ARRAY maps (global data) can have one");
   }
-  switch (spec.type) {
-    case CUPROBE_MAP_ARRAY: {
-      if (absl::Status s = CheckKey(spec, false); !s.ok()) return s;
-      if (absl::Status s = CheckValue(spec); !s.ok()) return s;
-      if (spec.initial_value.size() > uint64_t{spec.max_entries} * spec.value_size) {
-        return Bad(spec,
-                   absl::StrFormat("initial value has %d bytes, more than %d entries of %d",
-                                   spec.initial_value.size(), spec.max_entries, spec.value_size),
-                   "the image must fit the map");
-      }
-      g.slots = spec.max_entries;
-      g.image_bytes = g.slots * g.value_stride;
-      break;
-    }
-    case CUPROBE_MAP_PERTHREAD:
-    case CUPROBE_MAP_PERWARP:
-    case CUPROBE_MAP_PERSM: {
-      if (absl::Status s = CheckKey(spec, false); !s.ok()) return s;
-      if (absl::Status s = CheckValue(spec); !s.ok()) return s;
-      uint32_t ids = static_cast<uint32_t>(spec.map_extra);
-      if (ids == 0) {
-        ids = spec.type == CUPROBE_MAP_PERTHREAD ? kDefaultPerThreadIds
-              : spec.type == CUPROBE_MAP_PERWARP ? kDefaultPerWarpIds
-                                                 : kDefaultPerSmIds;
-      }
-      if ((spec.map_extra >> 32) != 0) {
-        return Bad(spec, absl::StrFormat("map_extra is 0x%x", spec.map_extra),
-                   "only its low 32 bits (ids per key) are used; the rest must be 0");
-      }
-      g.id_slots = ids;
-      g.slots = uint64_t{spec.max_entries} * ids;
-      g.image_bytes = g.slots * g.value_stride;
-      break;
-    }
-    case CUPROBE_MAP_HIST_LOG2:
-    case CUPROBE_MAP_HIST_LINEAR: {
-      if (absl::Status s = CheckKey(spec, true); !s.ok()) return s;
-      if (spec.value_size != 8) {
-        return Bad(spec, absl::StrFormat("value_size is %d", spec.value_size),
-                   "histogram buckets are u64 counts: declare the value as __u64");
-      }
-      if (spec.type == CUPROBE_MAP_HIST_LOG2 && spec.max_entries > 65) {
-        return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
-                   "a log2 histogram of u64 values has at most 65 buckets");
-      }
-      if (spec.type == CUPROBE_MAP_HIST_LINEAR) {
-        if (spec.max_entries < 3) {
-          return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
-                     "a linear histogram needs an underflow, an overflow and at least one "
-                     "bucket in between (max_entries >= 3)");
-        }
-        if ((spec.map_extra >> 32) == 0) {
-          return Bad(spec, "its step (high 32 bits of map_extra) is 0",
-                     "map_extra = min | (uint64_t)step << 32, with step >= 1");
-        }
-      }
-      g.slots = spec.max_entries;
-      g.image_bytes = g.slots * 8;
-      break;
-    }
-    case CUPROBE_MAP_HASH: {
-      if (spec.key_size == 0 || spec.key_size > kMaxHashKeySize) {
-        return Bad(spec, absl::StrFormat("key_size is %d", spec.key_size),
-                   absl::StrFormat("hash keys have 1 to %d bytes", kMaxHashKeySize));
-      }
-      if (absl::Status s = CheckValue(spec); !s.ok()) return s;
-      if (spec.max_entries > kMaxHashEntries) {
-        return Bad(spec, absl::StrFormat("max_entries is %d", spec.max_entries),
-                   absl::StrFormat("at most %d entries", kMaxHashEntries));
-      }
-      uint64_t slots = 8;
-      while (slots < uint64_t{2} * spec.max_entries) slots <<= 1;
-      g.slots = slots;
-      g.states_offset = 0;
-      g.keys_offset = RoundUp(slots * 4, 8);
-      g.values_offset = g.keys_offset + slots * g.key_stride;
-      g.image_bytes = g.values_offset + slots * g.value_stride;
-      break;
-    }
-    case CUPROBE_MAP_RINGBUF: {
-      if (spec.key_size != 0 || spec.value_size != 0) {
-        return Bad(spec,
-                   absl::StrFormat("key_size %d and value_size %d", spec.key_size,
-                                   spec.value_size),
-                   "a ring buffer has neither: both must be 0 (BPF's rule)");
-      }
-      if (!IsPowerOfTwo(spec.max_entries) || spec.max_entries < kMinRingBytes ||
-          spec.max_entries > kMaxRingBytes) {
-        return Bad(spec, absl::StrFormat("max_entries (its size in bytes) is %d", spec.max_entries),
-                   absl::StrFormat("use a power of two from %d to %d", kMinRingBytes,
-                                   kMaxRingBytes));
-      }
-      g.slots = 0;
-      g.image_bytes = 0;
-      g.ring_bytes = spec.max_entries;
-      g.id_slots = 1;
-      break;
-    }
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "map '%s' has type %d, which cuprobe does not know; hint: HASH (1), ARRAY (2), "
-          "RINGBUF (27), PERTHREAD (0x4001), PERWARP (0x4002), PERSM (0x4003), HIST_LOG2 "
-          "(0x4004), HIST_LINEAR (0x4005) (bpftime's numbers are resolved by the compiler)",
-          spec.name, spec.type));
-  }
-  const bool shardable = spec.type == CUPROBE_MAP_HASH || spec.type == CUPROBE_MAP_ARRAY ||
-                         spec.type == CUPROBE_MAP_HIST_LOG2 ||
-                         spec.type == CUPROBE_MAP_HIST_LINEAR;
-  if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) != 0 && shardable && spec.value_size >= 8) {
-    const uint64_t values_bytes = g.image_bytes - g.values_offset;  // values end the image
-    while (g.value_shards < CUPROBE_MAP_MAX_VALUE_SHARDS &&
-           2 * g.value_shards * values_bytes <= kValueShardBudget) {
-      g.value_shards *= 2;
-    }
-    if (g.value_shards > 1) g.shard_bytes = values_bytes;
-  }
-  g.aux_offset = RoundUp(CUPROBE_MAP_IMAGE_OFFSET + g.image_bytes +
-                             (g.value_shards - uint64_t{1}) * g.shard_bytes,
-                         CUPROBE_MAP_COUNTER_SHARD_STRIDE);
-  g.allocation_bytes = g.aux_offset + CUPROBE_MAP_AUX_BYTES +
-                       (spec.type == CUPROBE_MAP_RINGBUF ? CUPROBE_MAP_RING_HINT_BYTES : 0);
-  if (g.allocation_bytes > kMaxMapBytes) {
-    return Bad(spec, absl::StrFormat("needs %d bytes of device memory", g.allocation_bytes),
-               absl::StrFormat("at most %d per map: reduce max_entries%s", kMaxMapBytes,
-                               IsPerIdType(spec.type) ? " or the ids per key (map_extra)" : ""));
-  }
+  if (absl::Status s = TypeLayout(spec, g); !s.ok()) return s;
+  ShardValues(spec, g);
+  if (absl::Status s = PlaceAux(spec, g); !s.ok()) return s;
   return g;
 }
 

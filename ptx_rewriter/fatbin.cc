@@ -56,70 +56,83 @@ absl::StatusOr<std::string> HeaderString(Bytes header, uint64_t offset, uint64_t
   return text;
 }
 
-absl::Status ParseEntry(Bytes container, uint64_t container_offset, uint64_t pos,
-                        uint64_t end, size_t index, ImageEntry* e, uint64_t* next) {
-  const uint64_t entry_offset = container_offset + pos;
-  const std::string where = EntryWhere(container_offset, index, entry_offset);
-  const uint64_t remaining = end - pos;
-  if (remaining < kFatbinEntryHeaderSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "truncated entry header: ", Hex(kFatbinEntryHeaderSize),
-        " bytes needed but only ", Hex(remaining), " remain in the container"));
-  }
-  const Bytes b = container;
+// ParseEntry's steps.
+
+// Where an entry header keeps its strings: offsets into the header.
+struct HeaderStringRefs {
+  uint32_t options_descriptor = 0;  // of (u32 offset, u32 size) of the options, or 0
+  uint32_t name_offset = 0;
+  uint32_t name_size = 0;
+};
+
+// Loads the fixed fields of the entry header at `pos` of `b` into `e`.
+HeaderStringRefs LoadEntryHeader(Bytes b, uint64_t pos, ImageEntry* e) {
+  HeaderStringRefs refs;
   e->kind = static_cast<EntryKind>(LoadLe16(b, pos));
   e->entry_format = LoadLe16(b, pos + 2);
   e->header_size = LoadLe32(b, pos + 4);
   e->payload_size = LoadLe64(b, pos + 8);
   e->compressed_size = LoadLe32(b, pos + 0x10);
-  const uint32_t options_descriptor = LoadLe32(b, pos + 0x14);
+  refs.options_descriptor = LoadLe32(b, pos + 0x14);
   e->version_minor = LoadLe16(b, pos + 0x18);
   e->version_major = LoadLe16(b, pos + 0x1a);
   e->sm_arch = LoadLe32(b, pos + 0x1c);
-  const uint32_t name_offset = LoadLe32(b, pos + 0x20);
-  const uint32_t name_size = LoadLe32(b, pos + 0x24);
+  refs.name_offset = LoadLe32(b, pos + 0x20);
+  refs.name_size = LoadLe32(b, pos + 0x24);
   e->flags = LoadLe64(b, pos + 0x28);
   e->decompressed_size = LoadLe64(b, pos + 0x38);
-  e->offset = entry_offset;
-  e->index_in_container = static_cast<int>(index);
+  return refs;
+}
 
-  if (e->header_size < kFatbinEntryHeaderSize) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "header size ", Hex(e->header_size),
+// The header and the payload it claims must fit the `remaining` bytes of
+// the container.
+absl::Status CheckEntrySizes(const ImageEntry& e, uint64_t remaining, const std::string& where) {
+  if (e.header_size < kFatbinEntryHeaderSize) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "header size ", Hex(e.header_size),
                                                    " is smaller than the minimum of ",
                                                    Hex(kFatbinEntryHeaderSize)));
   }
-  if (e->header_size > remaining) {
+  if (e.header_size > remaining) {
     return absl::InvalidArgumentError(absl::StrCat(where, "header claims a header size of ",
-                                                   Hex(e->header_size), " bytes but only ",
+                                                   Hex(e.header_size), " bytes but only ",
                                                    Hex(remaining), " remain in the container"));
   }
-  const uint64_t after_header = remaining - e->header_size;
-  if (e->payload_size > after_header) {
+  const uint64_t after_header = remaining - e.header_size;
+  if (e.payload_size > after_header) {
     return absl::InvalidArgumentError(absl::StrCat(where, "header claims a payload of ",
-                                                   Hex(e->payload_size), " bytes but only ",
+                                                   Hex(e.payload_size), " bytes but only ",
                                                    Hex(after_header),
                                                    " remain in the container"));
   }
-  const Bytes header = b.subspan(pos, e->header_size);
-  if (name_size != 0) {
-    CUPROBE_ASSIGN_OR_RETURN(e->object_name,
-                             HeaderString(header, name_offset, name_size, "object name", where));
-  }
-  if (options_descriptor != 0) {
-    if (options_descriptor < kFatbinEntryHeaderSize ||
-        !FitsIn(header.size(), options_descriptor, 8)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "options descriptor at +", Hex(options_descriptor),
-          " lies outside the header's extension (+0x40..+", Hex(header.size()), ")"));
-    }
-    const uint32_t options_offset = LoadLe32(header, options_descriptor);
-    const uint32_t options_size = LoadLe32(header, options_descriptor + 4);
-    if (options_size != 0) {
-      CUPROBE_ASSIGN_OR_RETURN(
-          e->options, HeaderString(header, options_offset, options_size, "options", where));
-    }
-  }
+  return absl::OkStatus();
+}
 
+// The object name and the ptxas options, from the header's extension.
+absl::Status ReadEntryStrings(Bytes header, const HeaderStringRefs& refs,
+                              const std::string& where, ImageEntry* e) {
+  if (refs.name_size != 0) {
+    CUPROBE_ASSIGN_OR_RETURN(e->object_name, HeaderString(header, refs.name_offset,
+                                                          refs.name_size, "object name", where));
+  }
+  if (refs.options_descriptor == 0) return absl::OkStatus();
+  if (refs.options_descriptor < kFatbinEntryHeaderSize ||
+      !FitsIn(header.size(), refs.options_descriptor, 8)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "options descriptor at +", Hex(refs.options_descriptor),
+        " lies outside the header's extension (+0x40..+", Hex(header.size()), ")"));
+  }
+  const uint32_t options_offset = LoadLe32(header, refs.options_descriptor);
+  const uint32_t options_size = LoadLe32(header, refs.options_descriptor + 4);
+  if (options_size != 0) {
+    CUPROBE_ASSIGN_OR_RETURN(
+        e->options, HeaderString(header, options_offset, options_size, "options", where));
+  }
+  return absl::OkStatus();
+}
+
+// The compression the flags name (at most one), and the stored bytes of
+// `payload`: all of it, or the compressed size's first bytes.
+absl::Status ReadCompression(Bytes payload, const std::string& where, ImageEntry* e) {
   const bool zstd = (e->flags & kEntryFlagZstd) != 0;
   const bool lz4 = (e->flags & kEntryFlagLz4) != 0;
   const bool legacy = (e->flags & kEntryFlagCompressedLegacy) != 0;
@@ -131,22 +144,42 @@ absl::Status ParseEntry(Bytes container, uint64_t container_offset, uint64_t pos
                    : lz4 ? Compression::kLz4
                    : legacy ? Compression::kLegacy
                             : Compression::kNone;
-  const Bytes payload = b.subspan(pos + e->header_size, e->payload_size);
   if (e->compression == Compression::kNone || e->compression == Compression::kLegacy) {
     e->stored = payload;
-  } else {
-    if (e->compressed_size == 0 || e->compressed_size > e->payload_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, CompressionName(e->compression), " entry claims a compressed size of ",
-          Hex(e->compressed_size), " bytes in a payload of ", Hex(e->payload_size)));
-    }
-    if (e->decompressed_size == 0 || e->decompressed_size > kMaxDecompressedBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, CompressionName(e->compression), " entry claims a decompressed size of ",
-          Hex(e->decompressed_size), " bytes (allowed: 1..", Hex(kMaxDecompressedBytes), ")"));
-    }
-    e->stored = payload.first(e->compressed_size);
+    return absl::OkStatus();
   }
+  if (e->compressed_size == 0 || e->compressed_size > e->payload_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, CompressionName(e->compression), " entry claims a compressed size of ",
+        Hex(e->compressed_size), " bytes in a payload of ", Hex(e->payload_size)));
+  }
+  if (e->decompressed_size == 0 || e->decompressed_size > kMaxDecompressedBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, CompressionName(e->compression), " entry claims a decompressed size of ",
+        Hex(e->decompressed_size), " bytes (allowed: 1..", Hex(kMaxDecompressedBytes), ")"));
+  }
+  e->stored = payload.first(e->compressed_size);
+  return absl::OkStatus();
+}
+
+absl::Status ParseEntry(Bytes container, uint64_t container_offset, uint64_t pos,
+                        uint64_t end, size_t index, ImageEntry* e, uint64_t* next) {
+  const uint64_t entry_offset = container_offset + pos;
+  const std::string where = EntryWhere(container_offset, index, entry_offset);
+  const uint64_t remaining = end - pos;
+  if (remaining < kFatbinEntryHeaderSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "truncated entry header: ", Hex(kFatbinEntryHeaderSize),
+        " bytes needed but only ", Hex(remaining), " remain in the container"));
+  }
+  const Bytes b = container;
+  const HeaderStringRefs refs = LoadEntryHeader(b, pos, e);
+  e->offset = entry_offset;
+  e->index_in_container = static_cast<int>(index);
+  CUPROBE_RETURN_IF_ERROR(CheckEntrySizes(*e, remaining, where));
+  CUPROBE_RETURN_IF_ERROR(ReadEntryStrings(b.subspan(pos, e->header_size), refs, where, e));
+  CUPROBE_RETURN_IF_ERROR(
+      ReadCompression(b.subspan(pos + e->header_size, e->payload_size), where, e));
   *next = pos + e->header_size + e->payload_size;  // <= end: checked above
   return absl::OkStatus();
 }

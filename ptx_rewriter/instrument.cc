@@ -61,6 +61,113 @@ absl::Status CheckProbeSignature(const Function& f) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// InstrumentPtx's steps.
+
+// Every program's function is in the bundle's PTX, with the probe
+// signature.
+absl::Status CheckProbePrograms(const ProbeBundle& bundle, const Module& probes) {
+  for (const ProbeProgram& p : bundle.programs) {
+    const Function* f = probes.FindFunction(p.ptx_function);
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("probe program '", p.name, "' (", p.section,
+                                                     "): function '", p.ptx_function,
+                                                     "' is not in the bundle's PTX"));
+    }
+    absl::Status sig = CheckProbeSignature(*f);
+    if (!sig.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("probe program '", p.name, "' (", p.section, "): ", sig.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A kernel to rewrite and the programs that attach to it.
+struct Plan {
+  size_t function_index;
+  std::vector<const ProbeProgram*> programs;
+};
+
+// Which programs attach to which kernel. Counts the module's kernels in
+// `result` and lists those skipped on request.
+std::vector<Plan> PlanKernels(const Module& main, const ProbeBundle& bundle,
+                              const InstrumentOptions& options, InstrumentResult* result) {
+  const absl::flat_hash_set<std::string_view> skip(options.skip_kernels.begin(),
+                                                   options.skip_kernels.end());
+  std::vector<Plan> plans;
+  for (size_t i = 0; i < main.functions.size(); ++i) {
+    const Function& f = main.functions[i];
+    if (!f.is_kernel || !f.has_body) continue;
+    ++result->kernels_in_module;
+    Plan plan{i, {}};
+    const std::string base = KernelBaseName(f.name);
+    for (const ProbeProgram& p : bundle.programs) {
+      if (KernelGlobMatches(p.kernel_glob, f.name, base)) plan.programs.push_back(&p);
+    }
+    if (plan.programs.empty()) continue;
+    if (skip.contains(f.name)) {
+      result->skipped.push_back({std::string(f.name), "skipped on request"});
+      continue;
+    }
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+// The probes of `plan`'s programs by attach point, under their linked
+// names; `done` lists the programs.
+void AttachPrograms(const Plan& plan, const ProbeLinker& linker, KernelProbes* kp,
+                    InstrumentedKernel* done) {
+  for (const ProbeProgram* p : plan.programs) {
+    ProbeRef ref{std::string(linker.LinkedName(p->ptx_function)), p->reads_args, p->mem_spaces, p};
+    switch (p->attach) {
+      case AttachKind::kEntry: kp->entry.push_back(std::move(ref)); break;
+      case AttachKind::kExit: kp->exit.push_back(std::move(ref)); break;
+      case AttachKind::kMemory: kp->memory.push_back(std::move(ref)); break;
+    }
+    done->programs.push_back(p->name);
+  }
+}
+
+// Fault injection (tests): an instruction ptxas refuses.
+absl::Status InjectFault(Module& main, Function& kernel) {
+  KernelEditor fault(main, kernel);
+  CUPROBE_RETURN_IF_ERROR(
+      fault.InsertBefore(fault.EntryPoint(), "mov.u32 %__cp_fault, %__cp_fault_undeclared;\n"));
+  return fault.Finish();
+}
+
+// Rewrites the kernel of `plan` with kernel id `kernel_id`: listed in
+// `result` as instrumented, or as skipped with the reason. `counters`: the
+// module's site counters, or null when every site calls its probes.
+void InstrumentKernel(Module& main, const Plan& plan, uint32_t kernel_id, const ProbeLinker& linker,
+                      const ProbeBundle& bundle, SiteCounterTable* counters,
+                      const InstrumentOptions& options, InstrumentResult* result) {
+  Function& kernel = main.functions[plan.function_index];
+  SiteCounterState sites{counters, bundle.maps, {}};
+  KernelProbes kp;
+  kp.indirect_calls = options.indirect_calls;
+  if (counters != nullptr) kp.sites = &sites;
+  kp.kernel_id = kernel_id;
+  InstrumentedKernel done;
+  done.name = std::string(kernel.name);
+  done.kernel_id = kp.kernel_id;
+  AttachPrograms(plan, linker, &kp, &done);
+  absl::Status s = RewriteKernel(main, kernel, kp, &done.stats);
+  if (s.ok() && !options.fault_kernel.empty() && kernel.name == options.fault_kernel) {
+    s = InjectFault(main, kernel);
+  }
+  if (!s.ok()) {
+    result->skipped.push_back({done.name, std::string(s.message())});
+    return;
+  }
+  result->instrumented.push_back(std::move(done));
+}
+
+}  // namespace
+
 absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
                                                const ProbeBundle& bundle,
                                                const InstrumentOptions& options) {
@@ -75,90 +182,24 @@ absl::StatusOr<InstrumentResult> InstrumentPtx(std::string_view module_ptx,
     added.push_back(&helpers);
   }
   added.push_back(&probes);
+  CUPROBE_RETURN_IF_ERROR(CheckProbePrograms(bundle, probes));
 
-  for (const ProbeProgram& p : bundle.programs) {
-    const Function* f = probes.FindFunction(p.ptx_function);
-    if (f == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("probe program '", p.name, "' (", p.section,
-                                                     "): function '", p.ptx_function,
-                                                     "' is not in the bundle's PTX"));
-    }
-    absl::Status sig = CheckProbeSignature(*f);
-    if (!sig.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("probe program '", p.name, "' (", p.section, "): ", sig.message()));
-    }
-  }
-
-  // Which programs attach to which kernel.
-  const absl::flat_hash_set<std::string_view> skip(options.skip_kernels.begin(),
-                                                   options.skip_kernels.end());
-  struct Plan {
-    size_t function_index;
-    std::vector<const ProbeProgram*> programs;
-  };
-  std::vector<Plan> plans;
-  for (size_t i = 0; i < main.functions.size(); ++i) {
-    const Function& f = main.functions[i];
-    if (!f.is_kernel || !f.has_body) continue;
-    ++result.kernels_in_module;
-    Plan plan{i, {}};
-    const std::string base = KernelBaseName(f.name);
-    for (const ProbeProgram& p : bundle.programs) {
-      if (KernelGlobMatches(p.kernel_glob, f.name, base)) plan.programs.push_back(&p);
-    }
-    if (plan.programs.empty()) continue;
-    if (skip.contains(f.name)) {
-      result.skipped.push_back({std::string(f.name), "skipped on request"});
-      continue;
-    }
-    plans.push_back(std::move(plan));
-  }
+  const std::vector<Plan> plans = PlanKernels(main, bundle, options, &result);
   if (plans.empty()) {
     result.ptx = std::string(module_ptx);
     return result;
   }
-
   CUPROBE_ASSIGN_OR_RETURN(ProbeLinker linker, ProbeLinker::Create(main, added));
   uint32_t next_id = options.first_kernel_id;
   SiteCounterTable counters;
   const bool count_sites = options.site_counters && SiteCountersEnabled();
   for (const Plan& plan : plans) {
-    Function& kernel = main.functions[plan.function_index];
-    SiteCounterState sites{&counters, bundle.maps, {}};
-    KernelProbes kp;
-    kp.indirect_calls = options.indirect_calls;
-    if (count_sites) kp.sites = &sites;
-    if (auto it = options.kernel_ids.find(kernel.name); it != options.kernel_ids.end()) {
-      kp.kernel_id = it->second;
-    } else {
-      kp.kernel_id = next_id++;
-    }
-    InstrumentedKernel done;
-    done.name = std::string(kernel.name);
-    done.kernel_id = kp.kernel_id;
-    for (const ProbeProgram* p : plan.programs) {
-      ProbeRef ref{std::string(linker.LinkedName(p->ptx_function)), p->reads_args, p->mem_spaces,
-                   p};
-      switch (p->attach) {
-        case AttachKind::kEntry: kp.entry.push_back(std::move(ref)); break;
-        case AttachKind::kExit: kp.exit.push_back(std::move(ref)); break;
-        case AttachKind::kMemory: kp.memory.push_back(std::move(ref)); break;
-      }
-      done.programs.push_back(p->name);
-    }
-    absl::Status s = RewriteKernel(main, kernel, kp, &done.stats);
-    if (s.ok() && !options.fault_kernel.empty() && kernel.name == options.fault_kernel) {
-      // Fault injection (tests): an instruction ptxas refuses.
-      KernelEditor fault(main, kernel);
-      s = fault.InsertBefore(fault.EntryPoint(), "mov.u32 %__cp_fault, %__cp_fault_undeclared;\n");
-      if (s.ok()) s = fault.Finish();
-    }
-    if (!s.ok()) {
-      result.skipped.push_back({done.name, std::string(s.message())});
-      continue;
-    }
-    result.instrumented.push_back(std::move(done));
+    // Kernels without an id of their own take the next one, in module order.
+    const std::string_view name = main.functions[plan.function_index].name;
+    const auto it = options.kernel_ids.find(name);
+    const uint32_t kernel_id = it != options.kernel_ids.end() ? it->second : next_id++;
+    InstrumentKernel(main, plan, kernel_id, linker, bundle, count_sites ? &counters : nullptr,
+                     options, &result);
   }
   if (result.instrumented.empty()) {
     result.ptx = std::string(module_ptx);

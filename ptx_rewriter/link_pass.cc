@@ -98,15 +98,23 @@ std::string_view ProbeLinker::LinkedName(std::string_view name) const {
   return it == renames_.end() ? name : std::string_view(it->second);
 }
 
-absl::Status ProbeLinker::Prepare() {
-  Module& main = *main_;
-  absl::flat_hash_set<std::string_view> main_symbols;
-  for (const Function& f : main.functions) main_symbols.insert(f.name);
+namespace {
+
+// The symbols `main` defines or declares: its functions and variables.
+absl::flat_hash_set<std::string_view> SymbolsOf(const Module& main) {
+  absl::flat_hash_set<std::string_view> symbols;
+  for (const Function& f : main.functions) symbols.insert(f.name);
   for (const ModuleItem& item : main.items) {
     if (!item.is_function && item.statement.kind == StatementKind::kDeclaration) {
-      main_symbols.insert(item.statement.operands);
+      symbols.insert(item.statement.operands);
     }
   }
+  return symbols;
+}
+
+// Refuses a module that already has the symbols the rewriter defines.
+absl::Status CheckNotInstrumented(const Module& main,
+                                  const absl::flat_hash_set<std::string_view>& main_symbols) {
   for (const char* ours :
        {CUPROBE_MAP_TABLE_SYMBOL, CUPROBE_MAP_DESCS_SYMBOL, CUPROBE_SITE_COUNTS_SYMBOL}) {
     if (main_symbols.contains(ours)) {
@@ -115,46 +123,63 @@ absl::Status ProbeLinker::Prepare() {
           " (was it instrumented by cuprobe before?); instrument the original module"));
     }
   }
+  return absl::OkStatus();
+}
 
-  // Definitions of the added modules, and who defines what.
-  absl::flat_hash_map<std::string_view, const Module*> defined_by;
+// Which added module defines which symbol.
+using DefinedBy = absl::flat_hash_map<std::string_view, const Module*>;
+
+// Records that `m` defines `name`: one module per name, and never the map
+// table, which the rewriter defines.
+absl::Status Define(const Module* m, std::string_view name, DefinedBy& defined_by) {
+  if (name == CUPROBE_MAP_TABLE_SYMBOL || name == CUPROBE_MAP_DESCS_SYMBOL) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        m->name, " defines ", name,
+        "; it must only declare it (.extern): the rewriter defines the map table"));
+  }
+  auto [it, inserted] = defined_by.emplace(name, m);
+  if (!inserted && it->second != m) {
+    return absl::InvalidArgumentError(absl::StrCat("both ", it->second->name, " and ", m->name,
+                                                   " define '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// The definitions of the added modules, and who defines what, after
+// checking each module's header against `main`'s (a newer target only
+// warns).
+absl::StatusOr<DefinedBy> AddedDefinitions(const Module& main, const std::vector<Module*>& added,
+                                           std::vector<std::string>* warnings) {
+  DefinedBy defined_by;
   const uint32_t main_sm = TargetSm(main.target);
-  for (const Module* m : added_) {
+  for (const Module* m : added) {
     if (m->address_size != main.address_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           m->name, ": .address_size ", m->address_size, " does not match the module's ",
           main.address_size));
     }
     if (const uint32_t sm = TargetSm(m->target); sm > main_sm && main_sm != 0) {
-      warnings_.push_back(absl::StrCat(m->name, " targets sm_", sm, " but the module targets sm_",
+      warnings->push_back(absl::StrCat(m->name, " targets sm_", sm, " but the module targets sm_",
                                        main_sm, "; the module's target is kept"));
     }
-    auto define = [&](std::string_view name) -> absl::Status {
-      if (name == CUPROBE_MAP_TABLE_SYMBOL || name == CUPROBE_MAP_DESCS_SYMBOL) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            m->name, " defines ", name,
-            "; it must only declare it (.extern): the rewriter defines the map table"));
-      }
-      auto [it, inserted] = defined_by.emplace(name, m);
-      if (!inserted && it->second != m) {
-        return absl::InvalidArgumentError(absl::StrCat("both ", it->second->name, " and ", m->name,
-                                                       " define '", name, "'"));
-      }
-      return absl::OkStatus();
-    };
     for (const Function& f : m->functions) {
-      if (f.has_body) CUPROBE_RETURN_IF_ERROR(define(f.name));
+      if (f.has_body) CUPROBE_RETURN_IF_ERROR(Define(m, f.name, defined_by));
     }
     for (const ModuleItem& item : m->items) {
       if (!item.is_function && item.statement.kind == StatementKind::kDeclaration &&
           !IsExternVariable(item.statement)) {
-        CUPROBE_RETURN_IF_ERROR(define(item.statement.operands));
+        CUPROBE_RETURN_IF_ERROR(Define(m, item.statement.operands, defined_by));
       }
     }
   }
-  // An added module that declares a symbol the application defines would
-  // call into the application: not something a probe may do.
-  for (const Module* m : added_) {
+  return defined_by;
+}
+
+// An added module that declares a symbol the application defines would
+// call into the application: not something a probe may do.
+absl::Status CheckNoCallIntoApplication(const Module& main, const std::vector<Module*>& added,
+                                        const DefinedBy& defined_by) {
+  for (const Module* m : added) {
     for (const Function& f : m->functions) {
       if (!f.has_body && !defined_by.contains(f.name)) {
         const Function* mf = main.FindFunction(f.name);
@@ -166,8 +191,14 @@ absl::Status ProbeLinker::Prepare() {
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  // Rename added definitions the application also uses.
+// New names for the added definitions the application also uses:
+// `name_cuprobe`, or `name_cuprobeN` when that is taken too.
+absl::flat_hash_map<std::string, std::string> ClashRenames(
+    const absl::flat_hash_set<std::string_view>& main_symbols, const DefinedBy& defined_by) {
+  absl::flat_hash_map<std::string, std::string> renames;
   absl::flat_hash_set<std::string> taken(main_symbols.begin(), main_symbols.end());
   for (const auto& [name, m] : defined_by) taken.insert(std::string(name));
   for (const auto& [name, m] : defined_by) {
@@ -175,27 +206,47 @@ absl::Status ProbeLinker::Prepare() {
     std::string fresh = absl::StrCat(name, "_cuprobe");
     for (int i = 2; taken.contains(fresh); ++i) fresh = absl::StrCat(name, "_cuprobe", i);
     taken.insert(fresh);
-    renames_.emplace(std::string(name), std::move(fresh));
+    renames.emplace(std::string(name), std::move(fresh));
   }
-  if (renames_.empty()) return absl::OkStatus();
-  for (Module* m : added_) {
+  return renames;
+}
+
+// Applies `renames` everywhere in the added modules: module-level
+// statements, function headers, names, parameters and bodies.
+absl::Status RenameInAddedModules(const std::vector<Module*>& added,
+                                  const absl::flat_hash_map<std::string, std::string>& renames) {
+  for (Module* m : added) {
     for (ModuleItem& item : m->items) {
       if (!item.is_function) {
-        CUPROBE_RETURN_IF_ERROR(RenameStatement(*m, item.statement, false, renames_));
+        CUPROBE_RETURN_IF_ERROR(RenameStatement(*m, item.statement, false, renames));
       }
     }
     for (Function& f : m->functions) {
-      if (std::optional<std::string> h = RenameIdentifiers(f.header, renames_)) {
+      if (std::optional<std::string> h = RenameIdentifiers(f.header, renames)) {
         f.header = m->Own(std::move(*h));
       }
-      if (auto it = renames_.find(f.name); it != renames_.end()) f.name = m->Own(it->second);
+      if (auto it = renames.find(f.name); it != renames.end()) f.name = m->Own(it->second);
       for (Param& p : f.params) {
-        if (auto it = renames_.find(p.name); it != renames_.end()) p.name = m->Own(it->second);
+        if (auto it = renames.find(p.name); it != renames.end()) p.name = m->Own(it->second);
       }
-      for (Statement& s : f.body) CUPROBE_RETURN_IF_ERROR(RenameStatement(*m, s, true, renames_));
+      for (Statement& s : f.body) CUPROBE_RETURN_IF_ERROR(RenameStatement(*m, s, true, renames));
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ProbeLinker::Prepare() {
+  const absl::flat_hash_set<std::string_view> main_symbols = SymbolsOf(*main_);
+  CUPROBE_RETURN_IF_ERROR(CheckNotInstrumented(*main_, main_symbols));
+  CUPROBE_ASSIGN_OR_RETURN(const DefinedBy defined_by,
+                           AddedDefinitions(*main_, added_, &warnings_));
+  CUPROBE_RETURN_IF_ERROR(CheckNoCallIntoApplication(*main_, added_, defined_by));
+  // Rename added definitions the application also uses.
+  renames_ = ClashRenames(main_symbols, defined_by);
+  if (renames_.empty()) return absl::OkStatus();
+  return RenameInAddedModules(added_, renames_);
 }
 
 namespace {
@@ -257,57 +308,77 @@ absl::flat_hash_set<std::string> Reachable(const std::vector<Module*>& added) {
   return needed;
 }
 
-}  // namespace
+// Link's steps, in the order of the linked module's items: the
+// application's leading directives, the rewriter's symbols, the added
+// modules' items, the application's other items.
 
-absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
-  if (linked_) return absl::FailedPreconditionError("ProbeLinker::Link called twice");
-  linked_ = true;
-  Module& main = *main_;
-  if (added_.empty()) return absl::InvalidArgumentError("nothing to link");
-  // Library symbols no probe reaches stay out (ptxas would compile them).
-  const absl::flat_hash_set<std::string> reachable = Reachable(added_);
-  auto unused = [&](const Module* m, std::string_view name) {
-    return m != added_.back() && !reachable.contains(name);
-  };
-
+// What Link keeps of the added modules' items.
+struct AddedItemFilter {
+  const Module* root;  // the last added module: all of it is kept
+  // Library symbols the root reaches; the others stay out (ptxas would
+  // compile them).
+  absl::flat_hash_set<std::string> reachable;
   // What the added modules define, after renaming.
-  absl::flat_hash_set<std::string_view> added_defs;
-  for (const Module* m : added_) {
+  absl::flat_hash_set<std::string_view> defined;
+  // Declarations kept so far (by name), to drop duplicates.
+  absl::flat_hash_set<std::string_view> declared;
+
+  [[nodiscard]] bool Unused(const Module* m, std::string_view name) const {
+    return m != root && !reachable.contains(name);
+  }
+};
+
+absl::flat_hash_set<std::string_view> AddedDefinitionNames(const std::vector<Module*>& added) {
+  absl::flat_hash_set<std::string_view> defined;
+  for (const Module* m : added) {
     for (const Function& f : m->functions) {
-      if (f.has_body) added_defs.insert(f.name);
+      if (f.has_body) defined.insert(f.name);
     }
     for (const ModuleItem& item : m->items) {
       if (!item.is_function && item.statement.kind == StatementKind::kDeclaration &&
           !IsExternVariable(item.statement)) {
-        added_defs.insert(item.statement.operands);
+        defined.insert(item.statement.operands);
       }
     }
   }
+  return defined;
+}
 
-  std::vector<ModuleItem> items;
-  items.reserve(main.items.size() + 16);
+// Copies the directives that open `main` (.version, .target, ... up to the
+// first variable, function or debug section) to `items`; returns the index
+// of the first item not copied.
+size_t CopyLeadingDirectives(const Module& main, std::vector<ModuleItem>* items) {
   size_t p = 0;
   while (p < main.items.size() && !main.items[p].is_function &&
          main.items[p].statement.kind == StatementKind::kDirective &&
          main.items[p].statement.opcode != ".section") {
-    items.push_back(main.items[p]);
+    items->push_back(main.items[p]);
     ++p;
   }
+  return p;
+}
 
-  // .version: the highest.
+// .version: the highest of all modules.
+void RaiseVersion(Module& main, const std::vector<Module*>& added,
+                  std::vector<ModuleItem>& items) {
   PtxVersion version = main.version;
-  for (const Module* m : added_) {
+  for (const Module* m : added) {
     if (version < m->version) version = m->version;
   }
-  if (!(version == main.version)) {
-    for (ModuleItem& item : items) {
-      if (!item.is_function && item.statement.opcode == ".version") {
-        item.statement.text = main.Own(absl::StrCat(".version ", version.major, ".", version.minor));
-      }
+  if (version == main.version) return;
+  for (ModuleItem& item : items) {
+    if (!item.is_function && item.statement.opcode == ".version") {
+      item.statement.text = main.Own(absl::StrCat(".version ", version.major, ".", version.minor));
     }
-    main.version = version;
   }
+  main.version = version;
+}
 
+// The symbols the rewriter defines: the map table; the descriptors'
+// constant copy (abi.h 3.), when a probe reads it; the site counters'
+// address, with `site_counts`.
+void DefineRewriterSymbols(Module& main, const std::vector<Module*>& added, uint32_t map_count,
+                           bool site_counts, std::vector<ModuleItem>* items) {
   ModuleItem table;
   table.statement.kind = StatementKind::kDeclaration;
   table.statement.opcode = ".global";
@@ -316,10 +387,9 @@ absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
   table.statement.text = main.Own(absl::StrCat(".visible .global .align 8 .u64 ",
                                                CUPROBE_MAP_TABLE_SYMBOL, "[",
                                                map_count == 0 ? 1 : map_count, "];"));
-  items.push_back(table);
-  // The descriptors' constant copy (abi.h 3.), when a probe reads it.
+  items->push_back(table);
   bool descs_used = false;
-  for (const Module* m : added_) {
+  for (const Module* m : added) {
     for (const ModuleItem& item : m->items) {
       descs_used |= !item.is_function && IsExternVariable(item.statement) &&
                     item.statement.operands == CUPROBE_MAP_DESCS_SYMBOL;
@@ -332,43 +402,55 @@ absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
     descs.statement.text = main.Own(absl::StrCat(
         ".visible .const .align 8 .b8 ", CUPROBE_MAP_DESCS_SYMBOL, "[",
         uint64_t{CUPROBE_MAP_DESCS_ENTRY_SIZE} * (map_count == 0 ? 1 : map_count), "];"));
-    items.push_back(descs);
+    items->push_back(descs);
   }
   if (site_counts) {
     ModuleItem counts = table;
     counts.statement.operands = CUPROBE_SITE_COUNTS_SYMBOL;
     counts.statement.text = main.Own(
         absl::StrCat(".visible .global .align 8 .u64 ", CUPROBE_SITE_COUNTS_SYMBOL, ";"));
-    items.push_back(counts);
+    items->push_back(counts);
   }
+}
 
-  // Declarations kept so far (by name), to drop duplicates.
-  absl::flat_hash_set<std::string_view> declared;
-  for (Module* m : added_) {
+// Whether a module-level statement of added module `m` goes into the
+// linked module: not its header or debug directives, not an unreached
+// library variable, not an .extern declaration of our tables, of what an
+// added module defines, or of what is declared already.
+bool KeepAddedStatement(const Module* m, const Statement& s, AddedItemFilter& filter) {
+  if (DropsFromAddedModule(s)) return false;
+  if (s.kind == StatementKind::kDeclaration && filter.Unused(m, s.operands)) return false;
+  if (s.kind == StatementKind::kDeclaration && IsExternVariable(s)) {
+    if (s.operands == CUPROBE_MAP_TABLE_SYMBOL || s.operands == CUPROBE_MAP_DESCS_SYMBOL ||
+        filter.defined.contains(s.operands) || !filter.declared.insert(s.operands).second) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether function `f` of added module `m` goes into the linked module.
+bool KeepAddedFunction(const Module* m, const Function& f, AddedItemFilter& filter) {
+  if (filter.Unused(m, f.name)) return false;
+  // A prototype without linkage (nvcc writes one before a forward call)
+  // must stay where it is, ahead of its callers; an .extern declaration
+  // of a function some added module defines goes, as do repeats.
+  return f.has_body || !((f.linkage == Linkage::kExtern && filter.defined.contains(f.name)) ||
+                         !filter.declared.insert(f.name).second);
+}
+
+// Moves the added modules' items that Link keeps into `main`'s `items`, in
+// module order (a callee comes before its callers).
+void MoveAddedItems(Module& main, const std::vector<Module*>& added, AddedItemFilter& filter,
+                    std::vector<ModuleItem>* items) {
+  for (Module* m : added) {
     for (const ModuleItem& item : m->items) {
       if (!item.is_function) {
-        const Statement& s = item.statement;
-        if (DropsFromAddedModule(s)) continue;
-        if (s.kind == StatementKind::kDeclaration && unused(m, s.operands)) continue;
-        if (s.kind == StatementKind::kDeclaration && IsExternVariable(s)) {
-          if (s.operands == CUPROBE_MAP_TABLE_SYMBOL || s.operands == CUPROBE_MAP_DESCS_SYMBOL ||
-              added_defs.contains(s.operands) ||
-              !declared.insert(s.operands).second) {
-            continue;
-          }
-        }
-        items.push_back(item);
+        if (KeepAddedStatement(m, item.statement, filter)) items->push_back(item);
         continue;
       }
       Function& f = m->functions[item.function_index];
-      if (unused(m, f.name)) continue;
-      // A prototype without linkage (nvcc writes one before a forward call)
-      // must stay where it is, ahead of its callers; an .extern declaration
-      // of a function some added module defines goes, as do repeats.
-      if (!f.has_body && ((f.linkage == Linkage::kExtern && added_defs.contains(f.name)) ||
-                          !declared.insert(f.name).second)) {
-        continue;
-      }
+      if (!KeepAddedFunction(m, f, filter)) continue;
       // .loc lines name files of the added module's .file table, which is
       // not carried over.
       std::erase_if(f.body, [](const Statement& s) {
@@ -379,12 +461,18 @@ absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
       fi.function_index = main.functions.size();
       fi.statement.line = item.statement.line;
       main.functions.push_back(std::move(f));
-      items.push_back(fi);
+      items->push_back(fi);
     }
   }
-  // The application's own items; its extern declarations of symbols that
-  // an added module already declared are dropped (ours come first).
-  for (; p < main.items.size(); ++p) {
+}
+
+// The application's own items from `from` on; its extern declarations of
+// symbols that an added module already declared are dropped (ours come
+// first).
+void CopyApplicationItems(const Module& main, size_t from,
+                          const absl::flat_hash_set<std::string_view>& declared,
+                          std::vector<ModuleItem>* items) {
+  for (size_t p = from; p < main.items.size(); ++p) {
     const ModuleItem& item = main.items[p];
     if (item.is_function) {
       const Function& f = main.functions[item.function_index];
@@ -392,8 +480,25 @@ absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
     } else if (IsExternVariable(item.statement) && declared.contains(item.statement.operands)) {
       continue;
     }
-    items.push_back(item);
+    items->push_back(item);
   }
+}
+
+}  // namespace
+
+absl::Status ProbeLinker::Link(uint32_t map_count, bool site_counts) {
+  if (linked_) return absl::FailedPreconditionError("ProbeLinker::Link called twice");
+  linked_ = true;
+  Module& main = *main_;
+  if (added_.empty()) return absl::InvalidArgumentError("nothing to link");
+  AddedItemFilter filter{added_.back(), Reachable(added_), AddedDefinitionNames(added_), {}};
+  std::vector<ModuleItem> items;
+  items.reserve(main.items.size() + 16);
+  const size_t rest = CopyLeadingDirectives(main, &items);
+  RaiseVersion(main, added_, items);
+  DefineRewriterSymbols(main, added_, map_count, site_counts, &items);
+  MoveAddedItems(main, added_, filter, &items);
+  CopyApplicationItems(main, rest, filter.declared, &items);
   main.items = std::move(items);
   return absl::OkStatus();
 }

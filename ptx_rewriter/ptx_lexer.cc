@@ -32,6 +32,79 @@ constexpr std::array<uint8_t, 256> kTable = MakeTable();
 
 inline bool Has(char c, uint8_t cls) { return (kTable[static_cast<uint8_t>(c)] & cls) != 0; }
 
+// The steps of PtxLexer::Lex: each scans one kind of token of `src` from
+// offset `pos` and returns the offset just past it.
+
+// The rest of a word, from the character after its first (an identifier's
+// first character, which may be `%`, or a directive's dot): identifier
+// characters, then modifiers (`.global`, `.v4`, `::cta`), each followed by
+// identifier characters.
+size_t WordEnd(std::string_view src, size_t pos) {
+  const size_t n = src.size();
+  while (pos < n && Has(src[pos], kIdent)) ++pos;
+  for (;;) {
+    if (pos + 1 < n && src[pos] == '.' && Has(src[pos + 1], kIdent)) {
+      pos += 1;
+    } else if (pos + 2 < n && src[pos] == ':' && src[pos + 1] == ':' && Has(src[pos + 2], kIdent)) {
+      pos += 2;
+    } else {
+      break;
+    }
+    while (pos < n && Has(src[pos], kIdent)) ++pos;
+  }
+  return pos;
+}
+
+// A number, from its first character: 0x1F / 0f3F800000 / 0d... / 0b...,
+// or decimal digits with an optional fraction and exponent.
+size_t NumberEnd(std::string_view src, size_t pos) {
+  const size_t n = src.size();
+  const bool prefixed = src[pos] == '0' && pos + 1 < n &&
+                        std::string_view("xXfFdDbB").find(src[pos + 1]) != std::string_view::npos;
+  if (prefixed) {
+    pos += 2;
+    while (pos < n && Has(src[pos], kIdent)) ++pos;
+    return pos;
+  }
+  while (pos < n && Has(src[pos], kDigit)) ++pos;
+  if (pos < n && src[pos] == '.') {
+    ++pos;
+    while (pos < n && Has(src[pos], kDigit)) ++pos;
+  }
+  if (pos < n && (src[pos] == 'e' || src[pos] == 'E')) {
+    size_t p = pos + 1;
+    if (p < n && (src[p] == '+' || src[p] == '-')) ++p;
+    if (p < n && Has(src[p], kDigit)) {
+      pos = p;
+      while (pos < n && Has(src[pos], kDigit)) ++pos;
+    }
+  }
+  // Suffixes (7U) and anything glued on are part of the number; the
+  // parser never needs more than its digits.
+  while (pos < n && Has(src[pos], kIdent)) ++pos;
+  return pos;
+}
+
+// A string, from its opening quote; `*closed` is false when the line or the
+// input ends before the closing quote (then the offset is where it did).
+size_t StringEnd(std::string_view src, size_t pos, bool* closed) {
+  const size_t n = src.size();
+  ++pos;
+  *closed = false;
+  while (pos < n && src[pos] != '\n') {
+    if (src[pos] == '\\' && pos + 1 < n && src[pos + 1] != '\n') {
+      pos += 2;
+      continue;
+    }
+    if (src[pos] == '"') {
+      *closed = true;
+      return pos + 1;
+    }
+    ++pos;
+  }
+  return pos;
+}
+
 }  // namespace
 
 bool IsPtxIdentChar(char c) { return Has(c, kIdent); }
@@ -120,74 +193,23 @@ Token PtxLexer::Lex() {
   t.col = static_cast<uint32_t>(start - line_start_ + 1);
   const char c = src_[pos_];
 
-  auto take_word = [&] {
-    while (pos_ < n && Has(src_[pos_], kIdent)) ++pos_;
-    // Modifiers: `.global`, `.v4`, `::cta`, each followed by identifier chars.
-    for (;;) {
-      if (pos_ + 1 < n && src_[pos_] == '.' && Has(src_[pos_ + 1], kIdent)) {
-        pos_ += 1;
-      } else if (pos_ + 2 < n && src_[pos_] == ':' && src_[pos_ + 1] == ':' &&
-                 Has(src_[pos_ + 2], kIdent)) {
-        pos_ += 2;
-      } else {
-        break;
-      }
-      while (pos_ < n && Has(src_[pos_], kIdent)) ++pos_;
-    }
-  };
-
   if (Has(c, kIdentStart)) {
     ++pos_;
     if (c == '%' && (pos_ >= n || !Has(src_[pos_], kIdent))) {
       t.kind = TokenKind::kPunct;  // a lone '%' (never valid; the parser says so)
     } else {
-      take_word();
+      pos_ = WordEnd(src_, pos_);
       t.kind = TokenKind::kIdentifier;
     }
   } else if (c == '.' && pos_ + 1 < n && Has(src_[pos_ + 1], kIdentStart) && src_[pos_ + 1] != '%') {
-    ++pos_;
-    take_word();
+    pos_ = WordEnd(src_, pos_ + 1);
     t.kind = TokenKind::kDirective;
   } else if (Has(c, kDigit) || (c == '.' && pos_ + 1 < n && Has(src_[pos_ + 1], kDigit))) {
     t.kind = TokenKind::kNumber;
-    const bool prefixed = c == '0' && pos_ + 1 < n &&
-                          std::string_view("xXfFdDbB").find(src_[pos_ + 1]) != std::string_view::npos;
-    if (prefixed) {
-      pos_ += 2;
-      while (pos_ < n && Has(src_[pos_], kIdent)) ++pos_;
-    } else {
-      while (pos_ < n && Has(src_[pos_], kDigit)) ++pos_;
-      if (pos_ < n && src_[pos_] == '.') {
-        ++pos_;
-        while (pos_ < n && Has(src_[pos_], kDigit)) ++pos_;
-      }
-      if (pos_ < n && (src_[pos_] == 'e' || src_[pos_] == 'E')) {
-        size_t p = pos_ + 1;
-        if (p < n && (src_[p] == '+' || src_[p] == '-')) ++p;
-        if (p < n && Has(src_[p], kDigit)) {
-          pos_ = p;
-          while (pos_ < n && Has(src_[pos_], kDigit)) ++pos_;
-        }
-      }
-      // Suffixes (7U) and anything glued on are part of the number; the
-      // parser never needs more than its digits.
-      while (pos_ < n && Has(src_[pos_], kIdent)) ++pos_;
-    }
+    pos_ = NumberEnd(src_, pos_);
   } else if (c == '"') {
-    ++pos_;
     bool closed = false;
-    while (pos_ < n && src_[pos_] != '\n') {
-      if (src_[pos_] == '\\' && pos_ + 1 < n && src_[pos_ + 1] != '\n') {
-        pos_ += 2;
-        continue;
-      }
-      if (src_[pos_] == '"') {
-        ++pos_;
-        closed = true;
-        break;
-      }
-      ++pos_;
-    }
+    pos_ = StringEnd(src_, pos_, &closed);
     if (!closed) {
       done_ = true;
       t.kind = TokenKind::kError;

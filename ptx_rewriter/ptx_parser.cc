@@ -61,10 +61,32 @@ class Parser {
   // Consumes the tokens that remain on `first`'s line; `*last` is the last.
   absl::Status SkipRestOfLine(const Token& first, Token* last);
 
+  // Module level: one directive, starting at `t` (ParseModule's step).
+  absl::Status ParseModuleDirective(const Token& t);
+  // Steps of ParseModuleDirective for the header directives; `*last` is the
+  // directive's last token.
+  absl::Status ParseVersion(const Token& t, Token* last);
+  absl::Status ParseTarget(const Token& t, Token* last);
+  absl::Status ParseAddressSize(const Token& t, Token* last);
+  // `.visible` / `.extern` / `.weak` / `.common` and what they qualify.
+  absl::Status ParseLinkage(const Token& t);
+  // Adds the module-level directive from `first` to `last`, verbatim.
+  void AddDirective(const Token& first, const Token& last);
+
   absl::Status ParseFunction(const Token& first, Token kind_token, Linkage linkage);
   absl::Status ParseParams(std::vector<Param>* params, Token* close, const Token& open);
   absl::Status ParseTopDeclaration(const Token& first, const Token& space, std::string_view linkage);
   absl::Status ParseSection(const Token& first);
+
+  // Steps of ParseBody: each fills the statement `s` that starts at token
+  // `t`, and `*last`, its last token so far.
+  absl::Status ParseBodyDirective(const Token& t, Statement* s, Token* last);
+  // After `@`: the guard (`%p1`, `!%p1`) and the opcode it guards.
+  absl::Status ParseGuard(Statement* s);
+  absl::Status ParseLabelOrOpcode(const Token& t, Statement* s, Token* last);
+  // An instruction's operands: up to the ';' at depth 0 (vector operands
+  // use braces).
+  absl::Status ParseOperands(const Token& t, Statement* s, Token* last);
 
   PtxLexer lex_;
   std::string_view src_;
@@ -117,79 +139,7 @@ absl::Status Parser::ParseModule() {
       return Error(t, absl::StrCat("expected a directive at module level, found '", Describe(t), "'"),
                    "module level holds .version, .target, variables and .entry/.func");
     }
-    const std::string_view d = t.text;
-    ModuleItem item;
-    Statement& s = item.statement;
-    s.line = t.line;
-    s.opcode = d;
-    s.kind = StatementKind::kDirective;
-    Token last = t;
-    if (d == ".version") {
-      Token v = lex_.Next();
-      if (v.kind != TokenKind::kNumber || v.line != t.line) {
-        return Error(t, "expected a version number after .version", "e.g. '.version 9.0'");
-      }
-      const size_t dot = v.text.find('.');
-      uint32_t major = 0, minor = 0;
-      if (dot == std::string_view::npos || !absl::SimpleAtoi(v.text.substr(0, dot), &major) ||
-          !absl::SimpleAtoi(v.text.substr(dot + 1), &minor)) {
-        return Error(v, absl::StrCat("malformed PTX ISA version '", v.text, "'"),
-                     "expected MAJOR.MINOR, e.g. 9.0");
-      }
-      if (saw_version_) return Error(t, "second .version directive");
-      saw_version_ = true;
-      m_->version = {major, minor};
-      last = v;
-    } else if (d == ".target") {
-      CUPROBE_RETURN_IF_ERROR(SkipRestOfLine(t, &last));
-      if (last.text.data() == t.text.data()) return Error(t, "expected a target after .target");
-      const char* b = t.text.data() + t.text.size();
-      while (*b == ' ' || *b == '\t') ++b;
-      m_->target = std::string_view(b, static_cast<size_t>(last.text.data() + last.text.size() - b));
-    } else if (d == ".address_size") {
-      Token v = lex_.Next();
-      uint32_t size = 0;
-      if (v.kind != TokenKind::kNumber || !absl::SimpleAtoi(v.text, &size) ||
-          (size != 32 && size != 64)) {
-        return Error(t, "expected 32 or 64 after .address_size");
-      }
-      m_->address_size = size;
-      last = v;
-    } else if (d == ".file" || d == ".loc") {
-      CUPROBE_RETURN_IF_ERROR(SkipRestOfLine(t, &last));
-    } else if (d == ".section") {
-      CUPROBE_RETURN_IF_ERROR(ParseSection(t));
-      continue;
-    } else if (d == ".pragma" || d == ".alias") {
-      CUPROBE_RETURN_IF_ERROR(SkipToSemicolon(t, &last, d));
-    } else if (d == ".entry" || d == ".func") {
-      CUPROBE_RETURN_IF_ERROR(ParseFunction(t, t, Linkage::kNone));
-      continue;
-    } else if (d == ".visible" || d == ".extern" || d == ".weak" || d == ".common") {
-      const Linkage linkage = d == ".visible" ? Linkage::kVisible
-                              : d == ".extern" ? Linkage::kExtern
-                              : d == ".weak"   ? Linkage::kWeak
-                                               : Linkage::kCommon;
-      Token next = lex_.Next();
-      if (next.kind == TokenKind::kError) return LexError(next);
-      if (next.Is(TokenKind::kDirective, ".entry") || next.Is(TokenKind::kDirective, ".func")) {
-        CUPROBE_RETURN_IF_ERROR(ParseFunction(t, next, linkage));
-      } else if (next.kind == TokenKind::kDirective) {
-        CUPROBE_RETURN_IF_ERROR(ParseTopDeclaration(t, next, d));
-      } else {
-        return Error(next, absl::StrCat("expected .entry, .func or a variable after ", d,
-                                        ", found '", Describe(next), "'"));
-      }
-      continue;
-    } else if (d == ".global" || d == ".const" || d == ".shared" || d == ".local" ||
-               d == ".tex" || d == ".texref" || d == ".samplerref" || d == ".surfref") {
-      CUPROBE_RETURN_IF_ERROR(ParseTopDeclaration(t, t, {}));
-      continue;
-    } else {
-      return Error(t, absl::StrCat("unknown module-level directive '", d, "'"));
-    }
-    s.text = Slice(t, last);
-    m_->items.push_back(std::move(item));
+    CUPROBE_RETURN_IF_ERROR(ParseModuleDirective(t));
   }
   if (!saw_version_) {
     Token at;
@@ -198,6 +148,100 @@ absl::Status Parser::ParseModule() {
     return Error(at, "no .version directive", "PTX text starts with '.version X.Y'");
   }
   return absl::OkStatus();
+}
+
+absl::Status Parser::ParseModuleDirective(const Token& t) {
+  const std::string_view d = t.text;
+  Token last = t;
+  if (d == ".version") {
+    CUPROBE_RETURN_IF_ERROR(ParseVersion(t, &last));
+  } else if (d == ".target") {
+    CUPROBE_RETURN_IF_ERROR(ParseTarget(t, &last));
+  } else if (d == ".address_size") {
+    CUPROBE_RETURN_IF_ERROR(ParseAddressSize(t, &last));
+  } else if (d == ".file" || d == ".loc") {
+    CUPROBE_RETURN_IF_ERROR(SkipRestOfLine(t, &last));
+  } else if (d == ".section") {
+    return ParseSection(t);
+  } else if (d == ".pragma" || d == ".alias") {
+    CUPROBE_RETURN_IF_ERROR(SkipToSemicolon(t, &last, d));
+  } else if (d == ".entry" || d == ".func") {
+    return ParseFunction(t, t, Linkage::kNone);
+  } else if (d == ".visible" || d == ".extern" || d == ".weak" || d == ".common") {
+    return ParseLinkage(t);
+  } else if (d == ".global" || d == ".const" || d == ".shared" || d == ".local" ||
+             d == ".tex" || d == ".texref" || d == ".samplerref" || d == ".surfref") {
+    return ParseTopDeclaration(t, t, {});
+  } else {
+    return Error(t, absl::StrCat("unknown module-level directive '", d, "'"));
+  }
+  AddDirective(t, last);
+  return absl::OkStatus();
+}
+
+void Parser::AddDirective(const Token& first, const Token& last) {
+  ModuleItem item;
+  item.statement.kind = StatementKind::kDirective;
+  item.statement.line = first.line;
+  item.statement.opcode = first.text;
+  item.statement.text = Slice(first, last);
+  m_->items.push_back(std::move(item));
+}
+
+absl::Status Parser::ParseVersion(const Token& t, Token* last) {
+  Token v = lex_.Next();
+  if (v.kind != TokenKind::kNumber || v.line != t.line) {
+    return Error(t, "expected a version number after .version", "e.g. '.version 9.0'");
+  }
+  const size_t dot = v.text.find('.');
+  uint32_t major = 0, minor = 0;
+  if (dot == std::string_view::npos || !absl::SimpleAtoi(v.text.substr(0, dot), &major) ||
+      !absl::SimpleAtoi(v.text.substr(dot + 1), &minor)) {
+    return Error(v, absl::StrCat("malformed PTX ISA version '", v.text, "'"),
+                 "expected MAJOR.MINOR, e.g. 9.0");
+  }
+  if (saw_version_) return Error(t, "second .version directive");
+  saw_version_ = true;
+  m_->version = {major, minor};
+  *last = v;
+  return absl::OkStatus();
+}
+
+absl::Status Parser::ParseTarget(const Token& t, Token* last) {
+  CUPROBE_RETURN_IF_ERROR(SkipRestOfLine(t, last));
+  if (last->text.data() == t.text.data()) return Error(t, "expected a target after .target");
+  const char* b = t.text.data() + t.text.size();
+  while (*b == ' ' || *b == '\t') ++b;
+  m_->target = std::string_view(b, static_cast<size_t>(last->text.data() + last->text.size() - b));
+  return absl::OkStatus();
+}
+
+absl::Status Parser::ParseAddressSize(const Token& t, Token* last) {
+  Token v = lex_.Next();
+  uint32_t size = 0;
+  if (v.kind != TokenKind::kNumber || !absl::SimpleAtoi(v.text, &size) ||
+      (size != 32 && size != 64)) {
+    return Error(t, "expected 32 or 64 after .address_size");
+  }
+  m_->address_size = size;
+  *last = v;
+  return absl::OkStatus();
+}
+
+absl::Status Parser::ParseLinkage(const Token& t) {
+  const std::string_view d = t.text;
+  const Linkage linkage = d == ".visible" ? Linkage::kVisible
+                          : d == ".extern" ? Linkage::kExtern
+                          : d == ".weak"   ? Linkage::kWeak
+                                           : Linkage::kCommon;
+  Token next = lex_.Next();
+  if (next.kind == TokenKind::kError) return LexError(next);
+  if (next.Is(TokenKind::kDirective, ".entry") || next.Is(TokenKind::kDirective, ".func")) {
+    return ParseFunction(t, next, linkage);
+  }
+  if (next.kind == TokenKind::kDirective) return ParseTopDeclaration(t, next, d);
+  return Error(next, absl::StrCat("expected .entry, .func or a variable after ", d, ", found '",
+                                  Describe(next), "'"));
 }
 
 absl::Status Parser::ParseSection(const Token& first) {
@@ -219,12 +263,7 @@ absl::Status Parser::ParseSection(const Token& first) {
     }
     if (last.IsPunct('}')) --depth;
   }
-  ModuleItem item;
-  item.statement.kind = StatementKind::kDirective;
-  item.statement.line = first.line;
-  item.statement.opcode = first.text;
-  item.statement.text = Slice(first, last);
-  m_->items.push_back(std::move(item));
+  AddDirective(first, last);
   return absl::OkStatus();
 }
 
@@ -410,104 +449,118 @@ absl::Status Parser::ParseBody(std::vector<Statement>* body, const Token* open,
       --depth;
       s.kind = StatementKind::kBlockClose;
     } else if (t.kind == TokenKind::kDirective) {
-      s.opcode = t.text;
-      if (t.text == ".loc" || t.text == ".file") {
-        s.kind = StatementKind::kDirective;
-        CUPROBE_RETURN_IF_ERROR(SkipRestOfLine(t, &last));
-      } else if (t.text == ".pragma") {
-        s.kind = StatementKind::kDirective;
-        CUPROBE_RETURN_IF_ERROR(SkipToSemicolon(t, &last, ".pragma"));
-      } else if (t.text == ".reg" || t.text == ".local" || t.text == ".shared" ||
-                 t.text == ".param" || t.text == ".const" || t.text == ".global" ||
-                 t.text == ".tex") {
-        s.kind = StatementKind::kDeclaration;
-        CUPROBE_RETURN_IF_ERROR(SkipToSemicolon(t, &last, "declaration"));
-      } else {
-        return Error(t, absl::StrCat("unexpected directive '", t.text, "' in a function body"));
-      }
+      CUPROBE_RETURN_IF_ERROR(ParseBodyDirective(t, &s, &last));
     } else if (t.kind == TokenKind::kPunct && t.text[0] == '@') {
-      // Guarded instruction: @%p1 / @!%p1
-      s.kind = StatementKind::kInstruction;
-      Token g = lex_.Next();
-      if (g.IsPunct('!')) {
-        s.guard_negated = true;
-        g = lex_.Next();
-      }
-      if (g.kind != TokenKind::kIdentifier) {
-        return Error(g, "expected a predicate register after '@'", "e.g. '@%p1 bra $L__BB0_2;'");
-      }
-      s.guard = g.text;
-      Token op = lex_.Next();
-      if (op.kind != TokenKind::kIdentifier) {
-        return Error(op, absl::StrCat("expected an opcode after '@", s.guard_negated ? "!" : "",
-                                      s.guard, "'"));
-      }
-      s.opcode = op.text;
+      CUPROBE_RETURN_IF_ERROR(ParseGuard(&s));
     } else if (t.kind == TokenKind::kIdentifier) {
-      if (lex_.Peek().IsPunct(':')) {
-        last = lex_.Next();
-        s.operands = t.text;
-        if (lex_.Peek().Is(TokenKind::kDirective, ".callprototype")) {
-          s.kind = StatementKind::kPrototype;
-          CUPROBE_RETURN_IF_ERROR(SkipToSemicolon(t, &last, ".callprototype"));
-        } else {
-          s.kind = StatementKind::kLabel;
-        }
-      } else {
-        s.kind = StatementKind::kInstruction;
-        s.opcode = t.text;
-      }
+      CUPROBE_RETURN_IF_ERROR(ParseLabelOrOpcode(t, &s, &last));
     } else {
       return Error(t, absl::StrCat("expected an instruction, a label, a declaration or '}', "
                                    "found '", Describe(t), "'"));
     }
-    if (s.kind == StatementKind::kInstruction) {
-      // Operands run to the ';' at depth 0 (vector operands use braces).
-      Token first_operand;
-      Token prev;
-      bool any = false;
-      int d = 0;
-      for (;;) {
-        Token n = lex_.Next();
-        if (n.kind == TokenKind::kError) return LexError(n);
-        if (n.kind == TokenKind::kEnd) {
-          return Error(t, absl::StrCat("expected ';' after the instruction '", s.opcode, "'"),
-                       "PTX instructions end with ';'");
-        }
-        if (n.kind == TokenKind::kPunct) {
-          const char c = n.text[0];
-          if (c == '(' || c == '[' || c == '{') {
-            if (++d > kMaxDepth) return Error(n, "nesting too deep");
-          } else if (c == ')' || c == ']' || c == '}') {
-            if (--d < 0) {
-              if (c == '}' && any) {
-                // `add.s32 %r1, %r2, 1` + newline + `}`: the ';' is missing.
-                Token end = prev;
-                end.col += static_cast<uint32_t>(prev.text.size());
-                return Error(end,
-                             absl::StrCat("expected ';' after the instruction '", s.opcode, "'"),
-                             "PTX instructions end with ';'");
-              }
-              return Error(n, absl::StrCat("unbalanced '", n.text, "' in the operands of '",
-                                           s.opcode, "'"),
-                           "is a ';' missing before it?");
-            }
-          } else if (c == ';' && d == 0) {
-            last = n;
-            break;
-          }
-        }
-        if (!any) {
-          first_operand = n;
-          any = true;
-        }
-        prev = n;
-      }
-      if (any) s.operands = Slice(first_operand, prev);
-    }
+    if (s.kind == StatementKind::kInstruction) CUPROBE_RETURN_IF_ERROR(ParseOperands(t, &s, &last));
     s.text = Slice(t, last);
     body->push_back(s);
   }
+}
+
+absl::Status Parser::ParseBodyDirective(const Token& t, Statement* s, Token* last) {
+  s->opcode = t.text;
+  if (t.text == ".loc" || t.text == ".file") {
+    s->kind = StatementKind::kDirective;
+    return SkipRestOfLine(t, last);
+  }
+  if (t.text == ".pragma") {
+    s->kind = StatementKind::kDirective;
+    return SkipToSemicolon(t, last, ".pragma");
+  }
+  if (t.text == ".reg" || t.text == ".local" || t.text == ".shared" || t.text == ".param" ||
+      t.text == ".const" || t.text == ".global" || t.text == ".tex") {
+    s->kind = StatementKind::kDeclaration;
+    return SkipToSemicolon(t, last, "declaration");
+  }
+  return Error(t, absl::StrCat("unexpected directive '", t.text, "' in a function body"));
+}
+
+absl::Status Parser::ParseGuard(Statement* s) {
+  // Guarded instruction: @%p1 / @!%p1
+  s->kind = StatementKind::kInstruction;
+  Token g = lex_.Next();
+  if (g.IsPunct('!')) {
+    s->guard_negated = true;
+    g = lex_.Next();
+  }
+  if (g.kind != TokenKind::kIdentifier) {
+    return Error(g, "expected a predicate register after '@'", "e.g. '@%p1 bra $L__BB0_2;'");
+  }
+  s->guard = g.text;
+  Token op = lex_.Next();
+  if (op.kind != TokenKind::kIdentifier) {
+    return Error(op, absl::StrCat("expected an opcode after '@", s->guard_negated ? "!" : "",
+                                  s->guard, "'"));
+  }
+  s->opcode = op.text;
+  return absl::OkStatus();
+}
+
+absl::Status Parser::ParseLabelOrOpcode(const Token& t, Statement* s, Token* last) {
+  if (!lex_.Peek().IsPunct(':')) {
+    s->kind = StatementKind::kInstruction;
+    s->opcode = t.text;
+    return absl::OkStatus();
+  }
+  *last = lex_.Next();
+  s->operands = t.text;
+  if (lex_.Peek().Is(TokenKind::kDirective, ".callprototype")) {
+    s->kind = StatementKind::kPrototype;
+    return SkipToSemicolon(t, last, ".callprototype");
+  }
+  s->kind = StatementKind::kLabel;
+  return absl::OkStatus();
+}
+
+absl::Status Parser::ParseOperands(const Token& t, Statement* s, Token* last) {
+  Token first_operand;
+  Token prev;
+  bool any = false;
+  int d = 0;
+  for (;;) {
+    Token n = lex_.Next();
+    if (n.kind == TokenKind::kError) return LexError(n);
+    if (n.kind == TokenKind::kEnd) {
+      return Error(t, absl::StrCat("expected ';' after the instruction '", s->opcode, "'"),
+                   "PTX instructions end with ';'");
+    }
+    if (n.kind == TokenKind::kPunct) {
+      const char c = n.text[0];
+      if (c == '(' || c == '[' || c == '{') {
+        if (++d > kMaxDepth) return Error(n, "nesting too deep");
+      } else if (c == ')' || c == ']' || c == '}') {
+        if (--d < 0) {
+          if (c == '}' && any) {
+            // `add.s32 %r1, %r2, 1` + newline + `}`: the ';' is missing.
+            Token end = prev;
+            end.col += static_cast<uint32_t>(prev.text.size());
+            return Error(end, absl::StrCat("expected ';' after the instruction '", s->opcode, "'"),
+                         "PTX instructions end with ';'");
+          }
+          return Error(n, absl::StrCat("unbalanced '", n.text, "' in the operands of '",
+                                       s->opcode, "'"),
+                       "is a ';' missing before it?");
+        }
+      } else if (c == ';' && d == 0) {
+        *last = n;
+        break;
+      }
+    }
+    if (!any) {
+      first_operand = n;
+      any = true;
+    }
+    prev = n;
+  }
+  if (any) s->operands = Slice(first_operand, prev);
+  return absl::OkStatus();
 }
 
 uint32_t ParseCount(std::string_view text) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
@@ -201,52 +202,65 @@ std::string ThreadRangeRecord(KernelEditor& editor, const SiteCounterState& site
   return ptx;
 }
 
-}  // namespace
+// RunSiteCounterPass's steps.
 
-absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes) {
-  if (probes.sites == nullptr ||
-      (probes.sites->used.empty() && probes.sites->thread_ranges.empty())) {
-    return absl::OkStatus();
-  }
-  const std::vector<uint32_t>& used = probes.sites->used;
-  // The counters' address is loaded at entry, so that its latency is hidden
-  // by the time a thread exits.
-  // With thread-range counters alone, only the launch's first thread loads it.
-  const std::string counts = editor.KernelRegister("scbase", ".b64");
+// Zeroes the counter registers first thing at entry, and loads the
+// counters' address there, so that its latency is hidden by the time a
+// thread exits. With thread-range counters alone, only the launch's first
+// thread loads it.
+absl::Status ZeroCountersAtEntry(KernelEditor& editor, const SiteCounterState& sites,
+                                 const std::string& counts) {
+  const std::vector<uint32_t>& used = sites.used;
   std::string entry;
   if (!used.empty()) {
     absl::StrAppend(&entry, "ld.global.nc.u64 ", counts, ", [", CUPROBE_SITE_COUNTS_SYMBOL,
                     "];\n");
   }
   for (uint32_t c : used) absl::StrAppend(&entry, "mov.u64 ", CounterRegister(editor, c), ", 0;\n");
-  if (!probes.sites->thread_ranges.empty()) {
-    entry += ThreadRangeRecord(editor, *probes.sites, counts, /*load_counts=*/used.empty());
+  if (!sites.thread_ranges.empty()) {
+    entry += ThreadRangeRecord(editor, sites, counts, /*load_counts=*/used.empty());
   }
-  if (absl::Status s = editor.InsertAtEntryFront(std::move(entry)); !s.ok()) return s;
-  if (used.empty()) return absl::OkStatus();
+  return editor.InsertAtEntryFront(std::move(entry));
+}
 
-  const std::string base = editor.ScratchRegister(".b64", 1);
-  const std::string sum = editor.ScratchRegister(".b64", 2);
-  const std::string part = editor.ScratchRegister(".b64", 3);
-  const std::string mask = editor.ScratchRegister(".b32", 0);
-  const std::string lo = editor.ScratchRegister(".b32", 1);
-  const std::string mid = editor.ScratchRegister(".b32", 2);
-  const std::string hi = editor.ScratchRegister(".b32", 3);
-  const std::string flag = editor.ScratchRegister(".pred", 0);
-  const std::string leader = editor.ScratchRegister(".pred", 1);
-  auto add = [&](std::string* ptx, uint32_t counter, const std::string& value) {
-    const uint64_t offset =
-        uint64_t{counter / CUPROBE_SITE_COUNTERS_PER_LINE} * CUPROBE_SITE_COUNTER_GROUP_BYTES +
-        uint64_t{counter % CUPROBE_SITE_COUNTERS_PER_LINE} * 8;
-    absl::StrAppend(ptx, "@", leader, " red.global.add.u64 [", base, "+", offset, "], ", value,
-                    ";\n");
-  };
-  // Every ret / exit branches (under its guard) to one flush at the end of
-  // the body, which then returns: one copy of the code, and threads leaving
-  // by different exits meet there, so their counts share warp sums.
-  const std::string flush = "$__cp_sc_flush";
-  const std::string wide = "$__cp_sc_wide";
-  const std::string done = "$__cp_sc_done";
+// The scratch registers of the flush, taken in this order (the order the
+// kernel declares them in).
+struct FlushRegisters {
+  explicit FlushRegisters(KernelEditor& editor)
+      : base(editor.ScratchRegister(".b64", 1)),
+        sum(editor.ScratchRegister(".b64", 2)),
+        part(editor.ScratchRegister(".b64", 3)),
+        mask(editor.ScratchRegister(".b32", 0)),
+        lo(editor.ScratchRegister(".b32", 1)),
+        mid(editor.ScratchRegister(".b32", 2)),
+        hi(editor.ScratchRegister(".b32", 3)),
+        flag(editor.ScratchRegister(".pred", 0)),
+        leader(editor.ScratchRegister(".pred", 1)) {}
+
+  const std::string base;  // the counters' line of this SM
+  const std::string sum;
+  const std::string part;
+  const std::string mask;  // the active lanes
+  const std::string lo;
+  const std::string mid;
+  const std::string hi;
+  const std::string flag;
+  const std::string leader;  // the lowest active lane, which adds for the warp
+};
+
+// The leader's add of `value` to `counter` in its SM's line.
+void AddToLine(std::string* ptx, const FlushRegisters& r, uint32_t counter,
+               const std::string& value) {
+  const uint64_t offset =
+      uint64_t{counter / CUPROBE_SITE_COUNTERS_PER_LINE} * CUPROBE_SITE_COUNTER_GROUP_BYTES +
+      uint64_t{counter % CUPROBE_SITE_COUNTERS_PER_LINE} * 8;
+  absl::StrAppend(ptx, "@", r.leader, " red.global.add.u64 [", r.base, "+", offset, "], ", value,
+                  ";\n");
+}
+
+// Sends every ret / exit (under its guard) to `flush`; returns how many
+// there are.
+absl::StatusOr<uint32_t> BranchExitsTo(KernelEditor& editor, const std::string& flush) {
   const std::vector<Statement>& body = editor.kernel().body;
   uint32_t exits = 0;
   for (size_t i = 0; i < body.size(); ++i) {
@@ -259,70 +273,118 @@ absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes
       return st;
     }
   }
-  if (exits == 0) return absl::OkStatus();  // no thread ever leaves normally
-  std::string ptx = absl::StrCat(flush, ":\n");
-  absl::StrAppend(&ptx, "setp.eq.u64 ", flag, ", ", counts, ", 0;\n",
-                  "@", flag, " bra.uni ", done, ";\n",
-                  "activemask.b32 ", mask, ";\n",
-                  "mov.u32 ", lo, ", %lanemask_lt;\n",
-                  "and.b32 ", lo, ", ", lo, ", ", mask, ";\n",
-                  "setp.eq.u32 ", leader, ", ", lo, ", 0;\n",
-                  "mov.u32 ", lo, ", %smid;\n",
-                  "and.b32 ", lo, ", ", lo, ", ", CUPROBE_SITE_COUNTER_SHARDS - 1, ";\n",
-                  "mul.wide.u32 ", part, ", ", lo, ", 128;\n",
-                  "add.u64 ", base, ", ", counts, ", ", part, ";\n");
-  // Usual case: every lane's counts are below 2^11, so two counters share
-  // one 32-bit warp sum (16 bits each, at most 32 * 2047).
-  absl::StrAppend(&ptx, "mov.u64 ", part, ", ", CounterRegister(editor, used[0]), ";\n");
+  return exits;
+}
+
+// The flush's start: skip it all when the counters' address is 0; else
+// find the active lanes, the leader, and this SM's line of counters.
+std::string FlushPrologue(const FlushRegisters& r, const std::string& counts,
+                          const std::string& done) {
+  std::string ptx;
+  absl::StrAppend(&ptx, "setp.eq.u64 ", r.flag, ", ", counts, ", 0;\n",
+                  "@", r.flag, " bra.uni ", done, ";\n",
+                  "activemask.b32 ", r.mask, ";\n",
+                  "mov.u32 ", r.lo, ", %lanemask_lt;\n",
+                  "and.b32 ", r.lo, ", ", r.lo, ", ", r.mask, ";\n",
+                  "setp.eq.u32 ", r.leader, ", ", r.lo, ", 0;\n",
+                  "mov.u32 ", r.lo, ", %smid;\n",
+                  "and.b32 ", r.lo, ", ", r.lo, ", ", CUPROBE_SITE_COUNTER_SHARDS - 1, ";\n",
+                  "mul.wide.u32 ", r.part, ", ", r.lo, ", 128;\n",
+                  "add.u64 ", r.base, ", ", counts, ", ", r.part, ";\n");
+  return ptx;
+}
+
+// Usual case: every lane's counts are below 2^11, so two counters share
+// one 32-bit warp sum (16 bits each, at most 32 * 2047). Branches to
+// `wide` when a count is not.
+std::string NarrowSums(KernelEditor& editor, const FlushRegisters& r,
+                       const std::vector<uint32_t>& used, const std::string& wide) {
+  std::string ptx;
+  absl::StrAppend(&ptx, "mov.u64 ", r.part, ", ", CounterRegister(editor, used[0]), ";\n");
   for (size_t k = 1; k < used.size(); ++k) {
-    absl::StrAppend(&ptx, "or.b64 ", part, ", ", part, ", ", CounterRegister(editor, used[k]),
+    absl::StrAppend(&ptx, "or.b64 ", r.part, ", ", r.part, ", ", CounterRegister(editor, used[k]),
                     ";\n");
   }
-  absl::StrAppend(&ptx, "setp.lt.u64 ", flag, ", ", part, ", 2048;\n",
-                  "vote.sync.all.pred ", flag, ", ", flag, ", ", mask, ";\n",
-                  "@!", flag, " bra.uni ", wide, ";\n");
+  absl::StrAppend(&ptx, "setp.lt.u64 ", r.flag, ", ", r.part, ", 2048;\n",
+                  "vote.sync.all.pred ", r.flag, ", ", r.flag, ", ", r.mask, ";\n",
+                  "@!", r.flag, " bra.uni ", wide, ";\n");
   for (size_t k = 0; k < used.size(); k += 2) {
     const std::string a = CounterRegister(editor, used[k]);
-    absl::StrAppend(&ptx, "cvt.u32.u64 ", lo, ", ", a, ";\n");
+    absl::StrAppend(&ptx, "cvt.u32.u64 ", r.lo, ", ", a, ";\n");
     if (k + 1 < used.size()) {
-      absl::StrAppend(&ptx, "cvt.u32.u64 ", mid, ", ", CounterRegister(editor, used[k + 1]),
-                      ";\n", "shl.b32 ", mid, ", ", mid, ", 16;\n",
-                      "or.b32 ", lo, ", ", lo, ", ", mid, ";\n");
+      absl::StrAppend(&ptx, "cvt.u32.u64 ", r.mid, ", ", CounterRegister(editor, used[k + 1]),
+                      ";\n", "shl.b32 ", r.mid, ", ", r.mid, ", 16;\n",
+                      "or.b32 ", r.lo, ", ", r.lo, ", ", r.mid, ";\n");
     }
-    absl::StrAppend(&ptx, "redux.sync.add.u32 ", lo, ", ", lo, ", ", mask, ";\n",
-                    "and.b32 ", mid, ", ", lo, ", 65535;\n",
-                    "cvt.u64.u32 ", sum, ", ", mid, ";\n");
-    add(&ptx, used[k], sum);
+    absl::StrAppend(&ptx, "redux.sync.add.u32 ", r.lo, ", ", r.lo, ", ", r.mask, ";\n",
+                    "and.b32 ", r.mid, ", ", r.lo, ", 65535;\n",
+                    "cvt.u64.u32 ", r.sum, ", ", r.mid, ";\n");
+    AddToLine(&ptx, r, used[k], r.sum);
     if (k + 1 < used.size()) {
-      absl::StrAppend(&ptx, "shr.u32 ", mid, ", ", lo, ", 16;\n",
-                      "cvt.u64.u32 ", sum, ", ", mid, ";\n");
-      add(&ptx, used[k + 1], sum);
+      absl::StrAppend(&ptx, "shr.u32 ", r.mid, ", ", r.lo, ", 16;\n",
+                      "cvt.u64.u32 ", r.sum, ", ", r.mid, ";\n");
+      AddToLine(&ptx, r, used[k + 1], r.sum);
     }
   }
-  absl::StrAppend(&ptx, "bra.uni ", done, ";\n", wide, ":\n");
+  return ptx;
+}
+
+// Any counts: per counter, the lanes' sum modulo 2^64, from three 32-bit
+// sums: bits 0-15 and 16-31 cannot overflow over 32 lanes; bits 32-63
+// wrap as a 64-bit add would.
+std::string WideSums(KernelEditor& editor, const FlushRegisters& r,
+                     const std::vector<uint32_t>& used) {
+  std::string ptx;
   for (uint32_t c : used) {
     const std::string reg = CounterRegister(editor, c);
-    // The lanes' sum modulo 2^64, from three 32-bit sums: bits 0-15 and
-    // 16-31 cannot overflow over 32 lanes; bits 32-63 wrap as a 64-bit add
-    // would.
-    absl::StrAppend(&ptx, "cvt.u32.u64 ", mid, ", ", reg, ";\n",
-                    "and.b32 ", lo, ", ", mid, ", 65535;\n",
-                    "shr.u32 ", mid, ", ", mid, ", 16;\n",
-                    "shr.u64 ", part, ", ", reg, ", 32;\n",
-                    "cvt.u32.u64 ", hi, ", ", part, ";\n",
-                    "redux.sync.add.u32 ", lo, ", ", lo, ", ", mask, ";\n",
-                    "redux.sync.add.u32 ", mid, ", ", mid, ", ", mask, ";\n",
-                    "redux.sync.add.u32 ", hi, ", ", hi, ", ", mask, ";\n",
-                    "cvt.u64.u32 ", sum, ", ", hi, ";\n",
-                    "shl.b64 ", sum, ", ", sum, ", 32;\n",
-                    "mul.wide.u32 ", part, ", ", mid, ", 65536;\n",
-                    "add.u64 ", sum, ", ", sum, ", ", part, ";\n",
-                    "cvt.u64.u32 ", part, ", ", lo, ";\n",
-                    "add.u64 ", sum, ", ", sum, ", ", part, ";\n");
-    add(&ptx, c, sum);
+    absl::StrAppend(&ptx, "cvt.u32.u64 ", r.mid, ", ", reg, ";\n",
+                    "and.b32 ", r.lo, ", ", r.mid, ", 65535;\n",
+                    "shr.u32 ", r.mid, ", ", r.mid, ", 16;\n",
+                    "shr.u64 ", r.part, ", ", reg, ", 32;\n",
+                    "cvt.u32.u64 ", r.hi, ", ", r.part, ";\n",
+                    "redux.sync.add.u32 ", r.lo, ", ", r.lo, ", ", r.mask, ";\n",
+                    "redux.sync.add.u32 ", r.mid, ", ", r.mid, ", ", r.mask, ";\n",
+                    "redux.sync.add.u32 ", r.hi, ", ", r.hi, ", ", r.mask, ";\n",
+                    "cvt.u64.u32 ", r.sum, ", ", r.hi, ";\n",
+                    "shl.b64 ", r.sum, ", ", r.sum, ", 32;\n",
+                    "mul.wide.u32 ", r.part, ", ", r.mid, ", 65536;\n",
+                    "add.u64 ", r.sum, ", ", r.sum, ", ", r.part, ";\n",
+                    "cvt.u64.u32 ", r.part, ", ", r.lo, ";\n",
+                    "add.u64 ", r.sum, ", ", r.sum, ", ", r.part, ";\n");
+    AddToLine(&ptx, r, c, r.sum);
   }
+  return ptx;
+}
+
+}  // namespace
+
+absl::Status RunSiteCounterPass(KernelEditor& editor, const KernelProbes& probes) {
+  if (probes.sites == nullptr ||
+      (probes.sites->used.empty() && probes.sites->thread_ranges.empty())) {
+    return absl::OkStatus();
+  }
+  const std::vector<uint32_t>& used = probes.sites->used;
+  const std::string counts = editor.KernelRegister("scbase", ".b64");
+  if (absl::Status s = ZeroCountersAtEntry(editor, *probes.sites, counts); !s.ok()) return s;
+  if (used.empty()) return absl::OkStatus();
+
+  const FlushRegisters r(editor);
+  // Every ret / exit branches (under its guard) to one flush at the end of
+  // the body, which then returns: one copy of the code, and threads leaving
+  // by different exits meet there, so their counts share warp sums.
+  const std::string flush = "$__cp_sc_flush";
+  const std::string wide = "$__cp_sc_wide";
+  const std::string done = "$__cp_sc_done";
+  absl::StatusOr<uint32_t> exits = BranchExitsTo(editor, flush);
+  if (!exits.ok()) return exits.status();
+  if (*exits == 0) return absl::OkStatus();  // no thread ever leaves normally
+  std::string ptx = absl::StrCat(flush, ":\n");
+  ptx += FlushPrologue(r, counts, done);
+  ptx += NarrowSums(editor, r, used, wide);
+  absl::StrAppend(&ptx, "bra.uni ", done, ";\n", wide, ":\n");
+  ptx += WideSums(editor, r, used);
   absl::StrAppend(&ptx, done, ":\nret;\n");
-  return editor.InsertBefore(body.size(), std::move(ptx));
+  return editor.InsertBefore(editor.kernel().body.size(), std::move(ptx));
 }
 
 }  // namespace cuprobe
