@@ -5,6 +5,7 @@
 // its kind and of the map's type against the helper, printk formats, and a
 // call's effect on the state (released reservations, clobbered R1-R5, R0).
 #include "loader/compiler/verifier_internal.h"
+#include "probe/map_layout.h"
 
 #include <algorithm>
 #include <array>
@@ -86,20 +87,6 @@ const HelperSpec* FindHelper(int32_t id) {
     if (h.id == id) return &h;
   }
   return nullptr;
-}
-
-const char* MapTypeName(uint32_t type) {
-  switch (type) {
-    case CUPROBE_MAP_HASH: return "HASH";
-    case CUPROBE_MAP_ARRAY: return "ARRAY";
-    case CUPROBE_MAP_RINGBUF: return "RINGBUF";
-    case CUPROBE_MAP_PERTHREAD: return "PERTHREAD";
-    case CUPROBE_MAP_PERWARP: return "PERWARP";
-    case CUPROBE_MAP_PERSM: return "PERSM";
-    case CUPROBE_MAP_HIST_LOG2: return "HIST_LOG2";
-    case CUPROBE_MAP_HIST_LINEAR: return "HIST_LINEAR";
-    default: return "?";
-  }
 }
 
 bool IsHistMap(uint32_t t) { return t == CUPROBE_MAP_HIST_LOG2 || t == CUPROBE_MAP_HIST_LINEAR; }
