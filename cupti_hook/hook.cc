@@ -210,14 +210,20 @@ void Hook::StartProbes() {
 
 absl::Status Hook::AddHandlers(bool tracer_launches) {
   // The provider-neutral events the hook itself acts on: contexts always,
-  // module unloads for late attach, launches' ENTER for a library that
-  // waits for a context's first launch (ModulePatcher::pending_fill).
-  GpuEventSelection events;
-  events.contexts = true;
-  events.launches = patcher_ != nullptr;
-  CUPROBE_RETURN_IF_ERROR(AddCuptiEventSource(board_, *this, events));
-  // Launches: late attach redirects first, so that the tracer records what
-  // really launches.
+  // module unloads for late attach (below).
+  CUPROBE_RETURN_IF_ERROR(AddCuptiEventSource(board_, *this, {.contexts = true}));
+  // Launches. A library that waits for a context's first launch
+  // (ModulePatcher::pending_fill) is filled first: from CUPTI's data
+  // directly, so that a launch costs one relaxed load while nothing waits
+  // (the neutral event would decode every launch's parameters). Then late
+  // attach redirects, so that the tracer records what really launches.
+  for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
+    if (patcher_ != nullptr) {
+      CUPROBE_RETURN_IF_ERROR(board_.Add(CUPTI_CB_DOMAIN_DRIVER_API, cbid,
+                                         &Call<Hook, CUpti_CallbackData, &Hook::OnLaunchFill>,
+                                         this));
+    }
+  }
   for (CUpti_CallbackId cbid : Tracer::kLaunchCallbacks) {
     if (attach_ != nullptr) {
       CUPROBE_RETURN_IF_ERROR(board_.Add(CUPTI_CB_DOMAIN_DRIVER_API, cbid,
@@ -349,6 +355,12 @@ void Hook::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
 }
 
 // --- Handlers --------------------------------------------------------------------
+
+void Hook::OnLaunchFill(CUpti_CallbackId, const CUpti_CallbackData* data) {
+  if (data != nullptr && data->callbackSite == CUPTI_API_ENTER && patcher_->pending_fill()) {
+    OnLaunch(LaunchEvent{.site = CallSite::kBegin, .context = data->context});
+  }
+}
 
 void Hook::OnLaunchRedirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   // EXIT: counted in OnCallback, whatever the state.

@@ -134,6 +134,7 @@ class Hook final : public GpuEventSink {
   void ReleaseOutput();
 
   // Switchboard handlers (hook.cc adds them): one concern each.
+  void OnLaunchFill(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnLaunchRedirect(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnLaunchPrewarm(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnProfilerCall(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
