@@ -45,6 +45,26 @@ for ((r = 0; r < rounds; r++)); do
     -p "$build/probes/perthread_add.cpb" -o "$tmp/r" --format json -- "$work" touch 4194304 50
 done
 
+# The patch backend (Compute Sanitizer): on cuBLAS sgemm (PyTorch, SASS
+# only; issue 36's targets) and on vec_add, whose PTX the ptx rows above
+# rewrite, so the two backends compare on one kernel.
+if python3 -c 'import torch' 2>/dev/null; then
+  for ((r = 0; r < rounds; r++)); do
+    sgemm=(python3 "$root/bench/sgemm_loop.py" --n 4096 --iters 50)
+    bench_case sgemm.native -- "${sgemm[@]}"
+    for p in empty count_entries threadhist mem_trace addr_hist; do
+      bench_case "sgemm.patch.$p" -- "$cuprobe" run --quiet --backend patch --trace launches \
+        -p "$build/probes/$p.cpb" -o "$tmp/r" --format json -- "${sgemm[@]}"
+    done
+  done
+fi
+for ((r = 0; r < rounds; r++)); do
+  for p in empty threadhist mem_trace; do
+    bench_case "vec_add.patch.$p" -- "$cuprobe" run --quiet --backend patch --trace launches \
+      -p "$build/probes/$p.cpb" -o "$tmp/r" --format json -- "$work" vec_add 16777216 50
+  done
+done
+
 python3 - "$tsv" <<'PY'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
@@ -96,4 +116,24 @@ if hand:
             tgt = name == "probe"
             print("| %s | %d | %.5f | %.3f | %s | %s |" % (label, len(v), m, m / h,
                   "<= 1.20" if tgt else "", ("yes" if m / h <= 1.2 else "**no**") if tgt else ""))
+patch_targets = {"empty": 1.02, "count_entries": 1.02, "threadhist": 1.05, "mem_trace": 1.5,
+                 "addr_hist": 3.0}
+for w, label in (("sgemm", "cuBLAS sgemm 4096^2 fp32 x 50 (PyTorch)"),
+                 ("vec_add", "vec_add 16M x 50")):
+    base = rows.get(w + ".native")
+    if not base or not any(k.startswith(w + ".patch.") for k in rows):
+        continue
+    b = statistics.median(base)
+    print()
+    print("| --backend patch: %s | runs | median GPU s | ratio vs native | target | met |" % label)
+    print("| --- | --- | --- | --- | --- | --- |")
+    print("| native | %d | %.5f | 1.000 | | |" % (len(base), b))
+    for p, t in patch_targets.items():
+        v = rows.get("%s.patch.%s" % (w, p))
+        if not v:
+            continue
+        m = statistics.median(v)
+        tgt = w == "sgemm"
+        print("| %s | %d | %.5f | %.3f | %s | %s |" % (p, len(v), m, m / b,
+              "<= %.2f" % t if tgt else "", ("yes" if m / b <= t else "**no**") if tgt else ""))
 PY

@@ -120,4 +120,24 @@ bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* s) {
   }
 }
 
+void* const* KernelParams(CUpti_CallbackId cbid, const void* params) {
+  if (params == nullptr) return nullptr;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      return static_cast<const cuLaunchKernel_params*>(params)->kernelParams;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      return static_cast<const cuLaunchKernel_ptsz_params*>(params)->kernelParams;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      return static_cast<const cuLaunchKernelEx_params*>(params)->kernelParams;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      return static_cast<const cuLaunchKernelEx_ptsz_params*>(params)->kernelParams;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      return static_cast<const cuLaunchCooperativeKernel_params*>(params)->kernelParams;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      return static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(params)->kernelParams;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace cuprobe

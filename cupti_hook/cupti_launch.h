@@ -37,6 +37,11 @@ struct LaunchShape {
 // functionParams); false for other ids or no parameters. A graph launch has
 // a stream and no handle.
 [[nodiscard]] bool ReadShape(CUpti_CallbackId cbid, const void* params, LaunchShape* shape);
+// The launch's kernelParams (one pointer per kernel parameter, to its
+// value), or null: other ids, graph launches, arguments passed through
+// `extra`. The Compute Sanitizer's driver callback ids are CUPTI's
+// (tests/gpu/sanitizer_layout_check.cc), so its callbacks decode here too.
+[[nodiscard]] void* const* KernelParams(CUpti_CallbackId cbid, const void* params);
 
 }  // namespace cuprobe
 

@@ -50,8 +50,12 @@ bool IsProfilerCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 
 }  // namespace
 
-Hook::Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output)
-    : seam_(seam), config_(std::move(config)), make_output_(std::move(make_output)) {}
+Hook::Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output,
+           SanitizerSeam* sanitizer)
+    : seam_(seam),
+      config_(std::move(config)),
+      make_output_(std::move(make_output)),
+      sanitizer_(sanitizer) {}
 
 void Hook::DisableWith(const std::string& reason) {
   if (!lifecycle_.Disable(reason)) return;
@@ -88,6 +92,7 @@ HookState Hook::Start() {
     return lifecycle_.state();
   }
   output_ = KeptForever(*output);
+  if (config_.backend == Backend::kPatch) return StartPatchBackend();
 
   std::string other_tool;
   absl::Status status = seam_.Subscribe(&Hook::Callback, this, "cuprobe", &other_tool);
@@ -133,15 +138,24 @@ HookState Hook::Start() {
     return lifecycle_.state();
   }
   activity_->Arm(launch_callbacks_on_.load());
+  return FinishStart(absl::StrCat("hook ready: subscribed to CUPTI as 'cuprobe', tracing to ",
+                                  output_->Describe()));
+}
+
+HookState Hook::FinishStart(const std::string& ready_line) {
   tracer_->Begin(config_.program);
   watcher_ = KeptForever(new Watcher(std::chrono::milliseconds(config_.interval_ms),
                                      [this] { Tick(); },
                                      [this] {
-                                       if (lifecycle_.IsReady()) activity_->EndLingering();
+                                       if (lifecycle_.IsReady() && activity_ != nullptr) {
+                                         activity_->EndLingering();
+                                       }
                                      }));
-  activity_->SetWaker([this](std::chrono::nanoseconds delay) {
-    watcher_->WakeAt(Watcher::Clock::now() + delay);
-  });
+  if (activity_ != nullptr) {
+    activity_->SetWaker([this](std::chrono::nanoseconds delay) {
+      watcher_->WakeAt(Watcher::Clock::now() + delay);
+    });
+  }
   watcher_->Start();
   if (device_maps_ != nullptr && device_maps_->mirrors_rings()) {
     // Ring records wait in device memory until pumped into the segment:
@@ -152,8 +166,7 @@ HookState Hook::Start() {
 
   if (!lifecycle_.FinishInit()) return lifecycle_.state();
   output_->PublishStatus(HookState::kReady, "");
-  CUPROBE_LOG(kInfo, "hook ready: subscribed to CUPTI as 'cuprobe', tracing to %s",
-              output_->Describe());
+  CUPROBE_LOG(kInfo, "%s", ready_line);
   return lifecycle_.state();
 }
 
@@ -399,7 +412,7 @@ void Hook::OnFatalError(CUpti_CallbackId, const CUpti_StateData* state) {
 
 void Hook::OnContextCreated(CUcontext context) {
   contexts_alive_.fetch_add(1, std::memory_order_relaxed);
-  activity_->OnContextCreated();
+  if (activity_ != nullptr) activity_->OnContextCreated();
   // Allocate the probes' maps now, before the application can be in the
   // middle of a stream capture when its first module loads.
   if (device_maps_ != nullptr) device_maps_->Prepare(context);
@@ -418,6 +431,7 @@ void Hook::OnContextDestroying(CUcontext context) {
   // it was the last, their last snapshot is taken and their memory freed
   // while the context still exists.
   if (patcher_ != nullptr) patcher_->OnContextDestroying(context);
+  if (kernel_patcher_ != nullptr) kernel_patcher_->OnContextDestroying(context);
   if (device_maps_ != nullptr) device_maps_->OnContextDestroying(context);
   if (attach_ != nullptr) attach_->OnContextDestroying(context);
   // Publish what the context produced while it still exists.
@@ -440,7 +454,7 @@ void Hook::OnLaunch(const LaunchEvent& launch) {
 
 void Hook::Tick() {
   // Runs on the watcher thread, which Stop() joins before releasing anything.
-  output_->PublishStats(tracer_->stats(), seam_.Timestamp());
+  output_->PublishStats(tracer_->stats(), Now());
   if (!lifecycle_.IsReady()) return;
   if (device_maps_ != nullptr) {
     absl::Status s = device_maps_->Publish(absl::GetCurrentTimeNanos());
@@ -466,7 +480,7 @@ void Hook::Tick() {
     }
     attach_->Poll(absl::GetCurrentTimeNanos());
   }
-  if (activity_->enabled()) {
+  if (activity_ != nullptr && activity_->enabled()) {
     activity_->EndLingering();  // in case a wake was missed
     // Hands completed buffers to BufferCompleted so readers see kernels while
     // the program runs.
@@ -497,6 +511,11 @@ void Hook::Stop() {
     if (!s.ok()) CUPROBE_LOG(kDebug, "teardown: %s", s.ToString());
     subscribed_ = false;
   }
+  if (sanitizer_subscribed_) {
+    absl::Status s = sanitizer_->Unsubscribe();
+    if (!s.ok()) CUPROBE_LOG(kDebug, "teardown: %s", s.ToString());
+    sanitizer_subscribed_ = false;
+  }
   ReleaseOutput();
   lifecycle_.FinishStop();
 }
@@ -507,7 +526,7 @@ void Hook::StopWork() {
   if (ring_pump_ != nullptr) ring_pump_->Stop();
   if (activity_ != nullptr) activity_->Flush(/*forced=*/true);
   if (output_ != nullptr && tracer_ != nullptr) {
-    output_->PublishStats(tracer_->stats(), seam_.Timestamp());
+    output_->PublishStats(tracer_->stats(), Now());
   }
   // Standalone mode says so here; under `cuprobe trace` the CLI does, from
   // the count the stats above published.

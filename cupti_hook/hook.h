@@ -40,9 +40,11 @@
 #include "cupti_hook/gpu_events.h"
 #include "cupti_hook/hook_config.h"
 #include "cupti_hook/init_state.h"
+#include "cupti_hook/kernel_patcher.h"
 #include "cupti_hook/late_attach.h"
 #include "cupti_hook/module_patcher.h"
 #include "cupti_hook/probe_runtime.h"
+#include "cupti_hook/sanitizer_seam.h"
 #include "cupti_hook/seam.h"
 #include "cupti_hook/switchboard.h"
 #include "cupti_hook/trace_output.h"
@@ -56,7 +58,10 @@ using OutputFactory = std::function<absl::StatusOr<TraceOutput*>(const HookConfi
 
 class Hook final : public GpuEventSink {
  public:
-  Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output);
+  // `sanitizer`: the Compute Sanitizer seam, used instead of CUPTI with
+  // HookConfig::backend kPatch (null: that backend is unavailable).
+  Hook(CuptiSeam& seam, HookConfig config, OutputFactory make_output,
+       SanitizerSeam* sanitizer = nullptr);
   Hook(const Hook&) = delete;
   Hook& operator=(const Hook&) = delete;
 
@@ -77,6 +82,8 @@ class Hook final : public GpuEventSink {
   void MarkForkedChild(bool forked = true) { forked_child_.store(forked); }
   // Non-null when the session carries probes (`cuprobe run`).
   [[nodiscard]] const ModulePatcher* patcher() const { return patcher_; }
+  // Non-null when the patch backend carries probes.
+  [[nodiscard]] const KernelPatcher* kernel_patcher() const { return kernel_patcher_; }
   // Non-null when probes can be attached later (a session without probes of
   // its own; cupti_hook/late_attach.h).
   [[nodiscard]] const LateAttach* late_attach() const { return attach_; }
@@ -96,6 +103,9 @@ class Hook final : public GpuEventSink {
                                 const void* cbdata);
   // CUPTI's activity-buffer callbacks (global in CUPTI: they reach the hook
   // through a process-wide pointer set by Start).
+  // The Compute Sanitizer's callback (patch backend); userdata is the Hook.
+  static void SanitizerCallback(void* userdata, sanitizer::Domain domain, uint32_t cbid,
+                                const void* cbdata);
   static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
   static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
                                        size_t size, size_t valid_size);
@@ -106,6 +116,19 @@ class Hook final : public GpuEventSink {
   // The CUPTI callback after the state checks: the switchboard's handlers.
   void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
   void DisableWith(const std::string& reason);
+  // Start with the patch backend (hook_patch.cc): the Compute Sanitizer's
+  // callbacks instead of CUPTI's, probes through KernelPatcher, launches
+  // traced from the launch callbacks. After the output exists.
+  HookState StartPatchBackend();
+  void StartPatchProbes();
+  absl::Status EnablePatchCallbacks();
+  void OnSanitizerCallback(sanitizer::Domain domain, uint32_t cbid, const void* cbdata);
+  void OnPatchLaunch(const void* cbdata);
+  // Starts the watcher (and the ring pump) and finishes init.
+  HookState FinishStart(const std::string& ready_line);
+  // The trace's clock: CUPTI's, or the wall clock with the patch backend
+  // (which must not touch CUPTI).
+  uint64_t Now();
   // Fills the switchboard from the config (before READY: until then every
   // callback falls through before it reaches the board). `tracer_launches`:
   // the tracer records launches from the launch callbacks.
@@ -168,6 +191,10 @@ class Hook final : public GpuEventSink {
   ImageRegistry* images_ = nullptr;
   LateAttach* attach_ = nullptr;
   CaptureRanges* capture_ = nullptr;
+  SanitizerSeam* const sanitizer_;
+  bool sanitizer_subscribed_ = false;
+  KernelPatcher* kernel_patcher_ = nullptr;
+  std::atomic<uint64_t> launch_serial_{0};
   // Callbacks that fell through (not READY, re-entered, forked child). No
   // counter of every callback: its locked add, twice per launch, costs a
   // measurable part of the hook's time per launch (bench/hook_bench).

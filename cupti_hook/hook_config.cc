@@ -81,6 +81,25 @@ void ReadDiag(HookConfig& config) {
   config.tracer_diag.no_timestamps = DiagWord("no-timestamps");
 }
 
+void ReadBackend(HookConfig& config) {
+  if (const char* s = std::getenv("CUPROBE_BACKEND"); s != nullptr && *s != '\0') {
+    if (std::strcmp(s, "patch") == 0) {
+      config.backend = Backend::kPatch;
+    } else if (std::strcmp(s, "ptx") == 0) {
+      config.backend = Backend::kPtx;
+    } else if (std::strcmp(s, "auto") != 0) {
+      CUPROBE_LOG(kWarning, "CUPROBE_BACKEND: unknown value '%s' (expected auto, ptx, patch); "
+                  "using auto", s);
+    }
+  }
+  constexpr char kLibrary[] = "/compute-sanitizer/libsanitizer-public.so";
+  if (const char* h = std::getenv("CUDA_HOME"); h != nullptr && *h != '\0') {
+    config.sanitizer_paths.push_back(absl::StrCat(h, kLibrary));
+  }
+  config.sanitizer_paths.push_back(absl::StrCat("/usr/local/cuda", kLibrary));
+  config.sanitizer_paths.emplace_back("libsanitizer-public.so");
+}
+
 }  // namespace
 
 HookConfig HookConfig::FromEnvironment() {
@@ -123,6 +142,7 @@ HookConfig HookConfig::FromEnvironment() {
   config.ring_data = RingDataFromEnvironment();
   if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') config.tmp_dir = tmp;
   config.rewriter = RewriterSettings::FromEnvironment(&std::getenv);
+  ReadBackend(config);
   return config;
 }
 

@@ -21,6 +21,19 @@
 
 namespace cuprobe {
 
+// Which way probes reach kernels (`cuprobe run --backend`, CUPROBE_BACKEND).
+enum class Backend : uint8_t {
+  // Today: kPtx. Kernels without PTX are named in one line and left alone.
+  kAuto,
+  // CUPTI tracing; kernels with PTX are rewritten (ptx_rewriter/).
+  kPtx,
+  // The Compute Sanitizer's callbacks instead of CUPTI's; every kernel a
+  // probe selects is patched (cupti_hook/kernel_patcher.h), SASS-only ones
+  // included. Launches are traced from the launch callbacks, without GPU
+  // kernel times.
+  kPatch,
+};
+
 struct HookConfig {
   // CUPROBE_SESSION: the session segment created by `cuprobe` (empty when the
   // injection path was set by hand: standalone mode).
@@ -110,6 +123,11 @@ struct HookConfig {
   // CUPROBE_CACHE_DIR, CUPROBE_PTX_COMPILER, CUDA_HOME, ...), put in force
   // by Hook::Start.
   RewriterSettings rewriter;
+  // CUPROBE_BACKEND: auto (the default), ptx or patch.
+  Backend backend = Backend::kAuto;
+  // Where libsanitizer-public.so is tried, in order: $CUDA_HOME's and
+  // /usr/local/cuda's compute-sanitizer folder, then the loader's path.
+  std::vector<std::string> sanitizer_paths;
 
   // Parses a CUPROBE_TRACE value into the three switches above; returns the
   // words it did not understand (empty when all were fine).

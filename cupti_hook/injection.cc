@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "cupti_hook/hook.h"
 #include "cupti_hook/outputs.h"
 #include "cupti_hook/real_seam.h"
+#include "cupti_hook/sanitizer_seam.h"
 #include "support/log.h"
 
 namespace {
@@ -31,8 +33,10 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   cuprobe::SetLogPrefix(absl::StrCat("cuprobe[", ::getpid(), "]"));
   static cuprobe::Hook* hook = [] {
     auto* seam = new cuprobe::RealSeam;
-    auto* h = new cuprobe::Hook(*seam, cuprobe::HookConfig::FromEnvironment(),
-                                &cuprobe::MakeTraceOutput);
+    cuprobe::HookConfig config = cuprobe::HookConfig::FromEnvironment();
+    // Loaded (dlopen) only if the patch backend subscribes.
+    cuprobe::SanitizerSeam* sanitizer = cuprobe::MakeRealSanitizerSeam(config.sanitizer_paths).release();
+    auto* h = new cuprobe::Hook(*seam, std::move(config), &cuprobe::MakeTraceOutput, sanitizer);
     g_hook = h;
     // Runs before the CUDA runtime's own atexit teardown (registered later).
     std::atexit(StopAtExit);

@@ -209,8 +209,9 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
   pending->source = std::move(source);
   pending->image = std::move(**result);
   if (!pending->image.not_instrumented.empty()) {
-    CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes are traced "
-                "but not instrumented: %s", pending->source.Describe(),
+    CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes ship SASS only and are traced "
+                "but not instrumented (`cuprobe run --backend patch` probes them): %s",
+                pending->source.Describe(),
                 pending->image.not_instrumented.size(),
                 absl::StrJoin(pending->image.not_instrumented, ", "));
   }

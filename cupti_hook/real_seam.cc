@@ -104,6 +104,7 @@ absl::StatusOr<CudaDriver> ResolveDriver() {
   CUPROBE_GET(KernelGetAttribute, cuKernelGetAttribute);
   CUPROBE_GET(EventQuery, cuEventQuery);
 #undef CUPROBE_GET
+  Resolve(lib, CUPROBE_SYMBOL_NAME(cuFuncGetParamInfo), &d.FuncGetParamInfo, &d.param_info_status);
   return d;
 }
 

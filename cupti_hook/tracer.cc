@@ -272,6 +272,24 @@ void Tracer::RecordLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data)
   EmitAs(me, RecordType::kLaunch, &rec, sizeof(rec));
 }
 
+void Tracer::OnLaunchSeen(const SeenLaunch& launch) {
+  ThreadState& me = ThisThread();
+  Add(me, me.launches);
+  if (diag_.no_launch_records) return;
+  LaunchRecord rec = {};
+  rec.correlation_id = ProcessQualifiedId(pid_, static_cast<uint32_t>(launch.serial));
+  rec.name_id = InternName(launch.name != nullptr ? launch.name : "<unnamed>");
+  rec.api_start_ns = launch.time_ns;
+  rec.api_end_ns = launch.time_ns;
+  rec.stream = launch.stream;
+  rec.pid = pid_;
+  rec.tid = static_cast<uint32_t>(me.shared ? CurrentThreadId() : me.tid);
+  std::memcpy(rec.grid, launch.grid, sizeof(rec.grid));
+  std::memcpy(rec.block, launch.block, sizeof(rec.block));
+  rec.api = static_cast<uint16_t>(LaunchApi::kLaunchKernel);
+  EmitAs(me, RecordType::kLaunch, &rec, sizeof(rec));
+}
+
 void Tracer::HandleActivity(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:

@@ -116,6 +116,18 @@ class Tracer {
   void OnLaunchApiUntimed(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   // Whoever dispatches the launch callbacks chooses one of the three once
   // (hook.cc): no flag is tested per launch.
+  // A launch another provider saw (the Compute Sanitizer's launch callback,
+  // patch backend): a launch record whose API start and end are `time_ns`
+  // and whose correlation id is `serial`; no kernel record joins it.
+  struct SeenLaunch {
+    const char* name = nullptr;  // mangled
+    uint64_t time_ns = 0;
+    uint64_t serial = 0;
+    uint64_t stream = 0;
+    uint32_t grid[3] = {0, 0, 0};
+    uint32_t block[3] = {0, 0, 0};
+  };
+  void OnLaunchSeen(const SeenLaunch& launch);
   // A completed activity buffer: converts every record it holds.
   void OnActivityBuffer(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t valid_size);
   // After this returns no thread writes to the sink any more; later calls are

@@ -2,7 +2,7 @@
 //
 // ParseArgs: the command, then the command's own parser (args_internal.h
 // says which file has which); the report prefix's placeholders; report
-// format names.
+// format and backend names.
 #include "loader/args.h"
 
 #include <functional>
@@ -109,6 +109,15 @@ std::string_view ReportFormatName(ReportFormat format) {
     case ReportFormat::kCsv: return "csv";
     case ReportFormat::kChrome: return "chrome";
     case ReportFormat::kPrometheus: return "prom";
+  }
+  return "?";
+}
+
+std::string_view ProbeBackendName(ProbeBackend backend) {
+  switch (backend) {
+    case ProbeBackend::kAuto: return "auto";
+    case ProbeBackend::kPtx: return "ptx";
+    case ProbeBackend::kPatch: return "patch";
   }
   return "?";
 }

@@ -44,6 +44,15 @@ struct TraceOptions {
   std::vector<std::string> command;  // the program and its arguments
 };
 
+// How `cuprobe run` gets probes into kernels; the hook reads it from
+// CUPROBE_BACKEND (ProbeBackendName gives the value).
+//   kAuto   the hook's choice; today the PTX backend.
+//   kPtx    kernels are rewritten from their PTX as their modules load;
+//           kernels without PTX run unchanged.
+//   kPatch  every selected kernel's SASS is patched through the Compute
+//           Sanitizer; no GPU kernel times (it excludes CUPTI).
+enum class ProbeBackend { kAuto, kPtx, kPatch };
+
 // `cuprobe run` (loader/run_command.h): a traced run with probes.
 struct RunOptions {
   TraceOptions trace;                // report, formats, program; interval: map prints
@@ -51,6 +60,7 @@ struct RunOptions {
   std::string kernels;               // overrides every program's kernel glob
   bool events_json = false;          // ring-buffer events as JSON lines
   bool quiet = false;                // no live output
+  ProbeBackend backend = ProbeBackend::kAuto;  // --backend (CUPROBE_BACKEND)
 };
 
 // `cuprobe attach TARGET -p PROBE`: probes added to a running `cuprobe
@@ -65,6 +75,9 @@ struct InspectOptions {
   std::string path;
   uint32_t sm = 90;            // device SM the PTX choice is made for
   std::string extract_ptx;     // write the chosen PTX here ("-" for stdout)
+  // Where the PTX of a bare cubin is looked for, as the hook does (Triton's
+  // cache); RunInspect fills it from the environment when empty.
+  std::vector<std::string> ptx_search_roots;
 };
 
 struct CompileArgs {
@@ -121,6 +134,9 @@ struct CliArgs {
 [[nodiscard]] std::string UsageText(std::string_view topic);
 
 [[nodiscard]] std::string_view ReportFormatName(ReportFormat format);
+
+// The CUPROBE_BACKEND value of a backend: "auto", "ptx" or "patch".
+[[nodiscard]] std::string_view ProbeBackendName(ProbeBackend backend);
 
 }  // namespace cuprobe
 

@@ -165,8 +165,16 @@ absl::Status ParseTracedRun(const std::vector<std::string>& argv, size_t i, std:
   return absl::OkStatus();
 }
 
+absl::StatusOr<ProbeBackend> ParseBackend(std::string_view value) {
+  if (value == "auto") return ProbeBackend::kAuto;
+  if (value == "ptx") return ProbeBackend::kPtx;
+  if (value == "patch") return ProbeBackend::kPatch;
+  return Invalid(absl::StrCat("unknown --backend '", value, "' (expected auto, ptx or patch)"),
+                 "run");
+}
+
 // run's own options (ParseTracedRun's `extra`): probes, kernels, events,
-// quiet.
+// quiet, backend.
 absl::StatusOr<bool> TakeRunOption(const std::vector<std::string>& argv, size_t& i,
                                    RunOptions& o) {
   std::string value;
@@ -193,6 +201,11 @@ absl::StatusOr<bool> TakeRunOption(const std::vector<std::string>& argv, size_t&
     } else {
       return Invalid(absl::StrCat("--events expects lines or json, got '", value, "'"), "run");
     }
+    return true;
+  }
+  if (r.Match("", "--backend", &value, &error)) {
+    CUPROBE_RETURN_IF_ERROR(error);
+    CUPROBE_ASSIGN_OR_RETURN(o.backend, ParseBackend(value));
     return true;
   }
   if (argv[i] == "--quiet") {

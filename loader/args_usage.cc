@@ -122,10 +122,12 @@ USAGE
   cuprobe/mem/GLOB, or bpftime's kprobe/NAME and kretprobe/NAME), those
   kernels are rewritten and compiled for the GPU, and the module loads with
   the probes in it. Kernels without PTX (cuBLAS, cuDNN, most of PyTorch) are
-  named once and run unchanged. While the program runs, the maps are printed
-  every --interval and ring-buffer events are streamed, on stderr (the
-  program's stdout is left alone). Everything `cuprobe trace` does is done
-  too: the kernel summary and the timeline are written at the end.
+  named once and run unchanged; --backend patch reaches them by patching
+  their SASS (`cuprobe inspect FILE` tells which kernels need it). While the
+  program runs, the maps are printed every --interval and ring-buffer events
+  are streamed, on stderr (the program's stdout is left alone). Everything
+  `cuprobe trace` does is done too: the kernel summary and the timeline are
+  written at the end (with --backend patch, without GPU kernel times).
 
 OPTIONS
   -p, --probe PROBE       a probe (.c, .o, .cpb); several -p (sources or
@@ -135,6 +137,18 @@ OPTIONS
       --interval MS       print maps every MS milliseconds (default: 1000)
   -e, --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
       --quiet             no live output; final maps and the report only
+      --backend B         how the probes get into the kernels (default: auto):
+                            auto   the hook's choice: ptx
+                            ptx    rewrite the kernels' PTX as their modules
+                                   load; kernels without PTX run unchanged
+                            patch  patch every selected kernel's SASS through
+                                   the Compute Sanitizer, PTX or not (cuBLAS,
+                                   cuDNN); launches are traced, but not the
+                                   kernels' GPU times (CUPTI and the Sanitizer
+                                   cannot share a process)
+                          sets CUPROBE_BACKEND for the program; the flag (or
+                          its default) replaces a CUPROBE_BACKEND in
+                          cuprobe's environment
   -o, --output PREFIX     report prefix (default: cuprobe-run); also writes
                           PREFIX.maps.txt and PREFIX.events (lines or JSON)
   -f, --format LIST       trace report formats, as for `cuprobe trace`
@@ -152,6 +166,8 @@ EXAMPLES
   cuprobe run -p samples/mem_trace/mem_trace.bpf.c -p samples/kernel_trace/kernel_trace.bpf.c -- ./app
   cuprobe run -p probe.bpf.c -k 'matmul*' --events json -- ./app > app.out
   cuprobe compile probe.bpf.c -o p.cpb && cuprobe run -p p.cpb -- python3 train.py
+  cuprobe run --backend patch -p samples/threadhist/threadhist.bpf.c -- python3 mm.py
+                                      # probes on cuBLAS kernels
 )";
 
 constexpr char kAttachUsage[] = R"(cuprobe attach: add probes to a program already running under `cuprobe trace`
@@ -202,6 +218,16 @@ USAGE
   fatbin, an ELF cubin or a PTX file. Lists every entry (kind, SM, PTX ISA
   version, compression, sizes) and the kernels of each.
 
+  Each kernel's line ends with the backend `cuprobe run --backend auto`
+  gives it on --sm (under --backend patch, every selected kernel is patched):
+    backend: ptx                 the image has PTX for --sm with the kernel in
+                                 it (a bare cubin: PTX for it in Triton's
+                                 cache, where the hook looks); the PTX is
+                                 rewritten
+    backend: patch (SASS only)   no such PTX: auto and ptx leave the kernel
+                                 alone; only `cuprobe run --backend patch`
+                                 probes it
+
 OPTIONS
       --sm N              device SM to choose PTX for (default: 90)
       --extract-ptx PATH  write the PTX chosen for --sm to PATH ("-": stdout)
@@ -210,6 +236,7 @@ OPTIONS
 EXAMPLES
   cuprobe inspect build/samples/vec_add
   cuprobe inspect --extract-ptx - build/samples/vec_add | head
+  cuprobe inspect --sm 80 libapp.so | grep 'backend: patch'   # needs --backend patch
 )";
 
 constexpr char kCompileUsage[] = R"(cuprobe compile: verify a probe and compile it to a probe bundle

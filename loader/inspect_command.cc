@@ -2,9 +2,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -12,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "report/trace_report.h"
 #include "ptx_rewriter/image.h"
+#include "ptx_rewriter/image_pipeline.h"
 #include "ptx_rewriter/ptx_parser.h"
 #include "support/status_macros.h"
 
@@ -37,61 +41,105 @@ struct Listing {
   std::string text;
   int images = 0;
   int sass_kernels = 0;
-  int ptx_kernels = 0;  // kernels of the PTX chosen for --sm: instrumentable
+  int ptx_kernels = 0;        // kernels of the PTX chosen for --sm: instrumentable
+  int sass_only_kernels = 0;  // SASS kernels without that PTX: --backend patch only
 };
 
-absl::Status ListImage(const Image& image, const std::string& where, uint32_t sm,
-                       Listing* out) {
+// The PTX `cuprobe run` would rewrite for an image on --sm, and its kernels:
+// the image's own PTX entry, else, for a bare cubin, PTX the hook finds for
+// it elsewhere (ptx_rewriter/image_pipeline.h: Triton's cache).
+struct ChosenPtx {
+  const ImageEntry* entry = nullptr;  // the image's PTX for --sm
+  bool found_elsewhere = false;       // a bare cubin's PTX, from the search roots
+  std::vector<std::string> kernels;   // its kernels with a body
+  std::string problem;                // why the PTX could not be read
+};
+
+ChosenPtx ChoosePtx(const Image& image, const std::string& where,
+                    const InspectOptions& options) {
+  ChosenPtx chosen;
+  chosen.entry = PickPtxFor(image, options.sm);
+  std::optional<std::string> side;
+  if (chosen.entry == nullptr && image.format == ImageFormat::kCubin &&
+      !options.ptx_search_roots.empty()) {
+    side = TritonCacheFinder(options.ptx_search_roots)(image.bytes);
+    chosen.found_elsewhere = side.has_value();
+  }
+  if (chosen.entry == nullptr && !side.has_value()) return chosen;
+  absl::StatusOr<std::string> text =
+      side.has_value() ? absl::StatusOr<std::string>(*std::move(side)) : ExtractPtx(*chosen.entry);
+  absl::StatusOr<Module> module = text.ok() ? ParsePtx(*text, absl::StrCat(where, " PTX"))
+                                             : absl::StatusOr<Module>(text.status());
+  if (!module.ok()) {
+    chosen.problem = std::string(module.status().message());
+    return chosen;
+  }
+  for (const Function& f : module->functions) {
+    if (f.is_kernel && f.has_body) chosen.kernels.emplace_back(f.name);
+  }
+  return chosen;
+}
+
+// A kernel's name for the listing: demangled, with the mangled name after it.
+std::string KernelLabel(const std::string& n) {
+  std::string demangled = DemangleKernelName(n);
+  return demangled == n ? n : absl::StrCat(demangled, "  [", n, "]");
+}
+
+// Which backend `cuprobe run --backend auto` gives a kernel: the PTX one
+// when the chosen PTX has it; else none, and only --backend patch reaches it.
+constexpr char kPtxBackend[] = "backend: ptx";
+constexpr char kPatchBackend[] = "backend: patch (SASS only)";
+
+// The kernels of one ELF entry, each with its backend.
+void ListElfKernels(const ImageEntry& e, const absl::flat_hash_set<std::string>& with_ptx,
+                    Listing* out) {
+  absl::StatusOr<std::vector<std::string>> names = KernelNames(e);
+  if (!names.ok()) {
+    absl::StrAppend(&out->text, "    (kernels unreadable: ", names.status().message(), ")\n");
+    return;
+  }
+  for (const std::string& n : *names) {
+    ++out->sass_kernels;
+    const bool ptx = with_ptx.contains(n);
+    if (!ptx) ++out->sass_only_kernels;
+    absl::StrAppend(&out->text, "    kernel ", KernelLabel(n), "  ",
+                    ptx ? kPtxBackend : kPatchBackend, "\n");
+  }
+}
+
+absl::Status ListImage(const Image& image, const std::string& where,
+                       const InspectOptions& options, Listing* out) {
+  const uint32_t sm = options.sm;
   ++out->images;
   absl::StrAppend(&out->text, where, ": ", ImageFormatName(image.format), ", ",
                   image.entries.size(), " entr", image.entries.size() == 1 ? "y" : "ies", "\n");
-  // The kernels of the PTX the hook would rewrite on this SM.
-  const ImageEntry* ptx = PickPtxFor(image, sm);
-  std::vector<std::string> ptx_kernels;
-  std::string ptx_problem;
-  if (ptx != nullptr) {
-    absl::StatusOr<std::string> text = ExtractPtx(*ptx);
-    absl::StatusOr<Module> module =
-        text.ok() ? ParsePtx(*text, absl::StrCat(where, " PTX")) : absl::StatusOr<Module>(text.status());
-    if (module.ok()) {
-      for (const Function& f : module->functions) {
-        if (f.is_kernel && f.has_body) ptx_kernels.emplace_back(f.name);
-      }
-    } else {
-      ptx_problem = std::string(module.status().message());
-    }
-  }
-  const absl::flat_hash_set<std::string> with_ptx(ptx_kernels.begin(), ptx_kernels.end());
-  auto name = [](const std::string& n) {
-    std::string demangled = DemangleKernelName(n);
-    return demangled == n ? n : absl::StrCat(demangled, "  [", n, "]");
-  };
+  const ChosenPtx ptx = ChoosePtx(image, where, options);
+  const absl::flat_hash_set<std::string> with_ptx(ptx.kernels.begin(), ptx.kernels.end());
   for (const ImageEntry& e : image.entries) {
     absl::StrAppend(&out->text, "  ", DescribeEntry(e), "\n");
-    if (&e == ptx) {
-      if (!ptx_problem.empty()) {
-        absl::StrAppend(&out->text, "    (PTX unreadable: ", ptx_problem, ")\n");
+    if (&e == ptx.entry) {
+      if (!ptx.problem.empty()) {
+        absl::StrAppend(&out->text, "    (PTX unreadable: ", ptx.problem, ")\n");
       }
-      for (const std::string& n : ptx_kernels) {
+      for (const std::string& n : ptx.kernels) {
         ++out->ptx_kernels;
-        absl::StrAppend(&out->text, "    kernel ", name(n), "  (instrumentable on sm_", sm, ")\n");
+        absl::StrAppend(&out->text, "    kernel ", KernelLabel(n), "  (instrumentable on sm_", sm,
+                        ")  ", kPtxBackend, "\n");
       }
       continue;
     }
-    if (!e.is_elf()) continue;
-    absl::StatusOr<std::vector<std::string>> names = KernelNames(e);
-    if (!names.ok()) {
-      absl::StrAppend(&out->text, "    (kernels unreadable: ", names.status().message(), ")\n");
-      continue;
-    }
-    for (const std::string& n : *names) {
-      ++out->sass_kernels;
-      absl::StrAppend(&out->text, "    kernel ", name(n),
-                      with_ptx.contains(n) ? "" : "  (SASS only: not instrumentable)", "\n");
-    }
+    if (e.is_elf()) ListElfKernels(e, with_ptx, out);
   }
-  if (ptx == nullptr && !image.entries.empty()) {
-    absl::StrAppend(&out->text, "  (no PTX for sm_", sm, ": the kernels cannot be instrumented)\n");
+  if (ptx.found_elsewhere) {
+    out->ptx_kernels += static_cast<int>(ptx.kernels.size());
+    absl::StrAppend(&out->text, "  (no PTX in the cubin; the hook takes the PTX found for it in "
+                    "Triton's cache",
+                    ptx.problem.empty() ? "" : absl::StrCat(", unreadable: ", ptx.problem), ")\n");
+  } else if (ptx.entry == nullptr && !image.entries.empty()) {
+    // What --backend auto and ptx do, then what patch does.
+    absl::StrAppend(&out->text, "  (no PTX for sm_", sm, ": the kernels cannot be instrumented)\n",
+                    "  (`cuprobe run --backend patch` patches their SASS instead)\n");
   }
   return absl::OkStatus();
 }
@@ -108,7 +156,7 @@ absl::StatusOr<std::string> InspectFile(const InspectOptions& options) {
       return absl::Status(image.status().code(),
                           absl::StrCat(where, ": ", image.status().message()));
     }
-    return ListImage(*image, where, options.sm, &listing);
+    return ListImage(*image, where, options, &listing);
   };
   if (IsHostElf(all)) {
     absl::StatusOr<std::vector<HostFatbin>> fatbins = FindFatbinsInHostElf(all);
@@ -140,11 +188,25 @@ absl::StatusOr<std::string> InspectFile(const InspectOptions& options) {
   }
   absl::StrAppend(&listing.text, listing.images, " image(s), ", listing.sass_kernels,
                   " kernel(s) in SASS, ", listing.ptx_kernels,
-                  " kernel(s) instrumentable from PTX on sm_", options.sm, "\n");
+                  " kernel(s) instrumentable from PTX on sm_", options.sm, ", ",
+                  listing.sass_only_kernels, " SASS-only kernel(s) for --backend patch\n");
   return listing.text;
 }
 
-absl::Status RunInspect(const InspectOptions& options) {
+std::vector<std::string> PtxSearchRootsFromEnvironment() {
+  std::vector<std::string> roots;
+  if (const char* d = std::getenv("TRITON_CACHE_DIR"); d != nullptr && *d != '\0') {
+    roots.emplace_back(d);
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+    roots.push_back(absl::StrCat(h, "/.triton/cache"));
+  }
+  return roots;
+}
+
+absl::Status RunInspect(const InspectOptions& given) {
+  InspectOptions options = given;
+  if (options.ptx_search_roots.empty()) options.ptx_search_roots = PtxSearchRootsFromEnvironment();
   CUPROBE_ASSIGN_OR_RETURN(std::string text, InspectFile(options));
   if (options.extract_ptx != "-") std::fputs(text.c_str(), stdout);
   if (options.extract_ptx.empty()) return absl::OkStatus();

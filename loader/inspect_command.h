@@ -1,13 +1,17 @@
 // File: loader/inspect_command.h
 //
 // `cuprobe inspect FILE`: lists the CUDA code in a host executable or shared
-// library, a fatbin, an ELF cubin or PTX text, offline (no GPU needed).
+// library, a fatbin, an ELF cubin or PTX text, offline (no GPU needed), and
+// for each kernel the backend `cuprobe run` gives it ("backend: ptx" where
+// PTX for --sm has it, "backend: patch (SASS only)" where only --backend
+// patch reaches it).
 //
 //   CUPROBE_RETURN_IF_ERROR(RunInspect(args.inspect));   // prints to stdout
 #ifndef CUPROBE_LOADER_INSPECT_COMMAND_H_
 #define CUPROBE_LOADER_INSPECT_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -19,7 +23,13 @@ namespace cuprobe {
 [[nodiscard]] absl::StatusOr<std::string> InspectFile(const InspectOptions& options);
 
 // Prints the listing to stdout; with --extract-ptx also writes the PTX.
+// Without ptx_search_roots, looks where the hook looks
+// (PtxSearchRootsFromEnvironment).
 [[nodiscard]] absl::Status RunInspect(const InspectOptions& options);
+
+// Where the hook looks for the PTX of a bare cubin (Triton's cache):
+// $TRITON_CACHE_DIR, then $HOME/.triton/cache (cupti_hook/hook_config.cc).
+[[nodiscard]] std::vector<std::string> PtxSearchRootsFromEnvironment();
 
 }  // namespace cuprobe
 

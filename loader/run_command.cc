@@ -130,9 +130,14 @@ class LivePrinter {
       kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
       for (const auto& [id, name] : kernels) absl::StrAppendFormat(&text, "  [%d] %s\n", id, name);
       text += "\n";
+    } else if (options_.backend == ProbeBackend::kPatch) {
+      CUPROBE_LOG(kWarning, "no kernel was instrumented: no module the program loaded had a "
+                  "kernel that the probes select (check the section globs, or -k)");
     } else {
       CUPROBE_LOG(kWarning, "no kernel was instrumented: no module the program loaded had a "
-                  "kernel with PTX that the probes select (check the section globs, or -k)");
+                  "kernel with PTX that the probes select (check the section globs, or -k; "
+                  "`cuprobe inspect` shows the kernels without PTX, which --backend patch "
+                  "reaches)");
     }
     if (HasPlainMaps()) {
       absl::StatusOr<std::string> maps = FormatSessionMaps(*reader_, PlainMaps());
@@ -424,6 +429,24 @@ absl::StatusOr<ProbeBundle> LoadRunProbes(const RunOptions& options) {
   return bundle;
 }
 
+namespace {
+
+// run's part of the program's environment: CUPROBE_BACKEND, always set
+// (--backend or its default), so that a value left in cuprobe's own
+// environment cannot pick another backend than the one asked for; a
+// different one is named so the user knows it was replaced.
+ExtraEnvironment RunEnvironment(const RunOptions& options) {
+  const std::string backend(ProbeBackendName(options.backend));
+  if (const char* env = std::getenv("CUPROBE_BACKEND");
+      env != nullptr && *env != '\0' && backend != env) {
+    CUPROBE_LOG(kWarning, "CUPROBE_BACKEND=%s in the environment is replaced by --backend %s",
+                env, backend);
+  }
+  return {{"CUPROBE_BACKEND", backend}};
+}
+
+}  // namespace
+
 absl::StatusOr<int> RunRun(const RunOptions& options) {
   CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadRunProbes(options));
   SessionOptions session_options;
@@ -441,7 +464,7 @@ absl::StatusOr<int> RunRun(const RunOptions& options) {
   live.drain_interval_ms = kRingDrainIntervalMs;
   live.on_drain = [&printer](Session& s) { printer.Drain(s); };
   live.on_exit = [&printer](Session& s, const TraceData& data) { printer.Final(s, &data); };
-  return RunTracedProgram(trace, std::move(session_options), live);
+  return RunTracedProgram(trace, std::move(session_options), live, RunEnvironment(options));
 }
 
 }  // namespace cuprobe

@@ -330,7 +330,7 @@ absl::StatusOr<int> RunTrace(const TraceOptions& options) {
 }
 
 absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions session_options,
-                                     const LiveView& live) {
+                                     const LiveView& live, const ExtraEnvironment& extra_env) {
   CUPROBE_ASSIGN_OR_RETURN(std::string hook, FindHookLibrary());
   for (ReportFormat f : options.formats) {
     if (f == ReportFormat::kTable) continue;  // printed, and written next to the others
@@ -343,8 +343,9 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   TraceData data;
   Drainer drainer(session, data);
   drainer.Start();
-  absl::StatusOr<ChildProcess> child =
-      ChildProcess::Spawn(options.command, HookEnvironment(options, hook, session));
+  std::vector<std::pair<std::string, std::string>> env = HookEnvironment(options, hook, session);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(options.command, env);
   if (!child.ok()) {
     drainer.Stop();
     if (!options.keep_session) (void)session.Remove();

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "loader/args.h"
@@ -42,11 +44,17 @@ struct LiveView {
   std::function<void(Session&, const TraceData&)> on_exit;
 };
 
+// Variables for the program's environment beyond those of a trace (run's
+// CUPROBE_BACKEND). They replace same-named variables of cuprobe's own
+// environment, as the trace's do.
+using ExtraEnvironment = std::vector<std::pair<std::string, std::string>>;
+
 // RunTrace with a session built from `session_options` (ring capacity is
-// taken from `options`) and a live view.
+// taken from `options`), a live view and `extra_env`.
 [[nodiscard]] absl::StatusOr<int> RunTracedProgram(const TraceOptions& options,
                                                    SessionOptions session_options,
-                                                   const LiveView& live);
+                                                   const LiveView& live,
+                                                   const ExtraEnvironment& extra_env = {});
 
 // The hook library next to this executable: $CUPROBE_HOOK, else
 // <dir of cuprobe>/../lib/libcuprobe_hook.so, else <dir>/libcuprobe_hook.so.

@@ -199,13 +199,14 @@ std::string FindPtxas() {
   return "";
 }
 
-// ptxas, unless CUPROBE_PTX_COMPILER=nvjitlink asks for nvJitLink.
-const std::string& PtxasPath() {
-  static const std::string* path = [] {
-    if (!CurrentRewriterSettings().use_ptxas) return new std::string();
-    return new std::string(FindPtxas());
-  }();
-  return *path;
+// ptxas, unless CUPROBE_PTX_COMPILER=nvjitlink asks for nvJitLink; for a
+// tools patch, ptxas whenever there is one (nvJitLink cannot build one).
+// Both are decided at the first call, with the settings then in force.
+const std::string& PtxasPath(bool tools_patch = false) {
+  static const std::string* found = new std::string(FindPtxas());
+  static const std::string* chosen =
+      new std::string(CurrentRewriterSettings().use_ptxas ? *found : std::string());
+  return tools_patch ? *found : *chosen;
 }
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
@@ -260,6 +261,7 @@ absl::StatusOr<CompiledCubin> CompileWithPtxas(const std::string& ptxas, std::st
   }
   std::vector<std::string> args = {ptxas, absl::StrCat("-arch=", arch), "-o", out};
   if (options.verbose) args.push_back("-v");
+  if (options.tools_patch) args.push_back("--compile-as-tools-patch");
   args.push_back(in);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -295,14 +297,15 @@ absl::StatusOr<CompiledCubin> CompileWithPtxas(const std::string& ptxas, std::st
 
 }  // namespace
 
-std::string PtxCompilerName() {
-  return PtxasPath().empty() ? std::string("nvJitLink") : absl::StrCat("ptxas (", PtxasPath(), ")");
+std::string PtxCompilerName(bool tools_patch) {
+  const std::string& ptxas = PtxasPath(tools_patch);
+  return ptxas.empty() ? std::string("nvJitLink") : absl::StrCat("ptxas (", ptxas, ")");
 }
 
-absl::StatusOr<std::string> PtxCompilerFingerprint() {
-  if (!PtxasPath().empty()) {
-    std::string fp = FileFingerprint(PtxasPath());
-    return absl::StrCat("ptxas:", fp.empty() ? PtxasPath() : fp);
+absl::StatusOr<std::string> PtxCompilerFingerprint(bool tools_patch) {
+  if (const std::string& ptxas = PtxasPath(tools_patch); !ptxas.empty()) {
+    std::string fp = FileFingerprint(ptxas);
+    return absl::StrCat("ptxas:", fp.empty() ? ptxas : fp);
   }
   return NvJitLinkFingerprint();
 }
@@ -327,8 +330,8 @@ std::string ArchFor(std::string_view ptx, uint32_t sm) {
 }
 
 absl::StatusOr<CompiledCubin> CompilePtx(std::string_view ptx, const CompileOptions& options) {
-  if (!PtxasPath().empty()) {
-    return CompileWithPtxas(PtxasPath(), ptx, ArchFor(ptx, options.sm), options);
+  if (const std::string& ptxas = PtxasPath(options.tools_patch); !ptxas.empty()) {
+    return CompileWithPtxas(ptxas, ptx, ArchFor(ptx, options.sm), options);
   }
   return CompilePtxWithNvJitLink(ptx, options);
 }
@@ -342,6 +345,7 @@ absl::StatusOr<CompiledCubin> CompilePtxWithNvJitLink(std::string_view ptx,
   const std::string arch = ArchFor(ptx, options.sm);
   std::vector<std::string> opts = {absl::StrCat("-arch=", arch)};
   if (options.verbose) opts.push_back("-verbose");
+  if (options.tools_patch) opts.push_back("-Xptxas=--compile-as-tools-patch");
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());
   std::vector<const char*> argv;
   for (const std::string& o : opts) argv.push_back(o.c_str());
@@ -359,8 +363,14 @@ absl::StatusOr<CompiledCubin> CompilePtxWithNvJitLink(std::string_view ptx,
   auto fail = [&](nvJitLinkResult r, std::string_view call) {
     absl::Status s = NvJitLinkResultToStatus(r, call);
     const std::string log = Log(api, h, true);
-    return absl::Status(s.code(), log.empty() ? std::string(s.message())
-                                              : absl::StrCat(s.message(), ":\n", log));
+    std::string message = log.empty() ? std::string(s.message())
+                                      : absl::StrCat(s.message(), ":\n", log);
+    if (options.tools_patch) {
+      absl::StrAppend(&message,
+                      "\n  hint: nvJitLink cannot compile a tools patch module (it compiles "
+                      "PTX with --compile-only); install the toolkit's ptxas");
+    }
+    return absl::Status(s.code(), message);
   };
   // nvJitLink wants the PTX NUL-terminated.
   std::string input(ptx);

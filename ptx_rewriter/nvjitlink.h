@@ -27,6 +27,16 @@ struct CompileOptions {
   bool verbose = false;             // ptxas resource usage into info_log
   std::vector<std::string> extra;   // more nvJitLink options ("-lineinfo", "-O3")
   std::string input_name = "cuprobe.ptx";  // names the input in messages
+  // Compile a Compute Sanitizer patch module (ptxas
+  // --compile-as-tools-patch): every .visible .func is kept as a patch
+  // function the Sanitizer can call. Only the toolkit's ptxas can build one
+  // (checked with CUDA 13.0): nvJitLinkCreate rejects the option itself,
+  // and with -Xptxas=--compile-as-tools-patch ptxas refuses it next to the
+  // --compile-only that nvJitLink compiles PTX with ("Conflicting options").
+  // So CompilePtx uses ptxas for it whenever ptxas exists, even with
+  // CUPROBE_PTX_COMPILER=nvjitlink; CompilePtxWithNvJitLink passes the
+  // -Xptxas form and adds a hint to the refusal.
+  bool tools_patch = false;
 };
 
 struct CompiledCubin {
@@ -56,14 +66,16 @@ struct NvJitLinkLibrary {
 // PTX -> cubin. Uses the toolkit's ptxas (whole-program compilation: an
 // unchanged kernel gets nvcc's machine code, small probes are inlined) when
 // $CUDA_HOME/bin/ptxas or /usr/local/cuda/bin/ptxas exists and
-// CUPROBE_PTX_COMPILER is not "nvjitlink"; nvJitLink otherwise.
+// CUPROBE_PTX_COMPILER is not "nvjitlink" (or `options.tools_patch`);
+// nvJitLink otherwise.
 [[nodiscard]] absl::StatusOr<CompiledCubin> CompilePtx(std::string_view ptx,
                                                        const CompileOptions& options);
 [[nodiscard]] absl::StatusOr<CompiledCubin> CompilePtxWithNvJitLink(
     std::string_view ptx, const CompileOptions& options);
-// Which compiler CompilePtx uses, for messages; and its identity for cache keys.
-[[nodiscard]] std::string PtxCompilerName();
-[[nodiscard]] absl::StatusOr<std::string> PtxCompilerFingerprint();
+// Which compiler CompilePtx uses (for options with this `tools_patch`), for
+// messages; and its identity for cache keys.
+[[nodiscard]] std::string PtxCompilerName(bool tools_patch = false);
+[[nodiscard]] absl::StatusOr<std::string> PtxCompilerFingerprint(bool tools_patch = false);
 
 // Per-function resource usage, from the info log of a verbose compile
 // (nvJitLink's "Function properties for 'k': used 8 registers, ..." lines).

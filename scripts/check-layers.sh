@@ -11,7 +11,8 @@
 #    (cuprobe_cc_library in the folder's CMakeLists.txt / *.cmake) comes
 #    from: every target declares every folder it includes;
 #  - a file outside the GPU seam that loads the CUDA driver (dlopen of
-#    libcuda) or resolves its symbols (cuGetProcAddress);
+#    libcuda) or resolves its symbols (cuGetProcAddress), or loads the
+#    Compute Sanitizer (libsanitizer-public.so);
 #  - a getenv outside the hook's config (cupti_hook/hook_config.cc) and the
 #    CLI (loader/*.cc): the environment is read once, at the top.
 # include/cuprobe (the probes' ABI) may be included from anywhere. tests/,
@@ -32,8 +33,10 @@ ALLOWED = {
     "loader": {"support", "probe", "maps", "ptx_rewriter", "report"},
     "cupti_hook": {"support", "probe", "maps", "ptx_rewriter", "report"},
 }
-# The one file that loads the driver and resolves its entry points.
+# The one file that loads the driver and resolves its entry points, and the
+# one that loads the Compute Sanitizer.
 SEAM = {"cupti_hook/real_seam.cc"}
+SANITIZER_SEAM = {"cupti_hook/real_sanitizer_seam.cc"}
 # Where the environment may be read.
 def reads_environment_ok(path):
     return path == "cupti_hook/hook_config.cc" or re.fullmatch(r"loader/[a-z_]+\.cc", path)
@@ -70,6 +73,10 @@ for folder, allowed in ALLOWED.items():
                     if re.search(r'dlopen\s*\(\s*"libcuda', code) or "cuGetProcAddress" in code:
                         errors.append(f"{path}:{n}: loads the CUDA driver outside the seam "
                                       f"({', '.join(sorted(SEAM))})")
+                if path not in SANITIZER_SEAM and (re.search(r'"[^"]*libsanitizer', code) and
+                                                   "dlopen" in code or "sanitizerSubscribe" in code):
+                    errors.append(f"{path}:{n}: loads the Compute Sanitizer outside the seam "
+                                  f"({', '.join(sorted(SANITIZER_SEAM))})")
                 if re.search(r"\bgetenv\s*\(", code) and not reads_environment_ok(path):
                     errors.append(f"{path}:{n}: reads the environment; only the hook's config "
                                   f"and the CLI do (pass the value in)")

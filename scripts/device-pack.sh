@@ -28,7 +28,8 @@ copy bin/cuprobe
 copy lib/libcuprobe_hook.so
 for f in "$build"/samples/*; do [[ -f "$f" && -x "$f" ]] && copy "samples/$(basename "$f")"; done
 for t in injection_test trace_test resilience_test run_test maps_gpu_test real_seam_test \
-         hook_library_test instrument_gpu_test samples_test lifecycle_test multiprocess_test; do
+         hook_library_test instrument_gpu_test samples_test lifecycle_test multiprocess_test \
+         patch_test; do
   [[ -x "$build/tests/$t" ]] && copy "tests/$t"
 done
 for b in launch_loop probe_workload maps_bench rewrite_bench hook_bench; do [[ -x "$build/bench/$b" ]] && copy "bench/$b"; done

@@ -63,6 +63,23 @@ for t in "$build"/tests/*; do
   fi
 done
 
+# 1b. cupti_hook/sanitizer_api.h against the real Compute Sanitizer headers
+# (only the GPU machine has them).
+san_inc=/usr/local/cuda/compute-sanitizer/include
+if [[ -f "$san_inc/sanitizer.h" ]]; then
+  if g++ -std=c++20 -I"$root" -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include \
+       -I"$san_inc" \
+       "$root/tests/gpu/sanitizer_layout_check.cc" -o "$results/logs/sanitizer_layout_check" \
+       > "$results/logs/sanitizer_layout_check.log" 2>&1 \
+     && "$results/logs/sanitizer_layout_check" >> "$results/logs/sanitizer_layout_check.log"; then
+    say "ok   sanitizer_layout_check"
+  else
+    fails=$((fails + 1))
+    say "FAIL sanitizer_layout_check"
+    head -20 "$results/logs/sanitizer_layout_check.log" | tee -a "$summary"
+  fi
+fi
+
 # 2. Smoke: vec_add with and without the hook; output and exit code unchanged.
 vec="$build/samples/vec_add"
 hook="$build/lib/libcuprobe_hook.so"

@@ -89,6 +89,10 @@ struct CudaDriver {
   decltype(&::cuFuncSetAttribute) FuncSetAttribute;
   decltype(&::cuKernelGetAttribute) KernelGetAttribute;
   decltype(&::cuEventQuery) EventQuery;
+  // The patch backend's argument copies (param_info_status: found or not;
+  // without it probes read no argument there).
+  absl::Status param_info_status;
+  decltype(&::cuFuncGetParamInfo) FuncGetParamInfo;
 };
 
 // Makes `context` current on the calling thread for a scope, then the

@@ -103,11 +103,47 @@
  *    as the helper would (map_algorithms.h, RingBeginRecord); any other
  *    outcome is handed to CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT with the
  *    position and the tail, which ends it as the helper would have.
+ * 10. (Version 8) The patch backend. Kernels that ship only SASS are probed
+ *    through the Compute Sanitizer patching API: the hook loads a patch
+ *    module (ptx_rewriter/patch_module.h: a cubin compiled with ptxas
+ *    --compile-as-tools-patch) into each context and has the driver call its
+ *    adapters, CUPROBE_PATCH_SYMBOL_* below, at block entry, block exit and
+ *    memory accesses. Every adapter receives the Sanitizer's `userdata`, a
+ *    device pointer the hook sets per kernel to its struct
+ *    cuprobe_patch_kernel (below), or 0 for a kernel no program selects (the
+ *    adapter returns at once). The hook writes the block before a launch
+ *    uses it and never while a launch of the kernel can run (the adapters
+ *    read it with ld.global.nc). Its map_block points at the context's map
+ *    block, device memory laid out as
+ *      [descriptors: 128 * N bytes][table: 8 * N bytes]
+ *    with N = max(bundle map count, 1): exactly what 3. puts in
+ *    __cuprobe_map_descs and __cuprobe_map_table. The patch module defines
+ *    neither symbol (a patch module's globals cannot be filled by the host):
+ *    each probe function loads map_block from [args - 16] at its top (its
+ *    args parameter points at the block's args field) and reads the
+ *    descriptors and the table from there. The adapters call the bundle's
+ *    programs whose bit is set in `programs`:
+ *      - block enter: entry programs, mem_addr 0, mem_info 0, site_index 0;
+ *      - block exit: exit programs, site_index = low 32 bits of the pc;
+ *      - global / shared / local access: memory programs whose mem_spaces
+ *        has GLOBAL or GENERIC / SHARED / LOCAL; mem_addr = the Sanitizer's
+ *        ptr (for shared and local: the offset in the window), site_index =
+ *        low 32 bits of the pc, mem_info = CUPROBE_MEM_INFO(accessSize,
+ *        space of the adapter, kind): ATOMIC when the flags have ATOMSYS
+ *        (0x4) or both READ (0x1) and WRITE (0x2), else STORE with WRITE,
+ *        else LOAD; an access with PREFETCH (0x8) and none of the others
+ *        calls no program. The pc is the patched instruction's address, so
+ *        site indices are not the PTX backend's small numbers;
+ *    always with kernel_id from the block and args = userdata + 16 (count 0
+ *    when the hook did not fill them). The helper library's
+ *    CUPROBE_PID_TGID_SYMBOL is not filled in a patch module (reads 0).
  */
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-#define CUPROBE_ABI_VERSION 7 /* 7: rings that reserve first and leave holes (probe/map_desc.h) */
+/* 8: the patch backend (10. above); 7: rings that reserve first and leave
+ * holes (probe/map_desc.h) */
+#define CUPROBE_ABI_VERSION 8
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -156,6 +192,29 @@ struct cuprobe_args {
   cuprobe_u32 reserved;
   cuprobe_u64 value[CUPROBE_MAX_ARGS];
 };
+
+/* ---- The patch backend (see 10. above) ---------------------------------
+ * The Sanitizer callbacks' userdata: device memory, one per (context,
+ * kernel). */
+struct cuprobe_patch_kernel {
+  cuprobe_u64 map_block;    /*   0  device address of the context's map block */
+  cuprobe_u32 kernel_id;    /*   8  the id the hook gave this kernel */
+  cuprobe_u32 programs;     /*  12  bit i set: bundle program i runs in this kernel */
+  struct cuprobe_args args; /*  16  the kernel's arguments (count 0 when not filled) */
+};                          /* 152 bytes */
+#define CUPROBE_PATCH_KERNEL_SIZE 152
+#define CUPROBE_PATCH_KERNEL_ARGS_OFFSET 16
+#define CUPROBE_PATCH_MAX_PROGRAMS 32 /* bits of `programs` */
+/* The adapters of a patch module, (.param .b32 ret) NAME(...) returning 0
+ * (SANITIZER_PATCH_SUCCESS), with the Sanitizer's callback parameters:
+ *   BLOCK_ENTER, BLOCK_EXIT:  (.b64 userdata, .b64 pc)
+ *   *_ACCESS:                 (.b64 userdata, .b64 pc, .b64 ptr,
+ *                              .b32 accessSize, .b32 flags, .b64 pData) */
+#define CUPROBE_PATCH_SYMBOL_BLOCK_ENTER "__cuprobe_patch_block_enter"
+#define CUPROBE_PATCH_SYMBOL_BLOCK_EXIT "__cuprobe_patch_block_exit"
+#define CUPROBE_PATCH_SYMBOL_GLOBAL_ACCESS "__cuprobe_patch_global_access"
+#define CUPROBE_PATCH_SYMBOL_SHARED_ACCESS "__cuprobe_patch_shared_access"
+#define CUPROBE_PATCH_SYMBOL_LOCAL_ACCESS "__cuprobe_patch_local_access"
 
 /* ---- The probe context (virtual; see 1. above) ------------------------- */
 struct cuprobe_ctx {

@@ -166,6 +166,55 @@ TEST(Args, Inspect) {
   EXPECT_THAT(Parse({"inspect", "a", "b"}).status().message(), HasSubstr("one file"));
 }
 
+TEST(Args, RunBackend) {
+  absl::StatusOr<CliArgs> a = Parse({"run", "-p", "x.cpb", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->run.backend, ProbeBackend::kAuto);
+  a = Parse({"run", "--backend", "ptx", "-p", "x.cpb", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->run.backend, ProbeBackend::kPtx);
+  a = Parse({"run", "-p", "x.cpb", "--backend=patch", "--", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->run.backend, ProbeBackend::kPatch);
+  a = Parse({"run", "--backend", "patch", "--backend", "auto", "-p", "x.cpb", "./app"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->run.backend, ProbeBackend::kAuto);  // the last one counts
+  // After "--" it is the program's.
+  a = Parse({"run", "-p", "x.cpb", "--", "./app", "--backend", "sass"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->run.backend, ProbeBackend::kAuto);
+  EXPECT_THAT(a->run.trace.command, ElementsAre("./app", "--backend", "sass"));
+
+  EXPECT_EQ(ProbeBackendName(ProbeBackend::kAuto), "auto");
+  EXPECT_EQ(ProbeBackendName(ProbeBackend::kPtx), "ptx");
+  EXPECT_EQ(ProbeBackendName(ProbeBackend::kPatch), "patch");
+}
+
+TEST(Args, RunBackendErrorsAreClear) {
+  absl::StatusOr<CliArgs> a = Parse({"run", "--backend", "sass", "-p", "x.cpb", "--", "./app"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.status().message(),
+              HasSubstr("unknown --backend 'sass' (expected auto, ptx or patch)"));
+  EXPECT_THAT(a.status().message(), HasSubstr("Try 'cuprobe run --help'."));
+  a = Parse({"run", "--backend=PTX", "-p", "x.cpb", "--", "./app"});  // values are lower case
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("unknown --backend 'PTX'"));
+  a = Parse({"run", "--backend=", "-p", "x.cpb", "--", "./app"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("unknown --backend ''"));
+  a = Parse({"run", "-p", "x.cpb", "--backend"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("option --backend needs a value"));
+  // Probes only: trace and attach do not take it.
+  a = Parse({"trace", "--backend", "patch", "--", "./app"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("unknown option '--backend'"));
+  a = Parse({"attach", "42", "-p", "x.cpb", "--backend", "patch"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("unknown option '--backend'"));
+}
+
 TEST(Args, Attach) {
   absl::StatusOr<CliArgs> a = Parse({"attach", "4242", "-p", "t.cpb", "-p", "u.bpf.c", "-k",
                                      "gemm*", "-d", "10", "--interval", "250", "-e", "json",

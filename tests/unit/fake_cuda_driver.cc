@@ -113,6 +113,12 @@ CudaDriver Table() {
     *device = reinterpret_cast<CUdeviceptr>(p);
     return CUDA_SUCCESS;
   };
+  d.FuncGetParamInfo = [](CUfunction, size_t index, size_t* offset, size_t* size) -> CUresult {
+    if (index >= active->param_sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+    *offset = 0;
+    *size = active->param_sizes[index];
+    return CUDA_SUCCESS;
+  };
   d.MemHostUnregister = [](void* p) -> CUresult {
     return active->host_registered.erase(p) == 1 ? CUDA_SUCCESS
                                                  : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;

@@ -39,7 +39,8 @@ struct FakeCudaState {
   std::vector<std::pair<CUcontext, CUstream>> streams_created;
   std::vector<CUstream> streams_destroyed;
   uint64_t next_stream = 0x51;
-  std::set<void*> host_registered;  // cuMemHostRegister'd (the device sees them at the same address)
+  std::set<void*> host_registered;
+  std::vector<size_t> param_sizes;  // cuFuncGetParamInfo, of every function  // cuMemHostRegister'd (the device sees them at the same address)
 };
 
 class FakeCudaDriver {

@@ -1,0 +1,261 @@
+// File: cupti_hook/kernel_patcher.cc
+#include "cupti_hook/kernel_patcher.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cuprobe/abi.h"
+#include "probe/kernel_glob.h"
+#include "ptx_rewriter/elf.h"
+#include "support/log.h"
+#include "support/status_macros.h"
+
+namespace cuprobe {
+namespace {
+
+static_assert(sizeof(cuprobe_patch_kernel) == 152);
+
+// The kernelParams of the launch call this thread is in (OnLaunchApi).
+thread_local void* const* t_kernel_params = nullptr;
+
+bool ReadsArguments(const ProbeBundle& bundle) {
+  for (const ProbeProgram& p : bundle.programs) {
+    if (p.reads_args) return true;
+  }
+  return false;
+}
+
+// Whether a cubin has a kernel that `mask_of` selects; true when its
+// kernels cannot be named (the launch decides then).
+template <typename MaskOf>
+bool AnyKernelSelected(absl::Span<const uint8_t> cubin, const MaskOf& mask_of) {
+  if (cubin.empty()) return true;
+  absl::StatusOr<CubinInfo> info = ReadCubin(cubin);
+  if (!info.ok()) return true;
+  for (const std::string& name : info->KernelNames()) {
+    if (mask_of(name) != 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+KernelPatcher::KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer,
+                             const ProbeBundle& bundle, MapTableProvider& maps,
+                             PatchBuilder build, KernelListener on_kernel)
+    : seam_(seam),
+      sanitizer_(sanitizer),
+      bundle_(bundle),
+      maps_(maps),
+      build_(std::move(build)),
+      on_kernel_(std::move(on_kernel)),
+      wants_args_(ReadsArguments(bundle)) {}
+
+void KernelPatcher::OnLaunchApi(void* const* kernel_params) { t_kernel_params = kernel_params; }
+
+uint32_t KernelPatcher::MaskOf(std::string_view mangled) const {
+  return ProgramMask(bundle_, mangled, KernelBaseName(mangled));
+}
+
+void KernelPatcher::WarnOnce(std::atomic<bool>& flag, const std::string& what,
+                             const absl::Status& why) {
+  if (flag.exchange(true)) return;
+  CUPROBE_LOG(kWarning, "%s: %s", what, why.message());
+}
+
+absl::StatusOr<const PatchModule*> KernelPatcher::PatchesLocked() {
+  if (!patches_.has_value()) {
+    absl::StatusOr<uint32_t> sm = seam_.CurrentDeviceSm();
+    if (!sm.ok()) {
+      patches_ = sm.status();
+    } else {
+      patches_ = build_(*sm);
+      if (patches_->ok()) {
+        CUPROBE_LOG(kInfo, "patch backend: patch module for sm_%d built (%d callback(s)%s)", *sm,
+                    (*patches_)->callbacks.size(), (*patches_)->cache_hit ? ", cached" : "");
+      }
+    }
+  }
+  if (!patches_->ok()) return patches_->status();
+  return &**patches_;
+}
+
+absl::Status KernelPatcher::PatchModuleLocked(CUcontext context, CUmodule module) {
+  CUPROBE_ASSIGN_OR_RETURN(const PatchModule* patches, PatchesLocked());
+  ContextState& state = contexts_[context];
+  if (!state.patches_added) {
+    CUPROBE_RETURN_IF_ERROR(sanitizer_.AddPatches(patches->cubin.data(), context));
+    state.patches_added = true;
+  }
+  for (const PatchCallback& cb : patches->callbacks) {
+    CUPROBE_RETURN_IF_ERROR(sanitizer_.PatchInstructions(
+        static_cast<sanitizer::Instruction>(cb.instruction), module, cb.function.c_str()));
+  }
+  return sanitizer_.PatchModule(module);
+}
+
+void KernelPatcher::OnModuleLoaded(CUcontext context, CUmodule module,
+                                   absl::Span<const uint8_t> cubin) {
+  modules_seen_.fetch_add(1, std::memory_order_relaxed);
+  if (module == nullptr) return;
+  if (!AnyKernelSelected(cubin, [this](std::string_view n) { return MaskOf(n); })) return;
+  absl::MutexLock lock(&mu_);
+  if (!patched_modules_.insert(module).second) return;
+  absl::Status s = PatchModuleLocked(context, module);
+  if (s.ok()) {
+    modules_patched_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  modules_failed_.fetch_add(1, std::memory_order_relaxed);
+  CUPROBE_LOG(kWarning, "patch backend: cannot patch a module (%s); its kernels run unprobed",
+              s.message());
+}
+
+absl::StatusOr<CUdeviceptr> KernelPatcher::UploadLocked(absl::Span<const uint8_t> bytes) {
+  CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, seam_.Driver());
+  CUdeviceptr ptr = 0;
+  CUPROBE_RETURN_IF_ERROR(driver->Check(driver->MemAlloc(&ptr, bytes.size()), "cuMemAlloc"));
+  absl::Status copied = seam_.MemcpyHtoD(ptr, bytes.data(), bytes.size());
+  if (!copied.ok()) {
+    (void)driver->MemFree(ptr);
+    return copied;
+  }
+  return ptr;
+}
+
+absl::StatusOr<CUdeviceptr> KernelPatcher::MapBlockLocked(CUcontext context,
+                                                          ContextState& state) {
+  if (state.map_block != 0) return state.map_block;
+  CUPROBE_ASSIGN_OR_RETURN(const PatchModule* patches, PatchesLocked());
+  const size_t slots = std::max<size_t>(patches->map_slots, 1);
+  std::vector<uint8_t> block(slots * (128 + 8), 0);
+  if (!bundle_.maps.empty()) {
+    CUPROBE_RETURN_IF_ERROR(maps_.UsableInCurrentContext());
+    CUPROBE_RETURN_IF_ERROR(maps_.Claim());
+    CUPROBE_ASSIGN_OR_RETURN(MapTableProvider::TableAndDescriptors maps,
+                             maps_.MapTableAndDescriptors());
+    if (maps.table.size() > slots || maps.descriptors.size() > slots * 128) {
+      return absl::InternalError("the maps outgrow the patch module's map slots");
+    }
+    std::memcpy(block.data(), maps.descriptors.data(), maps.descriptors.size());
+    std::memcpy(block.data() + slots * 128, maps.table.data(), maps.table.size() * 8);
+  }
+  CUPROBE_ASSIGN_OR_RETURN(state.map_block, UploadLocked(block));
+  (void)context;
+  return state.map_block;
+}
+
+uint32_t KernelPatcher::IdOfLocked(const std::string& mangled) {
+  auto [it, inserted] = ids_.try_emplace(mangled, static_cast<uint32_t>(ids_.size()));
+  if (inserted && on_kernel_) on_kernel_(mangled, it->second);
+  return it->second;
+}
+
+absl::Status KernelPatcher::GiveBlockLocked(CUcontext context, CUfunction function,
+                                            const KernelState& kernel) {
+  ContextState& state = contexts_[context];
+  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(context, state));
+  cuprobe_patch_kernel k = {};
+  k.map_block = map_block;
+  k.kernel_id = kernel.id;
+  k.programs = kernel.programs;
+  std::vector<uint8_t> bytes(sizeof(k));
+  std::memcpy(bytes.data(), &k, sizeof(k));
+  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr block, UploadLocked(bytes));
+  return sanitizer_.SetCallbackData(function, reinterpret_cast<const void*>(block));
+}
+
+std::vector<uint32_t> KernelPatcher::ParamSizes(CUfunction function) {
+  std::vector<uint32_t> sizes;
+  absl::StatusOr<const CudaDriver*> driver = seam_.Driver();
+  if (!driver.ok() || !(*driver)->param_info_status.ok()) return sizes;
+  for (size_t i = 0; i < CUPROBE_MAX_ARGS; ++i) {
+    size_t offset = 0, size = 0;
+    if ((*driver)->FuncGetParamInfo(function, i, &offset, &size) != CUDA_SUCCESS) break;
+    sizes.push_back(static_cast<uint32_t>(size));
+  }
+  return sizes;
+}
+
+absl::Status KernelPatcher::GiveLaunchBlockLocked(const Launch& launch, const KernelState& kernel,
+                                                  void* const* params) {
+  ContextState& state = contexts_[launch.context];
+  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(launch.context, state));
+  if (state.arg_ring == 0) {
+    std::vector<uint8_t> zeros(size_t{kArgBlocks} * sizeof(cuprobe_patch_kernel), 0);
+    CUPROBE_ASSIGN_OR_RETURN(state.arg_ring, UploadLocked(zeros));
+    state.host_ring.resize(kArgBlocks);
+  }
+  const uint32_t slot = state.next;
+  state.next = (state.next + 1) % kArgBlocks;
+  cuprobe_patch_kernel& k = state.host_ring[slot];
+  k = {};
+  k.map_block = map_block;
+  k.kernel_id = kernel.id;
+  k.programs = kernel.programs;
+  if (params != nullptr) {
+    k.args.count = static_cast<cuprobe_u32>(kernel.param_sizes.size());
+    for (size_t i = 0; i < kernel.param_sizes.size(); ++i) {
+      // Zero-extended, or a larger argument's first 8 bytes (abi.h).
+      std::memcpy(&k.args.value[i], params[i], std::min<uint32_t>(kernel.param_sizes[i], 8));
+    }
+  }
+  const CUdeviceptr block = state.arg_ring + CUdeviceptr{slot} * sizeof(cuprobe_patch_kernel);
+  CUPROBE_RETURN_IF_ERROR(sanitizer_.CopyToDeviceAsync(reinterpret_cast<void*>(block), &k,
+                                                       sizeof(k), launch.stream));
+  return sanitizer_.SetLaunchCallbackData(launch.launch, launch.function, launch.stream,
+                                          reinterpret_cast<const void*>(block));
+}
+
+void KernelPatcher::OnLaunchBegin(const Launch& launch) {
+  void* const* params = t_kernel_params;
+  t_kernel_params = nullptr;
+  if (launch.function == nullptr || launch.name == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  auto [it, first] = launched_.try_emplace({launch.context, launch.function});
+  KernelState& kernel = it->second;
+  if (first) {
+    kernel.programs = MaskOf(launch.name);
+    if (kernel.programs == 0) return;
+    kernel.id = IdOfLocked(launch.name);
+    if (wants_args_) {
+      kernel.param_sizes = ParamSizes(launch.function);
+    } else {
+      absl::Status s = GiveBlockLocked(launch.context, launch.function, kernel);
+      if (!s.ok()) {
+        kernel.programs = 0;
+        WarnOnce(block_warned_, absl::StrCat("patch backend: kernel ", launch.name,
+                                             " runs unprobed"), s);
+        return;
+      }
+    }
+    kernels_probed_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (kernel.programs == 0 || !wants_args_) return;
+  absl::Status s = GiveLaunchBlockLocked(launch, kernel, params);
+  if (!s.ok()) {
+    WarnOnce(args_warned_, absl::StrCat("patch backend: a launch of ", launch.name,
+                                        " runs unprobed"), s);
+  }
+}
+
+void KernelPatcher::OnContextDestroying(CUcontext context) {
+  absl::MutexLock lock(&mu_);
+  contexts_.erase(context);
+  absl::erase_if(launched_, [context](const auto& e) { return e.first.first == context; });
+}
+
+void KernelPatcher::OnModuleUnloading(CUmodule module) {
+  absl::MutexLock lock(&mu_);
+  patched_modules_.erase(module);
+}
+
+KernelPatcherStats KernelPatcher::stats() const {
+  return {modules_seen_.load(), modules_patched_.load(), modules_failed_.load(),
+          kernels_probed_.load()};
+}
+
+}  // namespace cuprobe

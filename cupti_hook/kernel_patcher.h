@@ -1,0 +1,176 @@
+// File: cupti_hook/kernel_patcher.h
+//
+// The patch backend's runtime: probes on kernels through the Compute
+// Sanitizer patching API, which reaches kernels that ship SASS only
+// (cuBLAS, cuDNN, PyTorch's own). The bundle's programs are compiled once
+// into a patch module (ptx_rewriter/patch_module.h: adapters with the
+// Sanitizer's callback signatures that call the lowered probes). Then:
+//  - at each module load (the Sanitizer's MODULE_LOADED) whose cubin has a
+//    kernel some program selects: the patch module is added to the module's
+//    context (once per context), the module's block entries, exits and
+//    memory accesses are patched to call the adapters, as the bundle needs;
+//  - at the first launch of a selected kernel in a context: the kernel's
+//    block (include/cuprobe/abi.h, cuprobe_patch_kernel: the context's map
+//    block, the kernel's id and which programs run in it) is written to
+//    device memory and set as the kernel's callback data. Kernels nobody
+//    selects have no callback data, and the adapters return at once.
+//  - when a program reads the kernel's arguments, each launch of a probed
+//    kernel gets a block of its own instead, with the arguments of that
+//    launch (taken from the launch call's kernelParams at its driver-API
+//    ENTER: OnLaunchApi), copied in the launch's stream order into a ring of
+//    kArgBlocks blocks per context and set as that launch's callback data.
+//    A block is reused kArgBlocks launches later: a launch still waiting
+//    in another stream by then would read a later launch's arguments.
+//
+//   KernelPatcher patcher(seam, sanitizer, bundle, maps, build, on_kernel);
+//   // Sanitizer callbacks (cupti_hook/hook_patch.cc):
+//   patcher.OnModuleLoaded(context, module, cubin);
+//   patcher.OnLaunchBegin(context, function, name);
+//
+// Never breaks the application: a module that cannot be patched runs
+// unpatched, a kernel whose block cannot be written runs without probes;
+// one line says why (once per module, once per failure kind).
+#ifndef CUPROBE_CUPTI_HOOK_KERNEL_PATCHER_H_
+#define CUPROBE_CUPTI_HOOK_KERNEL_PATCHER_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "cuprobe/abi.h"
+#include "cupti_hook/module_patcher.h"
+#include "cupti_hook/sanitizer_seam.h"
+#include "cupti_hook/seam.h"
+#include "probe/bundle.h"
+#include "ptx_rewriter/patch_module.h"
+
+namespace cuprobe {
+
+struct KernelPatcherStats {
+  uint64_t modules_seen = 0;
+  uint64_t modules_patched = 0;
+  uint64_t modules_failed = 0;
+  uint64_t kernels_probed = 0;  // (context, kernel) pairs given a block
+};
+
+class KernelPatcher {
+ public:
+  // Builds the patch module for a device SM (BuildPatchModule, with the
+  // on-disk cache); called once, at the first module to patch.
+  using PatchBuilder = std::function<absl::StatusOr<PatchModule>(uint32_t sm)>;
+  // Told each kernel the first time it gets probes, with its id.
+  using KernelListener = std::function<void(std::string_view mangled_name, uint32_t kernel_id)>;
+
+  KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer, const ProbeBundle& bundle,
+                MapTableProvider& maps, PatchBuilder build, KernelListener on_kernel);
+  KernelPatcher(const KernelPatcher&) = delete;
+  KernelPatcher& operator=(const KernelPatcher&) = delete;
+
+  // A module finished loading in `context` (current on this thread).
+  // `cubin`: its image as the Sanitizer gives it (may be empty: then every
+  // module is patched and the kernels are chosen at launch).
+  void OnModuleLoaded(CUcontext context, CUmodule module, absl::Span<const uint8_t> cubin);
+  // Whether OnLaunchApi is needed (a program reads arguments).
+  [[nodiscard]] bool wants_arguments() const { return wants_args_; }
+  // A launch call's ENTER on this thread: its kernelParams (null when the
+  // arguments come through `extra`), for the LAUNCH_BEGIN that follows on
+  // the same thread inside the call.
+  static void OnLaunchApi(void* const* kernel_params);
+  // A launch is about to run `function` (named `name`, mangled) in
+  // `context`, from its module `module`; `launch` and `stream` are the
+  // Sanitizer's handles of it.
+  struct Launch {
+    CUcontext context = nullptr;
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    const char* name = nullptr;
+    sanitizer::LaunchHandle launch = nullptr;
+    sanitizer::StreamHandle stream = nullptr;
+  };
+  void OnLaunchBegin(const Launch& launch);
+  static constexpr uint32_t kArgBlocks = 4096;
+  // The context is about to be destroyed: what was written there dies with
+  // it; forget it.
+  void OnContextDestroying(CUcontext context);
+  // A module is about to be unloaded: a later module at its address is new.
+  void OnModuleUnloading(CUmodule module);
+
+  [[nodiscard]] KernelPatcherStats stats() const;
+
+ private:
+  struct ContextState {
+    bool patches_added = false;
+    CUdeviceptr map_block = 0;
+    // Per-launch blocks (wants_args_): device ring, its host sources.
+    CUdeviceptr arg_ring = 0;
+    std::vector<cuprobe_patch_kernel> host_ring;
+    uint32_t next = 0;
+  };
+  // What a (context, function) got at its first launch.
+  struct KernelState {
+    uint32_t programs = 0;  // 0: not probed
+    uint32_t id = 0;
+    std::vector<uint32_t> param_sizes;  // bytes of each parameter (wants_args_)
+  };
+  // The patch module, built at the first call; an error is kept.
+  absl::StatusOr<const PatchModule*> PatchesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The context's map block (the maps' descriptors and table), written at
+  // the first kernel probed there.
+  absl::StatusOr<CUdeviceptr> MapBlockLocked(CUcontext context, ContextState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Device memory holding `bytes`, in the current context.
+  absl::StatusOr<CUdeviceptr> UploadLocked(absl::Span<const uint8_t> bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PatchModuleLocked(CUcontext context, CUmodule module)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status GiveBlockLocked(CUcontext context, CUfunction function, const KernelState& kernel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This launch's own block, with its arguments.
+  absl::Status GiveLaunchBlockLocked(const Launch& launch, const KernelState& kernel,
+                                     void* const* params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The kernel's parameter sizes (cuFuncGetParamInfo), up to CUPROBE_MAX_ARGS.
+  std::vector<uint32_t> ParamSizes(CUfunction function);
+  // The kernel's id (ctx->kernel_id), assigned at its first probed launch.
+  uint32_t IdOfLocked(const std::string& mangled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t MaskOf(std::string_view mangled) const;
+  void WarnOnce(std::atomic<bool>& flag, const std::string& what, const absl::Status& why);
+
+  CuptiSeam& seam_;
+  SanitizerSeam& sanitizer_;
+  const ProbeBundle& bundle_;
+  MapTableProvider& maps_;
+  const PatchBuilder build_;
+  const KernelListener on_kernel_;
+  const bool wants_args_;
+
+  mutable absl::Mutex mu_;
+  std::optional<absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<CUcontext, ContextState> contexts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<CUmodule> patched_modules_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<CUcontext, CUfunction>, KernelState> launched_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<uint64_t> modules_seen_{0};
+  std::atomic<uint64_t> modules_patched_{0};
+  std::atomic<uint64_t> modules_failed_{0};
+  std::atomic<uint64_t> kernels_probed_{0};
+  std::atomic<bool> block_warned_{false};
+  std::atomic<bool> args_warned_{false};
+};
+
+}  // namespace cuprobe
+
+#endif  // CUPROBE_CUPTI_HOOK_KERNEL_PATCHER_H_

@@ -1,0 +1,265 @@
+// GPU tier: the patch backend (`cuprobe run --backend patch`), probes
+// through the Compute Sanitizer patching API. The same workload built with
+// SASS only (samples vec_add_sass, matmul_sass: code=sm_90, no PTX) under
+// the patch backend must give exactly the maps the PTX build gives under
+// the PTX backend, and exactly what the workload implies; the programs'
+// output must equal their native runs'. Skips without a GPU.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_paths.h"
+#include "tests/test_process.h"
+
+namespace cuprobe::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
+std::string Probe(const std::string& name) { return BuildDir() + "/probes/" + name + ".cpb"; }
+
+class Patch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no GPU on this machine";
+    char tmpl[] = "/tmp/cuprobe-patch-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  // `cuprobe run --backend B -p probe -- app`: the app's stdout must equal
+  // its native run's; returns the final maps text.
+  std::string RunProbe(const std::string& backend, const std::string& probe,
+                       const std::vector<std::string>& app,
+                       const std::vector<std::string>& extra = {}) {
+    ProcessResult native = RunProcess(app);
+    EXPECT_EQ(native.exit_code, 0) << native.err;
+    prefix_ = dir_ + "/run" + std::to_string(runs_++);
+    std::vector<std::string> argv = {Cuprobe(), "run", "--backend", backend, "-p", probe,
+                                     "-o", prefix_, "--format", "json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), app.begin(), app.end());
+    last_ = RunProcess(argv, {{"CUPROBE_LOG", "info"}}, 300);
+    EXPECT_EQ(last_.exit_code, 0) << last_.err;
+    EXPECT_EQ(last_.out, native.out) << "the program's results must not change";
+    return ReadWholeFile(prefix_ + ".maps.txt");
+  }
+  std::string dir_, prefix_;
+  ProcessResult last_;
+  int runs_ = 0;
+};
+
+// "[id] name" lines of the final maps: kernel name (demangled) -> id.
+std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
+  std::map<std::string, uint32_t> ids;
+  std::regex line(R"(\n  \[(\d+)\] ([^(\n]+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
+  }
+  return ids;
+}
+
+// (kernel id, kind) -> count, from "@name[{kernel_id: K, kind: D}]: V" lines.
+std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
+                                                               const std::string& map) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> out;
+  std::regex line("@" + map + R"(\[\{kernel_id: (\d+), kind: (\d+)\}\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    out[{static_cast<uint32_t>(std::stoul((*it)[1].str())),
+         static_cast<uint32_t>(std::stoul((*it)[2].str()))}] = std::stoull((*it)[3].str());
+  }
+  return out;
+}
+
+// The same counts keyed by kernel name, so that runs whose ids differ compare.
+std::map<std::pair<std::string, uint32_t>, uint64_t> ByName(const std::string& maps,
+                                                           const std::string& map) {
+  std::map<uint32_t, std::string> names;
+  for (const auto& [name, id] : KernelIds(maps)) names[id] = name;
+  std::map<std::pair<std::string, uint32_t>, uint64_t> out;
+  for (const auto& [key, value] : AccessCounts(maps, map)) out[{names[key.first], key.second}] = value;
+  return out;
+}
+
+TEST_F(Patch, ThreadhistOnSassOnlyKernelsIsExactAndEqualsThePtxBackend) {
+  const int n = 1 << 20, iterations = 10;
+  const std::string line = absl::StrCat("@thread_exits[0]: sum ", int64_t{n} * iterations,
+                                        " over ", n, " threads (min ", iterations, ", max ",
+                                        iterations, ")");
+  std::string ptx = RunProbe("ptx", Probe("threadhist"),
+                             {SamplePath("vec_add"), std::to_string(n), std::to_string(iterations)});
+  EXPECT_THAT(ptx, HasSubstr(line)) << ptx;
+  std::string patch = RunProbe("patch", Probe("threadhist"),
+                               {SamplePath("vec_add_sass"), std::to_string(n),
+                                std::to_string(iterations)});
+  EXPECT_THAT(patch, HasSubstr(line)) << patch << last_.err;
+  EXPECT_THAT(last_.err, HasSubstr("patch backend")) << last_.err;
+}
+
+TEST_F(Patch, EntryCountsEqualGridTimesBlockOnSassOnlyKernels) {
+  const int n = 1 << 20, iterations = 3;
+  std::string maps = RunProbe("patch", Probe("count_entries"),
+                              {SamplePath("vec_add_sass"), std::to_string(n),
+                               std::to_string(iterations)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps << last_.err;
+  // vec_add: n threads per launch; scale: one launch of n threads.
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", ids["vec_add"], "]: ",
+                                           int64_t{n} * iterations)))
+      << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", ids["scale"], "]: ", n))) << maps;
+}
+
+TEST_F(Patch, MemTraceOnSassOnlyKernelsEqualsThePtxBackend) {
+  const uint64_t n = 1 << 20, iterations = 5;
+  constexpr uint32_t kLoad = 1, kStore = 2;
+  std::string ptx = RunProbe("ptx", Probe("mem_trace"),
+                             {SamplePath("vec_add"), std::to_string(n), std::to_string(iterations)});
+  std::string patch = RunProbe("patch", Probe("mem_trace"),
+                               {SamplePath("vec_add_sass"), std::to_string(n),
+                                std::to_string(iterations)});
+  auto count = ByName(patch, "accesses");
+  EXPECT_EQ((count[{"vec_add", kLoad}]), 2 * n * iterations) << patch << last_.err;
+  EXPECT_EQ((count[{"vec_add", kStore}]), n * iterations) << patch;
+  EXPECT_EQ(count, ByName(ptx, "accesses")) << "ptx:\n" << ptx << "\npatch:\n" << patch;
+  EXPECT_EQ(ByName(patch, "bytes"), ByName(ptx, "bytes")) << patch;
+}
+
+TEST_F(Patch, MemTraceOfATiledMatmulCountsGlobalAccessesOnly) {
+  const uint64_t n = 512, iterations = 3, tile = 16;
+  constexpr uint32_t kLoad = 1, kStore = 2;
+  std::string maps = RunProbe("patch", Probe("mem_trace"),
+                              {SamplePath("matmul_sass"), std::to_string(n),
+                               std::to_string(iterations)});
+  auto count = ByName(maps, "accesses");
+  EXPECT_EQ((count[{"matmul_tiled", kLoad}]), 2 * n * n * (n / tile) * iterations) << maps;
+  EXPECT_EQ((count[{"matmul_tiled", kStore}]), n * n * iterations) << maps;
+}
+
+// Arguments reach a patched kernel's probe: each launch's own, with
+// printk from the probe (a ring buffer and read-only format strings).
+TEST_F(Patch, ProbeReadsKernelArgumentsAndPrints) {
+  std::string maps = RunProbe("patch", Probe("vec_add_args"), {SamplePath("vec_add_sass"), "65536", "7"});
+  EXPECT_THAT(maps, HasSubstr("@n_seen[65536]: 7")) << maps << last_.err;
+  std::string events = ReadWholeFile(prefix_ + ".events");
+  int lines = 0;
+  for (absl::string_view l : absl::StrSplit(events, '\n', absl::SkipEmpty())) {
+    EXPECT_EQ(l, "vec_add launched with n=65536");
+    ++lines;
+  }
+  EXPECT_EQ(lines, 7) << events;
+}
+
+// kernel_trace: one ring-buffer event per block (the probe's leader thread
+// at entry), every block of every launch, as under the PTX backend.
+TEST_F(Patch, KernelTraceGivesOneEventPerBlock) {
+  const int n = 1 << 20, iterations = 4, blocks = n / 256;
+  std::string maps = RunProbe("patch", Probe("kernel_trace"),
+                              {SamplePath("vec_add_sass"), std::to_string(n),
+                               std::to_string(iterations)},
+                              {"--events", "json", "--quiet"});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps << last_.err;
+  ProcessResult r = RunProcess(
+      {"python3", "-c",
+       "import json,sys,collections\n"
+       "c=collections.Counter()\n"
+       "for l in open(sys.argv[1]):\n"
+       "  e=json.loads(l)\n"
+       "  if e.get('map')!='block_events': continue\n"
+       "  f=e['fields']\n"
+       "  c[(f['kernel_id'],f['block_x'])]+=1\n"
+       "per=collections.Counter()\n"
+       "for (k,b),v in c.items(): per[(k,v)]+=1\n"
+       "for (k,v),blocks in sorted(per.items()): print(k,v,blocks)\n",
+       prefix_ + ".events"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["vec_add"], " ", iterations, " ", blocks, "\n")))
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["scale"], " 1 ", blocks, "\n"))) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  EXPECT_THAT(maps, HasSubstr("0 dropped")) << maps;
+}
+
+TEST_F(Patch, ThePtxBackendNamesSassOnlyKernelsAndPointsToPatch) {
+  std::string maps = RunProbe("ptx", Probe("threadhist"), {SamplePath("vec_add_sass"), "4096", "2"});
+  EXPECT_THAT(last_.err, HasSubstr("--backend patch")) << last_.err;
+  EXPECT_THAT(maps, Not(HasSubstr("sum 8192"))) << maps;
+}
+
+bool HavePython(const std::string& module) {
+  return RunProcess({"python3", "-c", "import " + module}).exit_code == 0;
+}
+
+// Every kernel of a PyTorch training step (cuBLAS, PyTorch's own: SASS
+// only) gets the entry probe: per kernel, the threads that entered equal
+// the sum of grid x block over its launch records, and PyTorch's results
+// are unchanged.
+TEST_F(Patch, PyTorchEntryCountsEqualTheLaunchRecordsForEveryKernel) {
+  if (!HavePython("torch")) GTEST_SKIP() << "no PyTorch here";
+  std::vector<std::string> app = {"python3", SourceDir() + "/samples/torch_mlp/train_step.py"};
+  ProcessResult native = RunProcess(app, {}, 300);
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  std::string prefix = dir_ + "/torch";
+  std::vector<std::string> argv = {Cuprobe(), "run", "--backend", "patch", "-p",
+                                   Probe("count_entries"), "-o", prefix, "--format", "chrome",
+                                   "--"};
+  argv.insert(argv.end(), app.begin(), app.end());
+  ProcessResult r = RunProcess(argv, {{"CUPROBE_LOG", "info"}}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, native.out) << "PyTorch's results must not change";
+  // Threads launched per kernel (demangled name), from the timeline.
+  ProcessResult t = RunProcess(
+      {"python3", "-c",
+       "import json,sys,collections\n"
+       "d=collections.Counter()\n"
+       "for e in json.load(open(sys.argv[1]))['traceEvents']:\n"
+       "  a=e.get('args',{})\n"
+       "  if 'grid' in a and 'kernel' in a and e.get('cat')=='cuda_api':\n"
+       "    g,b=a['grid'],a['block']\n"
+       "    d[a['kernel']]+=g[0]*g[1]*g[2]*b[0]*b[1]*b[2]\n"
+       "for k,v in sorted(d.items()): print('%s\\t%d'%(k,v))\n",
+       prefix + ".trace.json"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  std::map<std::string, uint64_t> launched;
+  for (std::string_view line : absl::StrSplit(t.out, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, '\t');
+    ASSERT_EQ(f.size(), 2u) << line;
+    ASSERT_TRUE(absl::SimpleAtoi(f[1], &launched[f[0]])) << line;
+  }
+  std::string maps = ReadWholeFile(prefix + ".maps.txt");
+  // Whole demangled names: PyTorch's have parentheses inside
+  // ("(anonymous namespace)"), and several share what precedes them.
+  std::map<std::string, uint32_t> ids;
+  std::regex line(R"(\n  \[(\d+)\] ([^\n]+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
+  }
+  ASSERT_GT(ids.size(), 5u) << maps << r.err;
+  for (const auto& [name, id] : ids) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(launched.count(name)) << t.out;
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", id, "]: ", launched[name], "\n")))
+        << maps;
+  }
+  EXPECT_EQ(ids.size(), launched.size()) << "every kernel got the probe:\n" << t.out << maps;
+}
+
+}  // namespace
+}  // namespace cuprobe::testing
