@@ -77,6 +77,7 @@ enum Instruction : uint32_t {
   kGlobalMemoryAccess = 3,
   kSharedMemoryAccess = 4,
   kLocalMemoryAccess = 5,
+  kMemcpyAsync = 14,
 };
 
 // Sanitizer_DeviceMemoryFlags (the flags of a memory-access patch call).

@@ -37,6 +37,8 @@ constexpr AdapterSpec kAdapters[] = {
      CUPROBE_SPACE_SHARED},
     {kSanitizerLocalMemoryAccess, CUPROBE_PATCH_SYMBOL_LOCAL_ACCESS, AttachKind::kMemory,
      CUPROBE_SPACE_LOCAL},
+    {kSanitizerMemcpyAsync, CUPROBE_PATCH_SYMBOL_ASYNC_COPY, AttachKind::kMemory,
+     CUPROBE_SPACE_GLOBAL},
 };
 
 bool RunsIn(const ProbeProgram& p, const AdapterSpec& a) {
@@ -53,7 +55,11 @@ uint32_t AccessKindTable() {
 
 std::string AdapterHeader(const AdapterSpec& a) {
   std::string params = "\t.param .b64 __cuprobe_userdata,\n\t.param .b64 __cuprobe_pc";
-  if (a.space != 0) {
+  if (a.instruction == kSanitizerMemcpyAsync) {
+    absl::StrAppend(&params,
+                    ",\n\t.param .b64 __cuprobe_ptr,\n\t.param .b32 __cuprobe_dst,\n"
+                    "\t.param .b32 __cuprobe_size");
+  } else if (a.space != 0) {
     absl::StrAppend(&params,
                     ",\n\t.param .b64 __cuprobe_ptr,\n\t.param .b32 __cuprobe_size,\n"
                     "\t.param .b32 __cuprobe_flags,\n\t.param .b64 __cuprobe_data");
@@ -73,7 +79,14 @@ std::string AdapterPrologue(const AdapterSpec& a) {
       "\tld.param.u64 %rd1, [__cuprobe_userdata];\n"
       "\tsetp.eq.u64 %p1, %rd1, 0;\n"
       "\t@%p1 bra $L__cuprobe_done;\n";
-  if (a.space != 0) {
+  if (a.instruction == kSanitizerMemcpyAsync) {
+    // A global load of the copy's source: mem_info = size | space << 16 | LOAD << 20.
+    absl::StrAppend(&out,
+                    "\tld.param.u32 %r3, [__cuprobe_size];\n"
+                    "\tand.b32 %r3, %r3, 65535;\n"
+                    "\tor.b32 %r3, %r3, ", CUPROBE_MEM_INFO(0, a.space, CUPROBE_ACCESS_LOAD), ";\n"
+                    "\tld.param.u64 %rd3, [__cuprobe_ptr];\n");
+  } else if (a.space != 0) {
     // kind = (table >> 2 * (flags & 15)) & 3; mem_info = size | space << 16 | kind << 20.
     absl::StrAppend(&out,
                     "\tld.param.u32 %r6, [__cuprobe_flags];\n"
@@ -142,6 +155,7 @@ uint32_t PatchAccessKind(uint32_t flags) {
 uint32_t PatchAdapterSpaces(uint32_t instruction) {
   switch (instruction) {
     case kSanitizerGlobalMemoryAccess:
+    case kSanitizerMemcpyAsync:
       return (1u << CUPROBE_SPACE_GLOBAL) | (1u << CUPROBE_SPACE_GENERIC);
     case kSanitizerSharedMemoryAccess:
       return 1u << CUPROBE_SPACE_SHARED;

@@ -54,6 +54,9 @@ inline constexpr uint32_t kSanitizerBlockExit = 2;
 inline constexpr uint32_t kSanitizerGlobalMemoryAccess = 3;
 inline constexpr uint32_t kSanitizerSharedMemoryAccess = 4;
 inline constexpr uint32_t kSanitizerLocalMemoryAccess = 5;
+// cp.async (global -> shared): SanitizerCallbackMemcpyAsync(userdata, pc,
+// src, dst, accessSize).
+inline constexpr uint32_t kSanitizerMemcpyAsync = 14;
 
 // Sanitizer_DeviceMemoryFlags bits.
 inline constexpr uint32_t kSanitizerMemoryRead = 0x1;

@@ -134,6 +134,10 @@
  *        else LOAD; an access with PREFETCH (0x8) and none of the others
  *        calls no program. The pc is the patched instruction's address, so
  *        site indices are not the PTX backend's small numbers;
+ *      - asynchronous copy global -> shared (cp.async, LDGSTS: how sm_80+
+ *        kernels such as cuBLAS's gemms load their tiles): the memory
+ *        programs of the global adapter, as a global LOAD of accessSize
+ *        bytes at the source address;
  *    always with kernel_id from the block and args = userdata + 16 (count 0
  *    when the hook did not fill them). The helper library's
  *    CUPROBE_PID_TGID_SYMBOL is not filled in a patch module (reads 0).
@@ -215,6 +219,7 @@ struct cuprobe_patch_kernel {
 #define CUPROBE_PATCH_SYMBOL_GLOBAL_ACCESS "__cuprobe_patch_global_access"
 #define CUPROBE_PATCH_SYMBOL_SHARED_ACCESS "__cuprobe_patch_shared_access"
 #define CUPROBE_PATCH_SYMBOL_LOCAL_ACCESS "__cuprobe_patch_local_access"
+#define CUPROBE_PATCH_SYMBOL_ASYNC_COPY "__cuprobe_patch_async_copy"
 
 /* ---- The probe context (virtual; see 1. above) ------------------------- */
 struct cuprobe_ctx {

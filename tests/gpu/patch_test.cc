@@ -31,6 +31,10 @@ using ::testing::Not;
 std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
 std::string Probe(const std::string& name) { return BuildDir() + "/probes/" + name + ".cpb"; }
 
+bool HavePython(const std::string& module) {
+  return RunProcess({"python3", "-c", "import " + module}).exit_code == 0;
+}
+
 class Patch : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -196,14 +200,31 @@ TEST_F(Patch, KernelTraceGivesOneEventPerBlock) {
   EXPECT_THAT(maps, HasSubstr("0 dropped")) << maps;
 }
 
+// samples/cublas_probe on its PyTorch matmul: every kernel that ran has
+// blocks, and cuBLAS's gemm loaded and stored global memory.
+TEST_F(Patch, CublasProbeSampleSeesTheGemm) {
+  if (!HavePython("torch")) GTEST_SKIP() << "no PyTorch here";
+  std::string maps = RunProbe("patch", Probe("cublas_probe"),
+                              {"python3", SourceDir() + "/samples/cublas_probe/mm.py"});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_GE(ids.size(), 2u) << maps << last_.err;
+  bool gemm = false;
+  auto bytes = ByName(maps, "global_bytes");
+  for (const auto& [name, id] : ids) {
+    SCOPED_TRACE(name);
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@blocks[", id, "]: "))) << maps;
+    if (name.find("gemm") == std::string::npos) continue;
+    gemm = true;
+    EXPECT_GT((bytes[{name, 1}]), 0u) << maps;
+    EXPECT_GT((bytes[{name, 2}]), 0u) << maps;
+  }
+  EXPECT_TRUE(gemm) << "a cuBLAS gemm kernel among them: " << maps;
+}
+
 TEST_F(Patch, ThePtxBackendNamesSassOnlyKernelsAndPointsToPatch) {
   std::string maps = RunProbe("ptx", Probe("threadhist"), {SamplePath("vec_add_sass"), "4096", "2"});
   EXPECT_THAT(last_.err, HasSubstr("--backend patch")) << last_.err;
   EXPECT_THAT(maps, Not(HasSubstr("sum 8192"))) << maps;
-}
-
-bool HavePython(const std::string& module) {
-  return RunProcess({"python3", "-c", "import " + module}).exit_code == 0;
 }
 
 // Every kernel of a PyTorch training step (cuBLAS, PyTorch's own: SASS

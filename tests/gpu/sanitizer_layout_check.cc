@@ -105,6 +105,8 @@ SAME_VALUE(san::kBlockExit, SANITIZER_INSTRUCTION_BLOCK_EXIT);
 SAME_VALUE(san::kGlobalMemoryAccess, SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS);
 SAME_VALUE(san::kSharedMemoryAccess, SANITIZER_INSTRUCTION_SHARED_MEMORY_ACCESS);
 SAME_VALUE(san::kLocalMemoryAccess, SANITIZER_INSTRUCTION_LOCAL_MEMORY_ACCESS);
+SAME_VALUE(san::kMemcpyAsync, SANITIZER_INSTRUCTION_MEMCPY_ASYNC);
+
 SAME_VALUE(san::kMemoryRead, SANITIZER_MEMORY_DEVICE_FLAG_READ);
 SAME_VALUE(san::kMemoryWrite, SANITIZER_MEMORY_DEVICE_FLAG_WRITE);
 SAME_VALUE(san::kMemoryAtomSys, SANITIZER_MEMORY_DEVICE_FLAG_ATOMSYS);
@@ -142,6 +144,17 @@ SAME_ENTRY(SetCallbackData, sanitizerSetCallbackData);
 SAME_ENTRY(SetLaunchCallbackData, sanitizerSetLaunchCallbackData);
 SAME_ENTRY(MemcpyHostToDeviceAsync, sanitizerMemcpyHostToDeviceAsync);
 static_assert(kSameArity<san::CallbackFunc, Sanitizer_CallbackFunc>, "Sanitizer_CallbackFunc");
+
+// The callback signatures the adapters of ptx_rewriter/patch_adapters.cc
+// are written for (.b64 pointers and pcs, .b32 sizes and flags).
+static_assert(std::is_same_v<SanitizerCallbackBlockEnter, SanitizerPatchResult (*)(void*, uint64_t)>);
+static_assert(std::is_same_v<SanitizerCallbackBlockExit, SanitizerPatchResult (*)(void*, uint64_t)>);
+static_assert(std::is_same_v<SanitizerCallbackMemoryAccess,
+                             SanitizerPatchResult (*)(void*, uint64_t, void*, uint32_t, uint32_t,
+                                                      const void*)>);
+static_assert(std::is_same_v<SanitizerCallbackMemcpyAsync,
+                             SanitizerPatchResult (*)(void*, uint64_t, void*, uint32_t, uint32_t)>);
+static_assert(sizeof(SanitizerPatchResult) == 4);
 
 int main() {
   std::printf("ok: cupti_hook/sanitizer_api.h matches the Compute Sanitizer headers\n");

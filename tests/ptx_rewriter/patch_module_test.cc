@@ -304,8 +304,9 @@ TEST(PatchAdaptersTest, OnlyKindsWithPrograms) {
   const std::vector<Case> cases = {
       {{Program("a", AttachKind::kEntry)}, {kSanitizerBlockEnter}},
       {{Program("a", AttachKind::kExit)}, {kSanitizerBlockExit}},
-      {{Program("a", AttachKind::kMemory)}, {kSanitizerGlobalMemoryAccess}},
-      {{Program("a", AttachKind::kMemory, kGeneric)}, {kSanitizerGlobalMemoryAccess}},
+      {{Program("a", AttachKind::kMemory)}, {kSanitizerGlobalMemoryAccess, kSanitizerMemcpyAsync}},
+      {{Program("a", AttachKind::kMemory, kGeneric)},
+       {kSanitizerGlobalMemoryAccess, kSanitizerMemcpyAsync}},
       {{Program("a", AttachKind::kMemory, kShared)}, {kSanitizerSharedMemoryAccess}},
       {{Program("a", AttachKind::kMemory, kLocal | kShared)},
        {kSanitizerSharedMemoryAccess, kSanitizerLocalMemoryAccess}},
@@ -313,14 +314,15 @@ TEST(PatchAdaptersTest, OnlyKindsWithPrograms) {
       {{Program("a", AttachKind::kExit), Program("b", AttachKind::kEntry),
         Program("c", AttachKind::kMemory, ~0u)},
        {kSanitizerBlockEnter, kSanitizerBlockExit, kSanitizerGlobalMemoryAccess,
-        kSanitizerSharedMemoryAccess, kSanitizerLocalMemoryAccess}},
+        kSanitizerSharedMemoryAccess, kSanitizerLocalMemoryAccess, kSanitizerMemcpyAsync}},
   };
   const std::map<uint32_t, std::string> names = {
       {kSanitizerBlockEnter, CUPROBE_PATCH_SYMBOL_BLOCK_ENTER},
       {kSanitizerBlockExit, CUPROBE_PATCH_SYMBOL_BLOCK_EXIT},
       {kSanitizerGlobalMemoryAccess, CUPROBE_PATCH_SYMBOL_GLOBAL_ACCESS},
       {kSanitizerSharedMemoryAccess, CUPROBE_PATCH_SYMBOL_SHARED_ACCESS},
-      {kSanitizerLocalMemoryAccess, CUPROBE_PATCH_SYMBOL_LOCAL_ACCESS}};
+      {kSanitizerLocalMemoryAccess, CUPROBE_PATCH_SYMBOL_LOCAL_ACCESS},
+      {kSanitizerMemcpyAsync, CUPROBE_PATCH_SYMBOL_ASYNC_COPY}};
   for (size_t c = 0; c < cases.size(); ++c) {
     const ProbeBundle b = HandBundle(cases[c].programs);
     absl::StatusOr<PatchAdapters> a = GeneratePatchAdapters(b, FunctionsOf(b));
@@ -411,6 +413,12 @@ TEST(PatchAdaptersTest, MemoryAdaptersEncodeSpaceAndKindLikeTheHost) {
       {CUPROBE_PATCH_SYMBOL_GLOBAL_ACCESS, CUPROBE_SPACE_GLOBAL},
       {CUPROBE_PATCH_SYMBOL_SHARED_ACCESS, CUPROBE_SPACE_SHARED},
       {CUPROBE_PATCH_SYMBOL_LOCAL_ACCESS, CUPROBE_SPACE_LOCAL}};
+  // An async copy is a global load of its source.
+  std::string_view copy = AdapterBody(a->ptx, CUPROBE_PATCH_SYMBOL_ASYNC_COPY);
+  ASSERT_FALSE(copy.empty());
+  EXPECT_EQ(Immediate(copy, "or.b32 %r3, %r3, "),
+            int64_t{CUPROBE_MEM_INFO(0, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_LOAD)});
+  EXPECT_EQ(copy.find("__cuprobe_flags"), std::string_view::npos);
   for (const auto& [name, space] : spaces) {
     std::string_view body = AdapterBody(a->ptx, name);
     ASSERT_FALSE(body.empty()) << name;
@@ -534,7 +542,8 @@ TEST(PatchModuleTest, ThirtyTwoProgramsCompile) {
   EXPECT_EQ(m->map_slots, 40u);
   EXPECT_EQ(Instructions(m->callbacks),
             (std::vector<uint32_t>{kSanitizerBlockExit, kSanitizerGlobalMemoryAccess,
-                                   kSanitizerSharedMemoryAccess, kSanitizerLocalMemoryAccess}));
+                                   kSanitizerSharedMemoryAccess, kSanitizerLocalMemoryAccess,
+                                   kSanitizerMemcpyAsync}));
   ExpectAdaptersIn(m->cubin, 90, m->callbacks, "32 programs");
 }
 

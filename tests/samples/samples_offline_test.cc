@@ -81,6 +81,10 @@ std::vector<SampleCase> Cases() {
        {kMatmul, "memory sites"}},
       {"mem_regions", "mem_trace/mem_regions.bpf.c", "vec_add", {"--mem"}, 2,
        {kVecAdd, kScale, "memory sites"}},
+      // Written for cuBLAS under --backend patch; offline it instruments
+      // vec_add's PTX like any probe.
+      {"cublas_probe", "cublas_probe/cublas_probe.bpf.c", "vec_add", {"--entry", "--mem"}, 2,
+       {kVecAdd, kScale, "entry 1", "memory sites"}},
       {"cudagraph", "cudagraph/cudagraph.bpf.c", "cudagraph", {"--entry"}, 2,
        {"scale_add(float*, float, int)", "bump(int*, int)", "entry 1"}},
       {"empty", "probes/empty.bpf.c", "vec_add", {"--entry", "--exit"}, 2,
