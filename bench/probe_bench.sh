@@ -5,13 +5,16 @@
 # timed kernel loop (CUDA events inside bench/probe_workload).
 #
 #   bench/probe_bench.sh [RESULTS_DIR]
+#   CUPROBE_BENCH_ONLY=patch bench/probe_bench.sh   # the patch backend's rows alone
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init probes.tsv "${1:-}"
 rounds="${CUPROBE_BENCH_ROUNDS:-5}"
 work="$build/bench/probe_workload"
 
-for ((r = 0; r < rounds; r++)); do
+ptx_rows=1
+[[ "${CUPROBE_BENCH_ONLY:-}" == patch ]] && ptx_rows=0
+for ((r = 0; r < rounds * ptx_rows; r++)); do
   for w in "vec_add 16777216 50" "matmul 2048 10"; do
     set -- $w
     bench_case "$1.native" -- "$work" "$@"
@@ -38,7 +41,7 @@ done
 
 # Issue 6's per-thread map: the exit probe's PERTHREAD add on an empty
 # kernel against the hand-written per_thread_add kernel (4M threads each).
-for ((r = 0; r < rounds; r++)); do
+for ((r = 0; r < rounds * ptx_rows; r++)); do
   bench_case per_thread.hand_written -- "$work" per_thread_add 4194304 50
   bench_case per_thread.touch -- "$work" touch 4194304 50
   bench_case per_thread.probe -- "$cuprobe" run --quiet --trace launches \
@@ -52,7 +55,11 @@ if python3 -c 'import torch' 2>/dev/null; then
   for ((r = 0; r < rounds; r++)); do
     sgemm=(python3 "$root/bench/sgemm_loop.py" --n 4096 --iters 50)
     bench_case sgemm.native -- "${sgemm[@]}"
-    # threadhist with -k '*': its sections name vec_add.
+    # threadhist with -k '*': its sections name vec_add. cp.async copies
+    # (CUPROBE_PATCH_ASYNC_COPIES=1) in a row of their own.
+    bench_case sgemm.patch.mem_trace_async_copies CUPROBE_PATCH_ASYNC_COPIES=1 -- "$cuprobe" run \
+      --quiet --backend patch --trace launches -p "$build/probes/mem_trace.cpb" -o "$tmp/r" \
+      --format json -- "${sgemm[@]}"
     for p in empty count_entries threadhist mem_empty mem_count mem_trace addr_hist; do
       bench_case "sgemm.patch.$p" -- "$cuprobe" run --quiet --backend patch --trace launches \
         -p "$build/probes/$p.cpb" -k '*' -o "$tmp/r" --format json -- "${sgemm[@]}"
@@ -60,6 +67,7 @@ if python3 -c 'import torch' 2>/dev/null; then
   done
 fi
 for ((r = 0; r < rounds; r++)); do
+  (( ptx_rows )) || bench_case vec_add.native -- "$work" vec_add 16777216 50
   for p in empty threadhist mem_trace; do
     bench_case "vec_add.patch.$p" -- "$cuprobe" run --quiet --backend patch --trace launches \
       -p "$build/probes/$p.cpb" -o "$tmp/r" --format json -- "$work" vec_add 16777216 50
@@ -118,7 +126,8 @@ if hand:
             print("| %s | %d | %.5f | %.3f | %s | %s |" % (label, len(v), m, m / h,
                   "<= 1.20" if tgt else "", ("yes" if m / h <= 1.2 else "**no**") if tgt else ""))
 patch_targets = {"empty": 1.02, "count_entries": 1.02, "threadhist": 1.05, "mem_empty": None,
-                 "mem_count": None, "mem_trace": 1.5, "addr_hist": 3.0}
+                 "mem_count": None, "mem_trace": 1.5, "addr_hist": 3.0,
+                 "mem_trace_async_copies": None}
 for w, label in (("sgemm", "cuBLAS sgemm 4096^2 fp32 x 50 (PyTorch)"),
                  ("vec_add", "vec_add 16M x 50")):
     base = rows.get(w + ".native")

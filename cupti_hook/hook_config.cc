@@ -92,6 +92,9 @@ void ReadBackend(HookConfig& config) {
                   "using auto", s);
     }
   }
+  if (const char* s = std::getenv("CUPROBE_PATCH_ASYNC_COPIES"); s != nullptr) {
+    config.patch_async_copies = std::strcmp(s, "1") == 0;
+  }
   constexpr char kLibrary[] = "/compute-sanitizer/libsanitizer-public.so";
   if (const char* h = std::getenv("CUDA_HOME"); h != nullptr && *h != '\0') {
     config.sanitizer_paths.push_back(absl::StrCat(h, kLibrary));

@@ -125,6 +125,11 @@ struct HookConfig {
   RewriterSettings rewriter;
   // CUPROBE_BACKEND: auto (the default), ptx or patch.
   Backend backend = Backend::kAuto;
+  // CUPROBE_PATCH_ASYNC_COPIES=1: with the patch backend, memory probes see
+  // cp.async copies (global -> shared) too, as global loads. Off by
+  // default: on cuBLAS's sm_80 sgemm they cost 73x native, against about
+  // 2.5x for every other global access (docs/PERFORMANCE.md).
+  bool patch_async_copies = false;
   // Where libsanitizer-public.so is tried, in order: $CUDA_HOME's and
   // /usr/local/cuda's compute-sanitizer folder, then the loader's path.
   std::vector<std::string> sanitizer_paths;

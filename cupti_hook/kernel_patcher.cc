@@ -45,14 +45,15 @@ bool AnyKernelSelected(absl::Span<const uint8_t> cubin, const MaskOf& mask_of) {
 
 KernelPatcher::KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer,
                              const ProbeBundle& bundle, MapTableProvider& maps,
-                             PatchBuilder build, KernelListener on_kernel)
+                             PatchBuilder build, KernelListener on_kernel, bool async_copies)
     : seam_(seam),
       sanitizer_(sanitizer),
       bundle_(bundle),
       maps_(maps),
       build_(std::move(build)),
       on_kernel_(std::move(on_kernel)),
-      wants_args_(ReadsArguments(bundle)) {}
+      wants_args_(ReadsArguments(bundle)),
+      async_copies_(async_copies) {}
 
 void KernelPatcher::OnLaunchApi(void* const* kernel_params) { t_kernel_params = kernel_params; }
 
@@ -91,6 +92,7 @@ absl::Status KernelPatcher::PatchModuleLocked(CUcontext context, CUmodule module
     state.patches_added = true;
   }
   for (const PatchCallback& cb : patches->callbacks) {
+    if (cb.instruction == sanitizer::kMemcpyAsync && !async_copies_) continue;
     CUPROBE_RETURN_IF_ERROR(sanitizer_.PatchInstructions(
         static_cast<sanitizer::Instruction>(cb.instruction), module, cb.function.c_str()));
   }

@@ -73,8 +73,11 @@ class KernelPatcher {
   // Told each kernel the first time it gets probes, with its id.
   using KernelListener = std::function<void(std::string_view mangled_name, uint32_t kernel_id)>;
 
+  // `async_copies`: patch cp.async copies too (HookConfig::patch_async_copies);
+  // otherwise the patch module's async-copy adapter is left unused.
   KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer, const ProbeBundle& bundle,
-                MapTableProvider& maps, PatchBuilder build, KernelListener on_kernel);
+                MapTableProvider& maps, PatchBuilder build, KernelListener on_kernel,
+                bool async_copies = false);
   KernelPatcher(const KernelPatcher&) = delete;
   KernelPatcher& operator=(const KernelPatcher&) = delete;
 
@@ -154,6 +157,7 @@ class KernelPatcher {
   const PatchBuilder build_;
   const KernelListener on_kernel_;
   const bool wants_args_;
+  const bool async_copies_;
 
   mutable absl::Mutex mu_;
   std::optional<absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(mu_);

@@ -47,7 +47,8 @@ class Patch : public ::testing::Test {
   // its native run's; returns the final maps text.
   std::string RunProbe(const std::string& backend, const std::string& probe,
                        const std::vector<std::string>& app,
-                       const std::vector<std::string>& extra = {}) {
+                       const std::vector<std::string>& extra = {},
+                       std::vector<std::pair<std::string, std::string>> env = {}) {
     ProcessResult native = RunProcess(app);
     EXPECT_EQ(native.exit_code, 0) << native.err;
     prefix_ = dir_ + "/run" + std::to_string(runs_++);
@@ -56,7 +57,8 @@ class Patch : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.push_back("--");
     argv.insert(argv.end(), app.begin(), app.end());
-    last_ = RunProcess(argv, {{"CUPROBE_LOG", "info"}}, 300);
+    env.emplace_back("CUPROBE_LOG", "info");
+    last_ = RunProcess(argv, env, 300);
     EXPECT_EQ(last_.exit_code, 0) << last_.err;
     EXPECT_EQ(last_.out, native.out) << "the program's results must not change";
     return ReadWholeFile(prefix_ + ".maps.txt");
@@ -201,11 +203,13 @@ TEST_F(Patch, KernelTraceGivesOneEventPerBlock) {
 }
 
 // samples/cublas_probe on its PyTorch matmul: every kernel that ran has
-// blocks, and cuBLAS's gemm loaded and stored global memory.
+// blocks, and cuBLAS's gemm loaded (with cp.async: CUPROBE_PATCH_ASYNC_COPIES)
+// and stored global memory.
 TEST_F(Patch, CublasProbeSampleSeesTheGemm) {
   if (!HavePython("torch")) GTEST_SKIP() << "no PyTorch here";
   std::string maps = RunProbe("patch", Probe("cublas_probe"),
-                              {"python3", SourceDir() + "/samples/cublas_probe/mm.py"});
+                              {"python3", SourceDir() + "/samples/cublas_probe/mm.py"}, {},
+                              {{"CUPROBE_PATCH_ASYNC_COPIES", "1"}});
   std::map<std::string, uint32_t> ids = KernelIds(maps);
   ASSERT_GE(ids.size(), 2u) << maps << last_.err;
   bool gemm = false;

@@ -84,16 +84,19 @@ class KernelPatcherTest : public ::testing::Test {
       if (!build_status_.ok()) return build_status_;
       PatchModule m;
       m.cubin = {0x7f, 'E', 'L', 'F'};
-      m.callbacks = {{1, "__cuprobe_patch_block_enter"}, {2, "__cuprobe_patch_block_exit"}};
+      m.callbacks = {{1, "__cuprobe_patch_block_enter"},
+                     {2, "__cuprobe_patch_block_exit"},
+                     {14, "__cuprobe_patch_async_copy"}};
       m.map_slots = 2;
       return m;
     };
   }
-  KernelPatcher Make() {
+  KernelPatcher Make(bool async_copies = false) {
     return KernelPatcher(seam_, san_, bundle_, maps_, Builder(),
                          [this](std::string_view name, uint32_t id) {
                            told_.emplace_back(std::string(name), id);
-                         });
+                         },
+                         async_copies);
   }
 
   testing::FakeCudaDriver fake_;
@@ -129,6 +132,19 @@ TEST_F(KernelPatcherTest, PatchesAModuleWithASelectedKernelOncePerModule) {
   patcher.OnModuleUnloading(kModule);
   patcher.OnModuleLoaded(kContext, kModule, cubin);
   EXPECT_EQ(san_.modules_patched.size(), 3u);
+}
+
+// cp.async copies are patched only when asked for (their cost).
+TEST_F(KernelPatcherTest, AsyncCopiesArePatchedOnlyWhenAskedFor) {
+  KernelPatcher with = Make(/*async_copies=*/true);
+  with.OnModuleLoaded(kContext, kModule, {});
+  EXPECT_THAT(san_.patched, Contains(Pair(kModule, "__cuprobe_patch_async_copy")));
+  san_.patched.clear();
+  KernelPatcher without = Make();
+  without.OnModuleLoaded(kContext, reinterpret_cast<CUmodule>(0x3100), {});
+  EXPECT_EQ(san_.patched.size(), 2u);
+  EXPECT_THAT(san_.patched, ::testing::Not(Contains(Pair(::testing::_,
+                                                          "__cuprobe_patch_async_copy"))));
 }
 
 TEST_F(KernelPatcherTest, LeavesAModuleNoProgramSelectsAlone) {
