@@ -182,7 +182,7 @@ absl::Status Hook::ChooseLaunchRecords() {
   return EnableLaunchCallbacks();
 }
 
-void Hook::StartProbes() {
+std::optional<ProbeBundle> Hook::SessionBundle() {
   // Copy out of shared memory first: ReadBundle then validates what it owns.
   absl::Span<const uint8_t> shared = output_->BundleBytes();
   std::vector<uint8_t> bytes(shared.begin(), shared.end());
@@ -190,8 +190,14 @@ void Hook::StartProbes() {
   if (!bundle.ok()) {
     CUPROBE_LOG(kWarning, "the session's probe bundle is not usable (%s); tracing without probes",
                 bundle.status().message());
-    return;
+    return std::nullopt;
   }
+  return *std::move(bundle);
+}
+
+void Hook::StartProbes() {
+  std::optional<ProbeBundle> bundle = SessionBundle();
+  if (!bundle.has_value()) return;
   size_t programs = bundle->programs.size();
   std::vector<MapSpec> specs = bundle->maps;
   Tracer* tracer = tracer_;

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,6 +153,8 @@ class Hook final : public GpuEventSink {
   // Sets up module replacement from the session's bundle; a bad bundle only
   // turns probes off (with one message), tracing goes on.
   void StartProbes();
+  // The session's bundle, or nullopt (said once) when it is not usable.
+  std::optional<ProbeBundle> SessionBundle();
   // Stop's steps, in order (the file comment of hook.h).
   void StopWork();
   void ReleaseOutput();

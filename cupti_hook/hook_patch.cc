@@ -65,14 +65,8 @@ HookState Hook::StartPatchBackend() {
 }
 
 void Hook::StartPatchProbes() {
-  absl::Span<const uint8_t> shared = output_->BundleBytes();
-  std::vector<uint8_t> bytes(shared.begin(), shared.end());
-  absl::StatusOr<ProbeBundle> bundle = ReadBundle(bytes);
-  if (!bundle.ok()) {
-    CUPROBE_LOG(kWarning, "the session's probe bundle is not usable (%s); tracing without probes",
-                bundle.status().message());
-    return;
-  }
+  std::optional<ProbeBundle> bundle = SessionBundle();
+  if (!bundle.has_value()) return;
   const ProbeBundle* kept = KeptForever(new ProbeBundle(*std::move(bundle)));
   // The maps' private copy stream is CUPTI's business only (its activity
   // is kept out of the trace); here there is no CUPTI.

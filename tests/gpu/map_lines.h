@@ -8,8 +8,10 @@
 #define CUPROBE_TESTS_GPU_MAP_LINES_H_
 
 #include <cstdint>
+#include <map>
 #include <regex>
 #include <string>
+#include <utility>
 
 namespace cuprobe::testing {
 
@@ -27,6 +29,32 @@ inline uint64_t SumOfMap(const std::string& maps, const std::string& name) {
 // The sum of the `@entries[K]: N` lines (tests/gpu/probes/count_entries.bpf.c,
 // samples/torch_transformer/triton_entries.bpf.c).
 inline uint64_t SumOfEntries(const std::string& maps) { return SumOfMap(maps, "entries"); }
+
+// "[id] name" lines of the final maps: kernel name (demangled, up to its
+// parameter list) -> id.
+inline std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
+  std::map<std::string, uint32_t> ids;
+  std::regex line(R"(\n  \[(\d+)\] ([^(\n]+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
+  }
+  return ids;
+}
+
+// (kernel id, kind) -> count, from "@name[{kernel_id: K, kind: D}]: V" lines
+// (samples/mem_trace, samples/cublas_probe).
+inline std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
+                                                                      const std::string& map) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> out;
+  std::regex line("@" + map + R"(\[\{kernel_id: (\d+), kind: (\d+)\}\]: (\d+))");
+  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
+       ++it) {
+    out[{static_cast<uint32_t>(std::stoul((*it)[1].str())),
+         static_cast<uint32_t>(std::stoul((*it)[2].str()))}] = std::stoull((*it)[3].str());
+  }
+  return out;
+}
 
 }  // namespace cuprobe::testing
 

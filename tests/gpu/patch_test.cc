@@ -19,6 +19,8 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/map_lines.h"
+#include "tests/gpu/probe_expectations.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"
 
@@ -67,30 +69,6 @@ class Patch : public ::testing::Test {
   ProcessResult last_;
   int runs_ = 0;
 };
-
-// "[id] name" lines of the final maps: kernel name (demangled) -> id.
-std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
-  std::map<std::string, uint32_t> ids;
-  std::regex line(R"(\n  \[(\d+)\] ([^(\n]+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
-  }
-  return ids;
-}
-
-// (kernel id, kind) -> count, from "@name[{kernel_id: K, kind: D}]: V" lines.
-std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
-                                                               const std::string& map) {
-  std::map<std::pair<uint32_t, uint32_t>, uint64_t> out;
-  std::regex line("@" + map + R"(\[\{kernel_id: (\d+), kind: (\d+)\}\]: (\d+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    out[{static_cast<uint32_t>(std::stoul((*it)[1].str())),
-         static_cast<uint32_t>(std::stoul((*it)[2].str()))}] = std::stoull((*it)[3].str());
-  }
-  return out;
-}
 
 // The same counts keyed by kernel name, so that runs whose ids differ compare.
 std::map<std::pair<std::string, uint32_t>, uint64_t> ByName(const std::string& maps,
@@ -160,46 +138,20 @@ TEST_F(Patch, MemTraceOfATiledMatmulCountsGlobalAccessesOnly) {
 // Arguments reach a patched kernel's probe: each launch's own, with
 // printk from the probe (a ring buffer and read-only format strings).
 TEST_F(Patch, ProbeReadsKernelArgumentsAndPrints) {
-  std::string maps = RunProbe("patch", Probe("vec_add_args"), {SamplePath("vec_add_sass"), "65536", "7"});
-  EXPECT_THAT(maps, HasSubstr("@n_seen[65536]: 7")) << maps << last_.err;
-  std::string events = ReadWholeFile(prefix_ + ".events");
-  int lines = 0;
-  for (absl::string_view l : absl::StrSplit(events, '\n', absl::SkipEmpty())) {
-    EXPECT_EQ(l, "vec_add launched with n=65536");
-    ++lines;
-  }
-  EXPECT_EQ(lines, 7) << events;
+  std::string maps = RunProbe("patch", Probe("vec_add_args"),
+                              {SamplePath("vec_add_sass"), "65536", "7"});
+  ExpectVecAddArgsSeen(maps, ReadWholeFile(prefix_ + ".events"), 65536, 7);
 }
 
 // kernel_trace: one ring-buffer event per block (the probe's leader thread
 // at entry), every block of every launch, as under the PTX backend.
 TEST_F(Patch, KernelTraceGivesOneEventPerBlock) {
-  const int n = 1 << 20, iterations = 4, blocks = n / 256;
+  const int n = 1 << 20, iterations = 4;
   std::string maps = RunProbe("patch", Probe("kernel_trace"),
                               {SamplePath("vec_add_sass"), std::to_string(n),
                                std::to_string(iterations)},
                               {"--events", "json", "--quiet"});
-  std::map<std::string, uint32_t> ids = KernelIds(maps);
-  ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps << last_.err;
-  ProcessResult r = RunProcess(
-      {"python3", "-c",
-       "import json,sys,collections\n"
-       "c=collections.Counter()\n"
-       "for l in open(sys.argv[1]):\n"
-       "  e=json.loads(l)\n"
-       "  if e.get('map')!='block_events': continue\n"
-       "  f=e['fields']\n"
-       "  c[(f['kernel_id'],f['block_x'])]+=1\n"
-       "per=collections.Counter()\n"
-       "for (k,b),v in c.items(): per[(k,v)]+=1\n"
-       "for (k,v),blocks in sorted(per.items()): print(k,v,blocks)\n",
-       prefix_ + ".events"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["vec_add"], " ", iterations, " ", blocks, "\n")))
-      << r.out;
-  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["scale"], " 1 ", blocks, "\n"))) << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
-  EXPECT_THAT(maps, HasSubstr("0 dropped")) << maps;
+  ExpectOneEventPerVecAddBlock(maps, prefix_ + ".events", n, iterations);
 }
 
 // samples/cublas_probe on its PyTorch matmul: every kernel that ran has

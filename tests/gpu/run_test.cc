@@ -20,6 +20,8 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/map_lines.h"
+#include "tests/gpu/probe_expectations.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"
 
@@ -72,17 +74,6 @@ class Run : public ::testing::Test {
   int runs_ = 0;
 };
 
-// "[id] name" lines of the final maps: kernel name (demangled) -> id.
-std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
-  std::map<std::string, uint32_t> ids;
-  std::regex line(R"(\n  \[(\d+)\] ([^(\n]+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
-  }
-  return ids;
-}
-
 TEST_F(Run, ThreadhistCountsEveryThreadExitExactly) {
   const int n = 1 << 20, iterations = 10;
   std::string maps = RunProbe(Probe("threadhist"),
@@ -120,11 +111,7 @@ TEST_F(Run, ThreadhistThreadRangesAreExactAndMatchTheHelperPath) {
   }
 }
 
-// (kernel id, kind) -> count, from "@name[{kernel_id: K, kind: D}]: V" lines.
-std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
-                                                               const std::string& map);
-std::map<std::string, uint32_t> KernelIds(const std::string& maps);
-constexpr uint32_t kLoad = 1, kStore = 2;
+constexpr uint32_t kLoad = 1, kStore = 2;  // CUPROBE_ACCESS_*
 
 // Two -p in one run: compiled together, both exact.
 TEST_F(Run, TwoProbesInOneRunAreBothExact) {
@@ -141,18 +128,6 @@ TEST_F(Run, TwoProbesInOneRunAreBothExact) {
   auto count = AccessCounts(maps, "accesses");
   EXPECT_EQ((count[{ids["vec_add"], kLoad}]), uint64_t{2} * n * iterations) << maps;
   EXPECT_EQ((count[{ids["vec_add"], kStore}]), uint64_t{1} * n * iterations) << maps;
-}
-
-std::map<std::pair<uint32_t, uint32_t>, uint64_t> AccessCounts(const std::string& maps,
-                                                               const std::string& map) {
-  std::map<std::pair<uint32_t, uint32_t>, uint64_t> out;
-  std::regex line("@" + map + R"(\[\{kernel_id: (\d+), kind: (\d+)\}\]: (\d+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    out[{static_cast<uint32_t>(std::stoul((*it)[1].str())),
-         static_cast<uint32_t>(std::stoul((*it)[2].str()))}] = std::stoull((*it)[3].str());
-  }
-  return out;
 }
 
 TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
@@ -197,42 +172,12 @@ TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
 }
 
 TEST_F(Run, KernelTraceGivesOneEventPerBlock) {
-  const int n = 1 << 20, iterations = 4, blocks = n / 256;
+  const int n = 1 << 20, iterations = 4;
   std::string maps = RunProbe(Probe("kernel_trace"),
                               {SamplePath("vec_add"), std::to_string(n),
                                std::to_string(iterations)},
                               {"--events", "json", "--quiet"});
-  std::map<std::string, uint32_t> ids = KernelIds(maps);
-  ASSERT_TRUE(ids.count("vec_add") && ids.count("scale")) << maps;
-  // Count events per (kernel id, block) with python (JSON lines).
-  ProcessResult r = RunProcess(
-      {"python3", "-c",
-       "import json,sys,collections,struct\n"
-       "c=collections.Counter()\n"
-       "sms=set()\n"
-       "for l in open(sys.argv[1]):\n"
-       "  e=json.loads(l)\n"
-       "  if e.get('map')!='block_events': continue\n"
-       "  # struct block_start {u64 timestamp_ns; u32 kernel_id, sm_id, block_x, y, z, reserved;}\n"
-       "  ts,k,sm,bx,by,bz,_=struct.unpack('<QIIIIII',bytes.fromhex(e['hex']))\n"
-       "  # the probe's __type(value, struct block_start) names the same bytes\n"
-       "  f=e['fields']\n"
-       "  if (f['timestamp_ns'],f['kernel_id'],f['sm_id'],f['block_x'])!=(ts,k,sm,bx): print('FIELDS',l)\n"
-       "  c[(k,bx)]+=1\n"
-       "  sms.add(sm)\n"
-       "per=collections.Counter()\n"
-       "for (k,b),v in c.items(): per[(k,v)]+=1\n"
-       "for (k,v),blocks in sorted(per.items()): print(k,v,blocks)\n"
-       "print('sms',len(sms))\n",
-       prefix_ + ".events"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  // vec_add: every block seen exactly `iterations` times; scale: once.
-  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["vec_add"], " ", iterations, " ", blocks, "\n")))
-      << r.out;
-  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(ids["scale"], " 1 ", blocks, "\n"))) << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
-  EXPECT_THAT(r.out, Not(HasSubstr("FIELDS"))) << r.out;
-  EXPECT_THAT(maps, HasSubstr("0 dropped")) << maps;
+  ExpectOneEventPerVecAddBlock(maps, prefix_ + ".events", n, iterations);
 }
 
 // More block events than the ring holds: the tiled matmul at n = 2048 has
@@ -273,14 +218,7 @@ TEST_F(Run, KernelTraceStreamsMoreEventsThanItsRingHolds) {
 TEST_F(Run, ProbeReadsKernelArgumentsAndPrints) {
   std::string maps = RunProbe(Probe("vec_add_args"),
                               {SamplePath("vec_add"), "65536", "7"});
-  EXPECT_THAT(maps, HasSubstr("@n_seen[65536]: 7")) << maps;
-  std::string events = ReadWholeFile(prefix_ + ".events");
-  int lines = 0;
-  for (absl::string_view l : absl::StrSplit(events, '\n', absl::SkipEmpty())) {
-    EXPECT_EQ(l, "vec_add launched with n=65536");
-    ++lines;
-  }
-  EXPECT_EQ(lines, 7) << events;
+  ExpectVecAddArgsSeen(maps, ReadWholeFile(prefix_ + ".events"), 65536, 7);
 }
 
 TEST_F(Run, KernelsInCudaGraphsRunInstrumented) {

@@ -66,17 +66,6 @@ class Samples : public ::testing::Test {
   ProcessResult last_;
 };
 
-// "[id] name" lines of the final maps: kernel name (demangled) -> id.
-std::map<std::string, uint32_t> KernelIds(const std::string& maps) {
-  std::map<std::string, uint32_t> ids;
-  std::regex line(R"(\n  \[(\d+)\] ([^(\n]+))");
-  for (auto it = std::sregex_iterator(maps.begin(), maps.end(), line); it != std::sregex_iterator();
-       ++it) {
-    ids[(*it)[2].str()] = static_cast<uint32_t>(std::stoul((*it)[1].str()));
-  }
-  return ids;
-}
-
 // "@name[K]: V" lines of a map with a scalar key: K -> V.
 std::map<uint64_t, uint64_t> ScalarMap(const std::string& maps, const std::string& name) {
   std::map<uint64_t, uint64_t> out;
