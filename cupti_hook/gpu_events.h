@@ -3,16 +3,17 @@
 // The events of a CUDA process that cuprobe acts on, whichever API reports
 // them: contexts made and destroyed, modules loaded and unloaded, launches,
 // synchronizations. A provider decodes its own callbacks into these and
-// hands them to a GpuEventSink (the hook). Two providers are planned:
-// CUPTI's callback API (AddCuptiEventSource, below: the hook's switchboard
-// feeds it) and the Compute Sanitizer's callback API, which a process uses
-// when SASS-only kernels are patched: CUPTI and the Sanitizer API cannot
-// both be subscribed in one process (docs/ARCHITECTURE.md).
+// hands them to a GpuEventSink (the hook). Two providers: CUPTI's callback
+// API (AddCuptiEventSource, below: the hook's switchboard feeds it) and,
+// with the patch backend, the Compute Sanitizer's resource domain
+// (hook_patch.cc: contexts made and destroyed); CUPTI and the Sanitizer API
+// cannot both be subscribed in one process (docs/ARCHITECTURE.md).
 //
 // What only one API can do stays with that API's code: replacing a module's
 // image while it loads, and redirecting a launch, need CUPTI's parameters
 // (module_patcher.h, late_attach.h); API times and correlation ids of launch
-// records are CUPTI's (tracer.h).
+// records are CUPTI's (tracer.h); patching a loaded module and giving a
+// kernel its callback data are the Sanitizer's (kernel_patcher.h).
 //
 //   class Hook : public GpuEventSink { ... };
 //   CUPROBE_RETURN_IF_ERROR(AddCuptiEventSource(board, hook, {.contexts = true}));
