@@ -143,7 +143,7 @@ HookState Hook::Start() {
 }
 
 HookState Hook::FinishStart(const std::string& ready_line) {
-  tracer_->Begin(config_.program);
+  tracer_->Begin(config_.program, Now());
   watcher_ = KeptForever(new Watcher(std::chrono::milliseconds(config_.interval_ms),
                                      [this] { Tick(); },
                                      [this] {

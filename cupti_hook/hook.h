@@ -102,11 +102,11 @@ class Hook final : public GpuEventSink {
   // The CUPTI callback; userdata is the Hook.
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                 const void* cbdata);
-  // CUPTI's activity-buffer callbacks (global in CUPTI: they reach the hook
-  // through a process-wide pointer set by Start).
   // The Compute Sanitizer's callback (patch backend); userdata is the Hook.
   static void SanitizerCallback(void* userdata, sanitizer::Domain domain, uint32_t cbid,
                                 const void* cbdata);
+  // CUPTI's activity-buffer callbacks (global in CUPTI: they reach the hook
+  // through a process-wide pointer set by Start).
   static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
   static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
                                        size_t size, size_t valid_size);

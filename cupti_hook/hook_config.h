@@ -127,8 +127,8 @@ struct HookConfig {
   Backend backend = Backend::kAuto;
   // CUPROBE_PATCH_ASYNC_COPIES=1: with the patch backend, memory probes see
   // cp.async copies (global -> shared) too, as global loads. Off by
-  // default: on cuBLAS's sm_80 sgemm they cost 73x native, against about
-  // 2.5x for every other global access (docs/PERFORMANCE.md).
+  // default: patching them costs far more than every other global access
+  // on the gemms that use them (docs/PERFORMANCE.md).
   bool patch_async_copies = false;
   // Where libsanitizer-public.so is tried, in order: $CUDA_HOME's and
   // /usr/local/cuda's compute-sanitizer folder, then the loader's path.

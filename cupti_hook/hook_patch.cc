@@ -57,6 +57,8 @@ HookState Hook::StartPatchBackend() {
   if (!status.ok()) {
     DisableWith(absl::StrCat("--backend patch: cannot enable the Sanitizer's callbacks (",
                              status.message(), ")"));
+    // Leave the Sanitizer to whoever else wants it (or CUPTI).
+    if (sanitizer_->Unsubscribe().ok()) sanitizer_subscribed_ = false;
     return lifecycle_.state();
   }
   return FinishStart(absl::StrCat("hook ready: patch backend (Compute Sanitizer, ",
@@ -132,9 +134,12 @@ void Hook::OnSanitizerCallback(sanitizer::Domain domain, uint32_t cbid, const vo
   }
   if (domain == kDomainDriverApi) {
     const auto* call = static_cast<const CallbackData*>(cbdata);
-    if (call->callbackSite == kApiEnter) {
-      KernelPatcher::OnLaunchApi(KernelParams(cbid, call->functionParams));
-    }
+    // ENTER: the arguments for the LAUNCH_BEGIN inside the call; EXIT:
+    // forgotten, so that a launch that failed before LAUNCH_BEGIN leaves
+    // none behind for a later launch with no ENTER (a graph's node).
+    KernelPatcher::OnLaunchApi(call->callbackSite == kApiEnter
+                                   ? KernelParams(cbid, call->functionParams)
+                                   : nullptr);
     return;
   }
   if (domain != kDomainResource) return;
@@ -180,7 +185,7 @@ void Hook::OnPatchLaunch(const void* cbdata) {
   seen.name = l->functionName;
   seen.time_ns = Now();
   seen.serial = launch_serial_.fetch_add(1, std::memory_order_relaxed) + 1;
-  seen.stream = reinterpret_cast<uint64_t>(l->apiStream != nullptr ? l->apiStream : l->stream);
+  seen.stream = reinterpret_cast<uint64_t>(l->stream);
   seen.grid[0] = l->gridDim_x;
   seen.grid[1] = l->gridDim_y;
   seen.grid[2] = l->gridDim_z;

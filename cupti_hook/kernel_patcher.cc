@@ -10,6 +10,7 @@
 #include "cuprobe/abi.h"
 #include "probe/kernel_glob.h"
 #include "ptx_rewriter/elf.h"
+#include "support/cuda_driver.h"
 #include "support/log.h"
 #include "support/status_macros.h"
 
@@ -56,6 +57,11 @@ KernelPatcher::KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer,
       async_copies_(async_copies) {}
 
 void KernelPatcher::OnLaunchApi(void* const* kernel_params) { t_kernel_params = kernel_params; }
+
+const CudaDriver* KernelPatcher::DriverOrNull() {
+  absl::StatusOr<const CudaDriver*> driver = seam_.Driver();
+  return driver.ok() ? *driver : nullptr;
+}
 
 uint32_t KernelPatcher::MaskOf(std::string_view mangled) const {
   return ProgramMask(bundle_, mangled, KernelBaseName(mangled));
@@ -104,49 +110,60 @@ void KernelPatcher::OnModuleLoaded(CUcontext context, CUmodule module,
   modules_seen_.fetch_add(1, std::memory_order_relaxed);
   if (module == nullptr) return;
   if (!AnyKernelSelected(cubin, [this](std::string_view n) { return MaskOf(n); })) return;
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&setup_mu_);
   if (!patched_modules_.insert(module).second) return;
-  absl::Status s = PatchModuleLocked(context, module);
+  absl::Status s;
+  {
+    ScopedCurrentContext in(DriverOrNull(), context);  // the SM of the module's device
+    s = in.ok() ? PatchModuleLocked(context, module) : in.status();
+  }
   if (s.ok()) {
     modules_patched_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   modules_failed_.fetch_add(1, std::memory_order_relaxed);
+  if (patches_.has_value() && !patches_->ok()) {
+    // No patch module: every module fails the same way; say it once.
+    WarnOnce(build_warned_, "patch backend: no probes run (the patch module cannot be built)",
+             s);
+    return;
+  }
   CUPROBE_LOG(kWarning, "patch backend: cannot patch a module (%s); its kernels run unprobed",
               s.message());
 }
 
 absl::StatusOr<CUdeviceptr> KernelPatcher::UploadLocked(absl::Span<const uint8_t> bytes) {
   CUPROBE_ASSIGN_OR_RETURN(const CudaDriver* driver, seam_.Driver());
+  absl::StatusOr<int> previous_mode =
+      seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
   CUdeviceptr ptr = 0;
-  CUPROBE_RETURN_IF_ERROR(driver->Check(driver->MemAlloc(&ptr, bytes.size()), "cuMemAlloc"));
-  absl::Status copied = seam_.MemcpyHtoD(ptr, bytes.data(), bytes.size());
-  if (!copied.ok()) {
-    (void)driver->MemFree(ptr);
-    return copied;
-  }
+  absl::Status s = driver->Check(driver->MemAlloc(&ptr, bytes.size()), "cuMemAlloc");
+  if (s.ok()) s = seam_.MemcpyHtoD(ptr, bytes.data(), bytes.size());
+  if (!s.ok() && ptr != 0) (void)driver->MemFree(ptr);
+  if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
+  if (!s.ok()) return s;
   return ptr;
 }
 
-absl::StatusOr<CUdeviceptr> KernelPatcher::MapBlockLocked(CUcontext context,
-                                                          ContextState& state) {
+absl::StatusOr<CUdeviceptr> KernelPatcher::MapBlockLocked(ContextState& state) {
   if (state.map_block != 0) return state.map_block;
   CUPROBE_ASSIGN_OR_RETURN(const PatchModule* patches, PatchesLocked());
   const size_t slots = std::max<size_t>(patches->map_slots, 1);
-  std::vector<uint8_t> block(slots * (128 + 8), 0);
+  std::vector<uint8_t> block(slots * (CUPROBE_MAP_DESCS_ENTRY_SIZE + sizeof(uint64_t)), 0);
   if (!bundle_.maps.empty()) {
     CUPROBE_RETURN_IF_ERROR(maps_.UsableInCurrentContext());
     CUPROBE_RETURN_IF_ERROR(maps_.Claim());
     CUPROBE_ASSIGN_OR_RETURN(MapTableProvider::TableAndDescriptors maps,
                              maps_.MapTableAndDescriptors());
-    if (maps.table.size() > slots || maps.descriptors.size() > slots * 128) {
+    if (maps.table.size() > slots ||
+        maps.descriptors.size() > slots * CUPROBE_MAP_DESCS_ENTRY_SIZE) {
       return absl::InternalError("the maps outgrow the patch module's map slots");
     }
     std::memcpy(block.data(), maps.descriptors.data(), maps.descriptors.size());
-    std::memcpy(block.data() + slots * 128, maps.table.data(), maps.table.size() * 8);
+    std::memcpy(block.data() + slots * CUPROBE_MAP_DESCS_ENTRY_SIZE, maps.table.data(),
+                maps.table.size() * sizeof(uint64_t));
   }
   CUPROBE_ASSIGN_OR_RETURN(state.map_block, UploadLocked(block));
-  (void)context;
   return state.map_block;
 }
 
@@ -159,7 +176,7 @@ uint32_t KernelPatcher::IdOfLocked(const std::string& mangled) {
 absl::Status KernelPatcher::GiveBlockLocked(CUcontext context, CUfunction function,
                                             const KernelState& kernel) {
   ContextState& state = contexts_[context];
-  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(context, state));
+  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(state));
   cuprobe_patch_kernel k = {};
   k.map_block = map_block;
   k.kernel_id = kernel.id;
@@ -185,7 +202,7 @@ std::vector<uint32_t> KernelPatcher::ParamSizes(CUfunction function) {
 absl::Status KernelPatcher::GiveLaunchBlockLocked(const Launch& launch, const KernelState& kernel,
                                                   void* const* params) {
   ContextState& state = contexts_[launch.context];
-  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(launch.context, state));
+  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(state));
   if (state.arg_ring == 0) {
     std::vector<uint8_t> zeros(size_t{kArgBlocks} * sizeof(cuprobe_patch_kernel), 0);
     CUPROBE_ASSIGN_OR_RETURN(state.arg_ring, UploadLocked(zeros));
@@ -216,28 +233,53 @@ void KernelPatcher::OnLaunchBegin(const Launch& launch) {
   void* const* params = t_kernel_params;
   t_kernel_params = nullptr;
   if (launch.function == nullptr || launch.name == nullptr) return;
-  absl::MutexLock lock(&mu_);
-  auto [it, first] = launched_.try_emplace({launch.context, launch.function});
-  KernelState& kernel = it->second;
-  if (first) {
-    kernel.programs = MaskOf(launch.name);
-    if (kernel.programs == 0) return;
-    kernel.id = IdOfLocked(launch.name);
-    if (wants_args_) {
-      kernel.param_sizes = ParamSizes(launch.function);
-    } else {
-      absl::Status s = GiveBlockLocked(launch.context, launch.function, kernel);
-      if (!s.ok()) {
-        kernel.programs = 0;
-        WarnOnce(block_warned_, absl::StrCat("patch backend: kernel ", launch.name,
-                                             " runs unprobed"), s);
-        return;
-      }
+  KernelState kernel;
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = launched_.try_emplace({launch.context, launch.function});
+    if (inserted) {
+      it->second.module = launch.module;
+      it->second.programs = MaskOf(launch.name);
+      if (it->second.programs != 0) it->second.id = IdOfLocked(launch.name);
     }
-    kernels_probed_.fetch_add(1, std::memory_order_relaxed);
+    if (it->second.programs == 0 || (!inserted && !wants_args_)) return;  // the common case
+    kernel = it->second;
+    first = inserted;
   }
-  if (kernel.programs == 0 || !wants_args_) return;
-  absl::Status s = GiveLaunchBlockLocked(launch, kernel, params);
+  // The slow part: driver and Sanitizer calls, without mu_. What it writes
+  // belongs to the launch's context.
+  absl::MutexLock setup(&setup_mu_);
+  ScopedCurrentContext in(DriverOrNull(), launch.context);
+  if (first && !wants_args_) {
+    absl::Status s = in.ok() ? GiveBlockLocked(launch.context, launch.function, kernel)
+                             : in.status();
+    if (!s.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = launched_.find({launch.context, launch.function});
+        if (it != launched_.end()) it->second.programs = 0;
+      }
+      WarnOnce(block_warned_, absl::StrCat("patch backend: kernel ", launch.name,
+                                           " runs unprobed"), s);
+      return;
+    }
+  }
+  if (first) kernels_probed_.fetch_add(1, std::memory_order_relaxed);
+  if (!wants_args_) return;
+  // The parameter sizes, found at the kernel's first launch: every launch
+  // of an argument-reading bundle passes setup_mu_, so later ones see them.
+  if (first) {
+    kernel.param_sizes = ParamSizes(launch.function);
+    absl::MutexLock lock(&mu_);
+    auto it = launched_.find({launch.context, launch.function});
+    if (it != launched_.end()) it->second.param_sizes = kernel.param_sizes;
+  } else {
+    absl::MutexLock lock(&mu_);
+    auto it = launched_.find({launch.context, launch.function});
+    if (it != launched_.end()) kernel.param_sizes = it->second.param_sizes;
+  }
+  absl::Status s = in.ok() ? GiveLaunchBlockLocked(launch, kernel, params) : in.status();
   if (!s.ok()) {
     WarnOnce(args_warned_, absl::StrCat("patch backend: a launch of ", launch.name,
                                         " runs unprobed"), s);
@@ -245,14 +287,17 @@ void KernelPatcher::OnLaunchBegin(const Launch& launch) {
 }
 
 void KernelPatcher::OnContextDestroying(CUcontext context) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock setup(&setup_mu_);
   contexts_.erase(context);
+  absl::MutexLock lock(&mu_);
   absl::erase_if(launched_, [context](const auto& e) { return e.first.first == context; });
 }
 
 void KernelPatcher::OnModuleUnloading(CUmodule module) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock setup(&setup_mu_);
   patched_modules_.erase(module);
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(launched_, [module](const auto& e) { return e.second.module == module; });
 }
 
 KernelPatcherStats KernelPatcher::stats() const {

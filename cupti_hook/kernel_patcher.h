@@ -30,6 +30,13 @@
 // Never breaks the application: a module that cannot be patched runs
 // unpatched, a kernel whose block cannot be written runs without probes;
 // one line says why (once per module, once per failure kind).
+//
+// Locks: these run in the application's threads inside driver calls. `mu_`
+// guards only the kernels' table and is never held across a driver or
+// Sanitizer call, so a launch of a kernel already set up takes it briefly
+// and nothing else. The slow work (building the patch module, patching,
+// allocating and writing blocks) runs under `setup_mu_`, which is taken
+// before `mu_` when both are needed, never after.
 #ifndef CUPROBE_CUPTI_HOOK_KERNEL_PATCHER_H_
 #define CUPROBE_CUPTI_HOOK_KERNEL_PATCHER_H_
 
@@ -107,7 +114,8 @@ class KernelPatcher {
   // The context is about to be destroyed: what was written there dies with
   // it; forget it.
   void OnContextDestroying(CUcontext context);
-  // A module is about to be unloaded: a later module at its address is new.
+  // A module is about to be unloaded: a later module at its address, and
+  // its functions at theirs, are new.
   void OnModuleUnloading(CUmodule module);
 
   [[nodiscard]] KernelPatcherStats stats() const;
@@ -123,31 +131,38 @@ class KernelPatcher {
   };
   // What a (context, function) got at its first launch.
   struct KernelState {
+    CUmodule module = nullptr;
     uint32_t programs = 0;  // 0: not probed
     uint32_t id = 0;
     std::vector<uint32_t> param_sizes;  // bytes of each parameter (wants_args_)
   };
   // The patch module, built at the first call; an error is kept.
-  absl::StatusOr<const PatchModule*> PatchesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const PatchModule*> PatchesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   // The context's map block (the maps' descriptors and table), written at
   // the first kernel probed there.
-  absl::StatusOr<CUdeviceptr> MapBlockLocked(CUcontext context, ContextState& state)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Device memory holding `bytes`, in the current context.
+  absl::StatusOr<CUdeviceptr> MapBlockLocked(ContextState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
+  // Device memory holding `bytes`, in the current context (the caller makes
+  // the launch's or module's context current), in relaxed stream-capture
+  // mode: a program capturing a graph on another thread keeps its capture.
   absl::StatusOr<CUdeviceptr> UploadLocked(absl::Span<const uint8_t> bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   absl::Status PatchModuleLocked(CUcontext context, CUmodule module)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   absl::Status GiveBlockLocked(CUcontext context, CUfunction function, const KernelState& kernel)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   // This launch's own block, with its arguments.
   absl::Status GiveLaunchBlockLocked(const Launch& launch, const KernelState& kernel,
-                                     void* const* params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                     void* const* params)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   // The kernel's parameter sizes (cuFuncGetParamInfo), up to CUPROBE_MAX_ARGS.
   std::vector<uint32_t> ParamSizes(CUfunction function);
   // The kernel's id (ctx->kernel_id), assigned at its first probed launch.
   uint32_t IdOfLocked(const std::string& mangled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t MaskOf(std::string_view mangled) const;
+  // The seam's driver table, or null (ScopedCurrentContext then changes
+  // nothing for a null context and fails for another).
+  const CudaDriver* DriverOrNull();
   void WarnOnce(std::atomic<bool>& flag, const std::string& what, const absl::Status& why);
 
   CuptiSeam& seam_;
@@ -159,10 +174,11 @@ class KernelPatcher {
   const bool wants_args_;
   const bool async_copies_;
 
+  absl::Mutex setup_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::optional<absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(setup_mu_);
+  absl::flat_hash_map<CUcontext, ContextState> contexts_ ABSL_GUARDED_BY(setup_mu_);
+  absl::flat_hash_set<CUmodule> patched_modules_ ABSL_GUARDED_BY(setup_mu_);
   mutable absl::Mutex mu_;
-  std::optional<absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<CUcontext, ContextState> contexts_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<CUmodule> patched_modules_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<CUcontext, CUfunction>, KernelState> launched_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);
@@ -173,6 +189,7 @@ class KernelPatcher {
   std::atomic<uint64_t> kernels_probed_{0};
   std::atomic<bool> block_warned_{false};
   std::atomic<bool> args_warned_{false};
+  std::atomic<bool> build_warned_{false};
 };
 
 }  // namespace cuprobe

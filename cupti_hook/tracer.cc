@@ -217,10 +217,10 @@ uint64_t Tracer::NameForHandle(ThreadState& me, const void* handle) {
   return it->second;
 }
 
-void Tracer::Begin(std::string_view program) {
+void Tracer::Begin(std::string_view program, uint64_t now_ns) {
   ProcessRecord rec = {};
   rec.pid = pid_;
-  rec.start_ns = seam_.Timestamp();
+  rec.start_ns = now_ns != 0 ? now_ns : seam_.Timestamp();
   rec.name_id = InternName(program);
   Emit(RecordType::kProcess, &rec, sizeof(rec));
 }

@@ -106,8 +106,9 @@ class Tracer {
   // Only launches, kernels and copies of calls inside these ranges are
   // traced (--capture-range); every call is without it. Set before Begin.
   void SetCaptureRanges(const CaptureRanges* ranges) { capture_ = ranges; }
-  // Writes the ProcessRecord (and the program's name).
-  void Begin(std::string_view program);
+  // Writes the ProcessRecord (and the program's name), started at `now_ns`
+  // on the trace's clock (0: CUPTI's timestamp now).
+  void Begin(std::string_view program, uint64_t now_ns = 0);
   // A launch callback (ENTER and EXIT). `data` is CUPTI's CUpti_CallbackData.
   void OnLaunchApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   // The same under the measuring switches: launches counted, no record

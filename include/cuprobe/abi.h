@@ -112,8 +112,11 @@
  *    device pointer the hook sets per kernel to its struct
  *    cuprobe_patch_kernel (below), or 0 for a kernel no program selects (the
  *    adapter returns at once). The hook writes the block before a launch
- *    uses it and never while a launch of the kernel can run (the adapters
- *    read it with ld.global.nc). Its map_block points at the context's map
+ *    uses it (the adapters read it with ld.global.nc): a kernel's block once,
+ *    before its first launch; with argument-reading probes, a block per
+ *    launch from a ring, in the launch's stream order (a block is reused
+ *    4096 launches later, which a launch still waiting in another stream
+ *    would see). Its map_block points at the context's map
  *    block, device memory laid out as
  *      [descriptors: 128 * N bytes][table: 8 * N bytes]
  *    with N = max(bundle map count, 1): exactly what 3. puts in

@@ -234,6 +234,16 @@ TEST_F(KernelPatcherTest, ADestroyedContextIsForgotten) {
   EXPECT_EQ(fake_.state.allocs, 4);
 }
 
+// A function handle of an unloaded module may come back for another kernel.
+TEST_F(KernelPatcherTest, AnUnloadedModulesKernelsAreForgotten) {
+  KernelPatcher patcher = Make();
+  patcher.OnLaunchBegin(At(kFunction, "plain_c"));
+  patcher.OnModuleUnloading(kModule);
+  patcher.OnLaunchBegin(At(kFunction, "_ZN2ns5scaleIfEEvPT_S1_"));
+  EXPECT_EQ(std::count(san_.calls.begin(), san_.calls.end(), "SetCallbackData"), 2);
+  EXPECT_THAT(told_, ElementsAre(Pair("plain_c", 0u), Pair("_ZN2ns5scaleIfEEvPT_S1_", 1u)));
+}
+
 // A program that reads arguments: each launch gets a block of its own in
 // the context's ring, with that launch's arguments, copied in its stream.
 TEST_F(KernelPatcherTest, ArgumentsReachEachLaunchThroughItsOwnBlock) {
@@ -267,7 +277,10 @@ TEST_F(KernelPatcherTest, ArgumentsReachEachLaunchThroughItsOwnBlock) {
     // Consecutive blocks of the ring (allocation 2, after the map block).
     EXPECT_EQ(san_.copies[launch].first, 0x200000u + launch * sizeof(k));
   }
-  // A launch whose arguments came through `extra`: count 0.
+  // A launch whose arguments came through `extra`, or a launch with no
+  // launch call of its own after one that failed (its EXIT cleared them):
+  // count 0.
+  KernelPatcher::OnLaunchApi(params);
   KernelPatcher::OnLaunchApi(nullptr);
   patcher.OnLaunchBegin(At(kFunction, "plain_c"));
   cuprobe_patch_kernel k;
