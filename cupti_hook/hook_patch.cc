@@ -46,7 +46,11 @@ HookState Hook::StartPatchBackend() {
   if (config_.capture_profiler_api) {
     CUPROBE_LOG(kWarning, "--backend patch: capture ranges need CUPTI; tracing the whole run");
   }
-  if (config_.trace_kernels || config_.trace_memory) {
+  if (output_->BundleBytes().empty()) {
+    // Nothing to patch: only what CUPTI would have timed is lost.
+    CUPROBE_LOG(kWarning, "CUPROBE_BACKEND=patch without probes: launches are traced but "
+                "kernels and copies are not timed; unset it for a full trace");
+  } else if (config_.trace_kernels || config_.trace_memory) {
     CUPROBE_LOG(kInfo, "--backend patch: launches are traced; kernel GPU times and copies are "
                 "CUPTI's and are not (CUPTI and the Compute Sanitizer exclude each other)");
   }
