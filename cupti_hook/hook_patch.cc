@@ -186,6 +186,7 @@ void Hook::OnPatchLaunch(const void* cbdata) {
   }
   if (!config_.trace_launches) return;
   Tracer::SeenLaunch seen;
+  seen.function = l->function;
   seen.name = l->functionName;
   seen.time_ns = Now();
   seen.serial = launch_serial_.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -184,7 +184,7 @@ uint64_t Tracer::InternName(std::string_view name) {
   return id;
 }
 
-uint64_t Tracer::NameForHandle(ThreadState& me, const void* handle) {
+uint64_t Tracer::NameForHandle(ThreadState& me, const void* handle, std::string_view known) {
   if (handle == nullptr) return 0;
   if (!me.shared && me.last_handle == handle) return me.last_name_id;
   {
@@ -198,10 +198,14 @@ uint64_t Tracer::NameForHandle(ThreadState& me, const void* handle) {
       return it->second;
     }
   }
-  // Miss: ask the driver with no lock held (the call may re-enter CUPTI). The
-  // handle may be a CUfunction or a CUkernel cast to one; try both.
-  absl::StatusOr<std::string> name = seam_.FunctionName(static_cast<CUfunction>(const_cast<void*>(handle)));
-  if (!name.ok()) name = seam_.KernelName(static_cast<CUkernel>(const_cast<void*>(handle)));
+  // Miss: the name given, or ask the driver with no lock held (the call may
+  // re-enter CUPTI). The handle may be a CUfunction or a CUkernel cast to
+  // one; try both.
+  absl::StatusOr<std::string> name = std::string(known);
+  if (known.empty()) {
+    name = seam_.FunctionName(static_cast<CUfunction>(const_cast<void*>(handle)));
+    if (!name.ok()) name = seam_.KernelName(static_cast<CUkernel>(const_cast<void*>(handle)));
+  }
   uint64_t id = 0;
   if (name.ok()) {
     id = InternName(*name);
@@ -278,7 +282,9 @@ void Tracer::OnLaunchSeen(const SeenLaunch& launch) {
   if (diag_.no_launch_records) return;
   LaunchRecord rec = {};
   rec.correlation_id = ProcessQualifiedId(pid_, static_cast<uint32_t>(launch.serial));
-  rec.name_id = InternName(launch.name != nullptr ? launch.name : "<unnamed>");
+  const char* name = launch.name != nullptr ? launch.name : "<unnamed>";
+  rec.name_id = launch.function != nullptr ? NameForHandle(me, launch.function, name)
+                                           : InternName(name);
   rec.api_start_ns = launch.time_ns;
   rec.api_end_ns = launch.time_ns;
   rec.stream = launch.stream;

@@ -121,7 +121,8 @@ class Tracer {
   // patch backend): a launch record whose API start and end are `time_ns`
   // and whose correlation id is `serial`; no kernel record joins it.
   struct SeenLaunch {
-    const char* name = nullptr;  // mangled
+    const void* function = nullptr;  // the launch handle: names are cached by it
+    const char* name = nullptr;      // mangled
     uint64_t time_ns = 0;
     uint64_t serial = 0;
     uint64_t stream = 0;
@@ -205,7 +206,9 @@ class Tracer {
   // already; the handle's name id, through `me`'s last-handle cache.
   bool EmitAs(ThreadState& me, RecordType type, const void* body, uint32_t size,
               const void* extra = nullptr, uint32_t extra_size = 0);
-  uint64_t NameForHandle(ThreadState& me, const void* handle);
+  // The name id of a launch handle, cached per handle (and per thread, the
+  // last one); a miss names it `known`, or asks the driver when empty.
+  uint64_t NameForHandle(ThreadState& me, const void* handle, std::string_view known = {});
 
   CuptiSeam& seam_;
   RecordSink& sink_;

@@ -15,6 +15,7 @@
 #include "cupti_hook/testing/fake_sanitizer_seam.h"
 #include "cupti_hook/testing/fake_seam.h"
 #include "cuprobe/abi.h"
+#include "probe/trace_records.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_paths.h"
@@ -329,6 +330,22 @@ TEST_F(HookPatchTest, TracesLaunchesFromTheSanitizersLaunchCallback) {
   san_.Fire(sanitizer::kDomainLaunch, sanitizer::kLaunchBegin, &launch);
   san_.Fire(sanitizer::kDomainLaunch, sanitizer::kLaunchBegin, &launch);
   EXPECT_EQ(hook.tracer()->stats().launches, 2u);
+  // Both records carry the kernel's name id, published once.
+  auto launches = output_.OfType(RecordType::kLaunch);
+  ASSERT_EQ(launches.size(), 2u);
+  LaunchRecord first, second;
+  std::memcpy(&first, launches[0].bytes.data(), sizeof(first));
+  std::memcpy(&second, launches[1].bytes.data(), sizeof(second));
+  EXPECT_NE(first.name_id, 0u);
+  EXPECT_EQ(first.name_id, second.name_id);
+  EXPECT_EQ(first.grid[0], 4096u);
+  EXPECT_EQ(first.block[0], 256u);
+  int named = 0;
+  for (const auto& w : output_.OfType(RecordType::kName)) {
+    named += std::string(w.bytes.begin(), w.bytes.end()).find("_Z7vec_addPKfS0_Pfi") !=
+             std::string::npos;
+  }
+  EXPECT_EQ(named, 1);
   hook.Stop();
 }
 
