@@ -60,6 +60,11 @@ if python3 -c 'import torch' 2>/dev/null; then
     bench_case sgemm.patch.mem_trace_async_copies CUPROBE_PATCH_ASYNC_COPIES=1 -- "$cuprobe" run \
       --quiet --backend patch --trace launches -p "$build/probes/mem_trace.cpb" -o "$tmp/r" \
       --format json -- "${sgemm[@]}"
+    # mem_trace with its probe called at every access instead of counted
+    # per access class (site counters: docs/REWRITER.md).
+    bench_case sgemm.patch.mem_trace_called CUPROBE_SITE_COUNTERS=0 -- "$cuprobe" run \
+      --quiet --backend patch --trace launches -p "$build/probes/mem_trace.cpb" -o "$tmp/r" \
+      --format json -- "${sgemm[@]}"
     for p in empty count_entries threadhist mem_empty mem_count mem_trace addr_hist; do
       bench_case "sgemm.patch.$p" -- "$cuprobe" run --quiet --backend patch --trace launches \
         -p "$build/probes/$p.cpb" -k '*' -o "$tmp/r" --format json -- "${sgemm[@]}"
@@ -72,6 +77,12 @@ for ((r = 0; r < rounds; r++)); do
     bench_case "vec_add.patch.$p" -- "$cuprobe" run --quiet --backend patch --trace launches \
       -p "$build/probes/$p.cpb" -o "$tmp/r" --format json -- "$work" vec_add 16777216 50
   done
+  # Block entry and exit patched, the adapters returning at once (the probe
+  # selects `touch`, a kernel of the same module, not vec_add): the floor
+  # of anything the patch backend does per block, a kernel timer included.
+  bench_case vec_add.patch.unselected -- "$cuprobe" run --quiet --backend patch \
+    --trace launches -p "$build/probes/empty.cpb" -k touch -o "$tmp/r" --format json -- \
+    "$work" vec_add 16777216 50
 done
 
 python3 - "$tsv" <<'PY'
@@ -127,7 +138,7 @@ if hand:
                   "<= 1.20" if tgt else "", ("yes" if m / h <= 1.2 else "**no**") if tgt else ""))
 patch_targets = {"empty": 1.02, "count_entries": 1.02, "threadhist": 1.05, "mem_empty": None,
                  "mem_count": None, "mem_trace": 1.5, "addr_hist": 3.0,
-                 "mem_trace_async_copies": None}
+                 "mem_trace_called": None, "mem_trace_async_copies": None, "unselected": None}
 for w, label in (("sgemm", "cuBLAS sgemm 4096^2 fp32 x 50 (PyTorch)"),
                  ("vec_add", "vec_add 16M x 50")):
     base = rows.get(w + ".native")

@@ -85,7 +85,8 @@ void Hook::StartPatchProbes() {
       seam_, *sanitizer_, *kept, *device_maps_,
       [kept, cache](uint32_t sm) { return BuildPatchModule(*kept, HelpersPtx(), sm, cache); },
       [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); },
-      config_.patch_async_copies));
+      KernelPatcher::Options{.async_copies = config_.patch_async_copies,
+                             .site_counters = CurrentRewriterSettings().site_counters}));
   CUPROBE_LOG(kInfo, "probes: %d program(s) from the session's bundle, %d map(s), patch backend",
               kept->programs.size(), kept->maps.size());
 }

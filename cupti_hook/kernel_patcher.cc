@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "probe/kernel_glob.h"
+#include "ptx_rewriter/patch_adapters.h"
 #include "ptx_rewriter/elf.h"
 #include "support/cuda_driver.h"
 #include "support/log.h"
@@ -17,7 +18,7 @@
 namespace cuprobe {
 namespace {
 
-static_assert(sizeof(cuprobe_patch_kernel) == 152);
+static_assert(sizeof(cuprobe_patch_kernel) == CUPROBE_PATCH_KERNEL_SIZE);
 
 // The kernelParams of the launch call this thread is in (OnLaunchApi).
 thread_local void* const* t_kernel_params = nullptr;
@@ -46,7 +47,7 @@ bool AnyKernelSelected(absl::Span<const uint8_t> cubin, const MaskOf& mask_of) {
 
 KernelPatcher::KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer,
                              const ProbeBundle& bundle, MapTableProvider& maps,
-                             PatchBuilder build, KernelListener on_kernel, bool async_copies)
+                             PatchBuilder build, KernelListener on_kernel, Options options)
     : seam_(seam),
       sanitizer_(sanitizer),
       bundle_(bundle),
@@ -54,7 +55,7 @@ KernelPatcher::KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer,
       build_(std::move(build)),
       on_kernel_(std::move(on_kernel)),
       wants_args_(ReadsArguments(bundle)),
-      async_copies_(async_copies) {}
+      options_(options) {}
 
 void KernelPatcher::OnLaunchApi(void* const* kernel_params) { t_kernel_params = kernel_params; }
 
@@ -98,7 +99,7 @@ absl::Status KernelPatcher::PatchModuleLocked(CUcontext context, CUmodule module
     state.patches_added = true;
   }
   for (const PatchCallback& cb : patches->callbacks) {
-    if (cb.instruction == sanitizer::kMemcpyAsync && !async_copies_) continue;
+    if (cb.instruction == sanitizer::kMemcpyAsync && !options_.async_copies) continue;
     CUPROBE_RETURN_IF_ERROR(sanitizer_.PatchInstructions(
         static_cast<sanitizer::Instruction>(cb.instruction), module, cb.function.c_str()));
   }
@@ -173,14 +174,38 @@ uint32_t KernelPatcher::IdOfLocked(const std::string& mangled) {
   return it->second;
 }
 
-absl::Status KernelPatcher::GiveBlockLocked(CUcontext context, CUfunction function,
-                                            const KernelState& kernel) {
-  ContextState& state = contexts_[context];
-  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(state));
+cuprobe_patch_kernel KernelPatcher::BlockOf(CUdeviceptr map_block, const KernelState& kernel) {
   cuprobe_patch_kernel k = {};
   k.map_block = map_block;
   k.kernel_id = kernel.id;
   k.programs = kernel.programs;
+  k.site_counters = kernel.site_counters;
+  std::memcpy(k.counter_of, kernel.counter_of.data(), sizeof(k.counter_of));
+  return k;
+}
+
+void KernelPatcher::SetUpCountersLocked(KernelState& kernel, std::string_view name) {
+  if (!options_.site_counters) return;
+  std::optional<PatchKernelCounters> counters =
+      PatchSiteCounters(bundle_, kernel.programs, kernel.id);
+  if (!counters.has_value()) return;
+  absl::StatusOr<uint64_t> base = maps_.AddSiteCounters(std::move(counters->counters));
+  if (!base.ok()) {
+    WarnOnce(counters_warned_,
+             "patch backend: memory probes run at every access (no site counters)",
+             base.status());
+    return;
+  }
+  kernel.site_counters = *base;
+  kernel.counter_of = counters->counter_of;
+  CUPROBE_LOG(kInfo, "patch backend: %s counts its memory accesses in site counters", name);
+}
+
+absl::Status KernelPatcher::GiveBlockLocked(CUcontext context, CUfunction function,
+                                            const KernelState& kernel) {
+  ContextState& state = contexts_[context];
+  CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(state));
+  const cuprobe_patch_kernel k = BlockOf(map_block, kernel);
   std::vector<uint8_t> bytes(sizeof(k));
   std::memcpy(bytes.data(), &k, sizeof(k));
   CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr block, UploadLocked(bytes));
@@ -211,10 +236,7 @@ absl::Status KernelPatcher::GiveLaunchBlockLocked(const Launch& launch, const Ke
   const uint32_t slot = state.next;
   state.next = (state.next + 1) % kArgBlocks;
   cuprobe_patch_kernel& k = state.host_ring[slot];
-  k = {};
-  k.map_block = map_block;
-  k.kernel_id = kernel.id;
-  k.programs = kernel.programs;
+  k = BlockOf(map_block, kernel);
   if (params != nullptr) {
     k.args.count = static_cast<cuprobe_u32>(kernel.param_sizes.size());
     for (size_t i = 0; i < kernel.param_sizes.size(); ++i) {
@@ -251,6 +273,24 @@ void KernelPatcher::OnLaunchBegin(const Launch& launch) {
   // belongs to the launch's context.
   absl::MutexLock setup(&setup_mu_);
   ScopedCurrentContext in(DriverOrNull(), launch.context);
+  if (first) {
+    // What later launches reuse: site counters (once the context's maps
+    // exist) and the parameter sizes. Every later launch that needs them
+    // (an argument-reading bundle's) passes setup_mu_ and sees them.
+    if (in.ok() && MapBlockLocked(contexts_[launch.context]).ok()) SetUpCountersLocked(kernel, launch.name);
+    if (wants_args_) kernel.param_sizes = ParamSizes(launch.function);
+    absl::MutexLock lock(&mu_);
+    auto it = launched_.find({launch.context, launch.function});
+    if (it != launched_.end()) {
+      it->second.site_counters = kernel.site_counters;
+      it->second.counter_of = kernel.counter_of;
+      it->second.param_sizes = kernel.param_sizes;
+    }
+  } else if (wants_args_) {
+    absl::MutexLock lock(&mu_);
+    auto it = launched_.find({launch.context, launch.function});
+    if (it != launched_.end()) kernel = it->second;
+  }
   if (first && !wants_args_) {
     absl::Status s = in.ok() ? GiveBlockLocked(launch.context, launch.function, kernel)
                              : in.status();
@@ -267,18 +307,6 @@ void KernelPatcher::OnLaunchBegin(const Launch& launch) {
   }
   if (first) kernels_probed_.fetch_add(1, std::memory_order_relaxed);
   if (!wants_args_) return;
-  // The parameter sizes, found at the kernel's first launch: every launch
-  // of an argument-reading bundle passes setup_mu_, so later ones see them.
-  if (first) {
-    kernel.param_sizes = ParamSizes(launch.function);
-    absl::MutexLock lock(&mu_);
-    auto it = launched_.find({launch.context, launch.function});
-    if (it != launched_.end()) it->second.param_sizes = kernel.param_sizes;
-  } else {
-    absl::MutexLock lock(&mu_);
-    auto it = launched_.find({launch.context, launch.function});
-    if (it != launched_.end()) kernel.param_sizes = it->second.param_sizes;
-  }
   absl::Status s = in.ok() ? GiveLaunchBlockLocked(launch, kernel, params) : in.status();
   if (!s.ok()) {
     WarnOnce(args_warned_, absl::StrCat("patch backend: a launch of ", launch.name,

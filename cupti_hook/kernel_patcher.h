@@ -13,7 +13,10 @@
 //    block (include/cuprobe/abi.h, cuprobe_patch_kernel: the context's map
 //    block, the kernel's id and which programs run in it) is written to
 //    device memory and set as the kernel's callback data. Kernels nobody
-//    selects have no callback data, and the adapters return at once.
+//    selects have no callback data, and the adapters return at once. When
+//    every memory program the kernel runs summarizes (PatchSiteCounters),
+//    the block also points at site counters registered with the maps, and
+//    the adapters count the kernel's accesses instead of calling programs;
 //  - when a program reads the kernel's arguments, each launch of a probed
 //    kernel gets a block of its own instead, with the arguments of that
 //    launch (taken from the launch call's kernelParams at its driver-API
@@ -22,7 +25,7 @@
 //    A block is reused kArgBlocks launches later: a launch still waiting
 //    in another stream by then would read a later launch's arguments.
 //
-//   KernelPatcher patcher(seam, sanitizer, bundle, maps, build, on_kernel);
+//   KernelPatcher patcher(seam, sanitizer, bundle, maps, build, on_kernel, {});
 //   // Sanitizer callbacks (cupti_hook/hook_patch.cc):
 //   patcher.OnModuleLoaded(context, module, cubin);
 //   patcher.OnLaunchBegin(context, function, name);
@@ -42,6 +45,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -80,11 +84,17 @@ class KernelPatcher {
   // Told each kernel the first time it gets probes, with its id.
   using KernelListener = std::function<void(std::string_view mangled_name, uint32_t kernel_id)>;
 
-  // `async_copies`: patch cp.async copies too (HookConfig::patch_async_copies);
-  // otherwise the patch module's async-copy adapter is left unused.
+  struct Options {
+    // Patch cp.async copies too (HookConfig::patch_async_copies); otherwise
+    // the patch module's async-copy adapter is left unused.
+    bool async_copies = false;
+    // Count the memory accesses of kernels whose memory programs summarize
+    // (PatchSiteCounters) instead of calling them (RewriterSettings).
+    bool site_counters = true;
+  };
   KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer, const ProbeBundle& bundle,
                 MapTableProvider& maps, PatchBuilder build, KernelListener on_kernel,
-                bool async_copies = false);
+                Options options);
   KernelPatcher(const KernelPatcher&) = delete;
   KernelPatcher& operator=(const KernelPatcher&) = delete;
 
@@ -135,7 +145,16 @@ class KernelPatcher {
     uint32_t programs = 0;  // 0: not probed
     uint32_t id = 0;
     std::vector<uint32_t> param_sizes;  // bytes of each parameter (wants_args_)
+    // Its site counters (abi.h, 10.), set up at its first launch.
+    CUdeviceptr site_counters = 0;
+    std::array<uint8_t, CUPROBE_PATCH_ACCESS_CLASSES> counter_of{};
   };
+  // The block of `kernel` (its arguments not filled).
+  static cuprobe_patch_kernel BlockOf(CUdeviceptr map_block, const KernelState& kernel);
+  // Registers the kernel's site counters with the maps when its memory
+  // programs summarize (PatchSiteCounters); otherwise leaves them unset.
+  void SetUpCountersLocked(KernelState& kernel, std::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   // The patch module, built at the first call; an error is kept.
   absl::StatusOr<const PatchModule*> PatchesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   // The context's map block (the maps' descriptors and table), written at
@@ -172,7 +191,7 @@ class KernelPatcher {
   const PatchBuilder build_;
   const KernelListener on_kernel_;
   const bool wants_args_;
-  const bool async_copies_;
+  const Options options_;
 
   absl::Mutex setup_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::optional<absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(setup_mu_);
@@ -190,6 +209,7 @@ class KernelPatcher {
   std::atomic<bool> block_warned_{false};
   std::atomic<bool> args_warned_{false};
   std::atomic<bool> build_warned_{false};
+  std::atomic<bool> counters_warned_{false};
 };
 
 }  // namespace cuprobe

@@ -33,16 +33,23 @@
 //
 // The memory adapters derive the access kind from the Sanitizer's flags
 // with a 16-entry table that PatchAccessKind() fills, so the PTX and the
-// host function cannot disagree.
+// host function cannot disagree. When a memory program of the bundle has
+// summary code, they first look at the block's site counters (abi.h, 10.):
+// with a counter block set, an access of a power-of-two size adds the
+// warp's active lanes to its class's counter instead of calling programs
+// (PatchSiteCounters computes the classes' counters on the host).
 #ifndef CUPROBE_PTX_REWRITER_PATCH_ADAPTERS_H_
 #define CUPROBE_PTX_REWRITER_PATCH_ADAPTERS_H_
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "cuprobe/abi.h"
 #include "probe/bundle.h"
 
 namespace cuprobe {
@@ -82,6 +89,32 @@ struct PatchCallback {
 // run a memory program in the adapter of `instruction` (GLOBAL or GENERIC
 // for global accesses); 0 for the block adapters.
 [[nodiscard]] uint32_t PatchAdapterSpaces(uint32_t instruction);
+
+// Site counters on the patch backend (include/cuprobe/abi.h, 10.): the
+// access class of an access the adapter of `instruction` sees, with
+// CUPROBE_ACCESS_* `kind` and `size` bytes: slot * 32 + kind * 8 +
+// log2(size), slot 0 for global accesses and cp.async, 1 shared, 2 local.
+// nullopt for a size that is not a power of two up to 128, or a block
+// adapter.
+[[nodiscard]] std::optional<uint32_t> PatchAccessClass(uint32_t instruction, uint32_t kind,
+                                                       uint32_t size);
+
+// What a kernel's block holds for its site counters: the counters to
+// register (MapSet::AddSiteCounters) and, per access class, the index of
+// the one it counts in, or CUPROBE_PATCH_NO_COUNTER.
+struct PatchKernelCounters {
+  std::vector<SiteCounter> counters;
+  std::array<uint8_t, CUPROBE_PATCH_ACCESS_CLASSES> counter_of{};
+};
+
+// The site counters of a kernel with id `kernel_id` whose programs are
+// `programs` (ProgramMask): every memory program it runs summarized
+// (SummarizeSite, the site index varying) for every access class. nullopt
+// when one cannot be, or the kernel runs no memory program: its memory
+// accesses then call the programs.
+[[nodiscard]] std::optional<PatchKernelCounters> PatchSiteCounters(const ProbeBundle& bundle,
+                                                                   uint32_t programs,
+                                                                   uint32_t kernel_id);
 
 struct PatchAdapters {
   std::string ptx;                       // the adapter functions

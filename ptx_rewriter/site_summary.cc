@@ -121,7 +121,7 @@ uint64_t SiteRun::CtxField(int32_t offset) {
     case 96: return CUPROBE_MEM_INFO_SIZE(site_.mem_info);
     case 100: return CUPROBE_MEM_INFO_SPACE(site_.mem_info);
     case 104: return CUPROBE_MEM_INFO_KIND(site_.mem_info);
-    case 108: return site_.site_index;
+    case 108: return site_.site_index_varies ? Varies() : site_.site_index;
     case 116: return 0;  // reserved
     default: return Varies();
   }

@@ -48,6 +48,9 @@ struct SiteConstants {
   uint32_t kernel_id = 0;
   uint32_t mem_info = 0;  // CUPROBE_MEM_INFO; 0 at entry and exit
   uint32_t site_index = 0;
+  // The patch backend's sites of one access class differ in their index
+  // (the pc): a program that reads it is not summarized there.
+  bool site_index_varies = false;
 };
 
 // The adds `program` makes at a site with these constants, in call order,

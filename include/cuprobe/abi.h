@@ -144,13 +144,26 @@
  *    always with kernel_id from the block and args = userdata + 16 (count 0
  *    when the hook did not fill them). The helper library's
  *    CUPROBE_PID_TGID_SYMBOL is not filled in a patch module (reads 0).
+ *    (Version 9) Site counters on the patch backend. When every memory
+ *    program a kernel runs reduces to adds of constants fixed by the kernel
+ *    and the access class alone (the site counters' rule below, with the
+ *    site index counted as varying), the hook sets the block's
+ *    site_counters to a counter block laid out as below and counter_of[c]
+ *    to the counter of access class c = space slot * 32 + kind * 8 +
+ *    log2(accessSize) (slot 0 global and cp.async, 1 shared, 2 local), or
+ *    0xff when the class adds nothing. A memory adapter then calls no
+ *    program: the lowest active lane of the warp adds the number of active
+ *    lanes to that counter in its SM's shard (red.global.add.u64). An
+ *    access whose size is not a power of two up to 128 calls the programs
+ *    as before; site_counters 0 always does.
  */
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-/* 8: the patch backend (10. above); 7: rings that reserve first and leave
+/* 9: site counters on the patch backend (10. above); 8: the patch
+ * backend; 7: rings that reserve first and leave
  * holes (probe/map_desc.h) */
-#define CUPROBE_ABI_VERSION 8
+#define CUPROBE_ABI_VERSION 9
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -203,13 +216,20 @@ struct cuprobe_args {
 /* ---- The patch backend (see 10. above) ---------------------------------
  * The Sanitizer callbacks' userdata: device memory, one per (context,
  * kernel). */
+#define CUPROBE_PATCH_ACCESS_CLASSES 96 /* 3 space slots x 4 kinds x 8 sizes */
 struct cuprobe_patch_kernel {
-  cuprobe_u64 map_block;    /*   0  device address of the context's map block */
-  cuprobe_u32 kernel_id;    /*   8  the id the hook gave this kernel */
-  cuprobe_u32 programs;     /*  12  bit i set: bundle program i runs in this kernel */
-  struct cuprobe_args args; /*  16  the kernel's arguments (count 0 when not filled) */
-};                          /* 152 bytes */
-#define CUPROBE_PATCH_KERNEL_SIZE 152
+  cuprobe_u64 map_block;     /*   0  device address of the context's map block */
+  cuprobe_u32 kernel_id;     /*   8  the id the hook gave this kernel */
+  cuprobe_u32 programs;      /*  12  bit i set: bundle program i runs in this kernel */
+  struct cuprobe_args args;  /*  16  the kernel's arguments (count 0 when not filled) */
+  cuprobe_u64 site_counters; /* 152  device address of its site counters, or 0 */
+  /* 160  per access class (10. above): its counter, or CUPROBE_PATCH_NO_COUNTER */
+  cuprobe_u8 counter_of[CUPROBE_PATCH_ACCESS_CLASSES];
+};                           /* 256 bytes */
+#define CUPROBE_PATCH_KERNEL_SIZE 256
+#define CUPROBE_PATCH_SITE_COUNTERS_OFFSET 152
+#define CUPROBE_PATCH_COUNTER_OF_OFFSET 160
+#define CUPROBE_PATCH_NO_COUNTER 0xff
 #define CUPROBE_PATCH_KERNEL_ARGS_OFFSET 16
 #define CUPROBE_PATCH_MAX_PROGRAMS 32 /* bits of `programs` */
 /* The adapters of a patch module, (.param .b32 ret) NAME(...) returning 0

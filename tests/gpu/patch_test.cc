@@ -135,6 +135,24 @@ TEST_F(Patch, MemTraceOfATiledMatmulCountsGlobalAccessesOnly) {
   EXPECT_EQ((count[{"matmul_tiled", kStore}]), n * n * iterations) << maps;
 }
 
+// mem_trace summarizes (abi.h, site counters): the patch backend counts
+// each access class instead of calling the probe. Counted or called, the
+// maps are the same.
+TEST_F(Patch, SiteCountersCountWhatTheCalledProbeCounts) {
+  const std::vector<std::string> app = {SamplePath("matmul_sass"), "256", "2"};
+  std::string counted = RunProbe("patch", Probe("mem_trace"), app);
+  EXPECT_THAT(last_.err, HasSubstr("counts its memory accesses in site counters")) << last_.err;
+  std::string called = RunProbe("patch", Probe("mem_trace"), app, {},
+                                {{"CUPROBE_SITE_COUNTERS", "0"}});
+  EXPECT_THAT(last_.err, Not(HasSubstr("site counters"))) << last_.err;
+  EXPECT_FALSE(ByName(counted, "accesses").empty()) << counted;
+  EXPECT_EQ(ByName(counted, "accesses"), ByName(called, "accesses")) << counted << called;
+  EXPECT_EQ(ByName(counted, "bytes"), ByName(called, "bytes")) << counted << called;
+  // A probe that reads the address is called at every access.
+  RunProbe("patch", Probe("mem_regions"), app);
+  EXPECT_THAT(last_.err, Not(HasSubstr("site counters"))) << last_.err;
+}
+
 // Arguments reach a patched kernel's probe: each launch's own, with
 // printk from the probe (a ring buffer and read-only format strings).
 TEST_F(Patch, ProbeReadsKernelArgumentsAndPrints) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -434,6 +435,126 @@ TEST(PatchAdaptersTest, MemoryAdaptersEncodeSpaceAndKindLikeTheHost) {
     EXPECT_THAT(body, HasSubstr("ld.param.u64 %rd3, [__cuprobe_ptr];"));
     EXPECT_THAT(body, HasSubstr("cvt.u32.u64 %r4, %rd4;"));  // site_index = pc
   }
+}
+
+// --- Site counters on the patch backend (abi.h, 10.).
+
+// eBPF summary code: `r0 = ctx->site_index; exit` (reads the site index,
+// adds nothing) or `r0 = 0; exit` (adds nothing).
+std::vector<uint8_t> ReadsSiteIndexCode() {
+  return {0x61, 0x10, 108, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0};
+}
+std::vector<uint8_t> AddsNothingCode() {
+  return {0xb7, 0x00, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0};
+}
+
+TEST(PatchAdaptersTest, MemoryAdaptersCountOnlyWhenAProgramHasSummaryCode) {
+  ProbeBundle b = HandBundle({Program("on_mem", AttachKind::kMemory, ~0u),
+                              Program("on_entry", AttachKind::kEntry)});
+  absl::StatusOr<PatchAdapters> plain = GeneratePatchAdapters(b, FunctionsOf(b));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(plain->ptx, Not(HasSubstr("$L__cuprobe_call")));
+  b.programs[0].summary_code = AddsNothingCode();
+  absl::StatusOr<PatchAdapters> a = GeneratePatchAdapters(b, FunctionsOf(b));
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::map<std::string, uint32_t> slots = {{CUPROBE_PATCH_SYMBOL_GLOBAL_ACCESS, 0},
+                                                 {CUPROBE_PATCH_SYMBOL_ASYNC_COPY, 0},
+                                                 {CUPROBE_PATCH_SYMBOL_SHARED_ACCESS, 1},
+                                                 {CUPROBE_PATCH_SYMBOL_LOCAL_ACCESS, 2}};
+  for (const auto& [name, slot] : slots) {
+    std::string_view body = AdapterBody(a->ptx, name);
+    ASSERT_FALSE(body.empty()) << name;
+    EXPECT_THAT(body, HasSubstr(absl::StrCat("ld.global.nc.u64 %rd5, [%rd1+",
+                                             CUPROBE_PATCH_SITE_COUNTERS_OFFSET, "];")));
+    EXPECT_THAT(body, HasSubstr(absl::StrCat("ld.global.nc.u8 %r12, [%rd6+",
+                                             CUPROBE_PATCH_COUNTER_OF_OFFSET + 32 * slot, "];")))
+        << name;
+    EXPECT_THAT(body, HasSubstr("red.global.add.u64 [%rd7], %rd9;"));
+    EXPECT_EQ(Immediate(body, "and.b32 %r14, %r14, "), CUPROBE_SITE_COUNTER_SHARDS - 1);
+    EXPECT_EQ(Immediate(body, "mul.wide.u32 %rd7, %r13, "), CUPROBE_SITE_COUNTER_GROUP_BYTES);
+    // The counting path comes before the calls, which stay for the rest.
+    EXPECT_LT(body.find("red.global.add.u64"), body.find("call.uni")) << name;
+  }
+  EXPECT_THAT(AdapterBody(a->ptx, CUPROBE_PATCH_SYMBOL_BLOCK_ENTER),
+              Not(HasSubstr("$L__cuprobe_call")));
+}
+
+TEST(PatchAdaptersTest, AccessClassesAreDistinctAndInRange) {
+  std::vector<uint32_t> seen;
+  for (uint32_t instruction : {kSanitizerGlobalMemoryAccess, kSanitizerSharedMemoryAccess,
+                               kSanitizerLocalMemoryAccess}) {
+    for (uint32_t kind : {CUPROBE_ACCESS_LOAD, CUPROBE_ACCESS_STORE, CUPROBE_ACCESS_ATOMIC}) {
+      for (uint32_t size = 1; size <= 128; size *= 2) {
+        std::optional<uint32_t> c = PatchAccessClass(instruction, kind, size);
+        ASSERT_TRUE(c.has_value()) << instruction << " " << kind << " " << size;
+        EXPECT_LT(*c, uint32_t{CUPROBE_PATCH_ACCESS_CLASSES});
+        seen.push_back(*c);
+      }
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
+  // What the adapters compute: slot * 32 + kind * 8 + log2(size).
+  EXPECT_EQ(PatchAccessClass(kSanitizerSharedMemoryAccess, CUPROBE_ACCESS_STORE, 16),
+            32 + CUPROBE_ACCESS_STORE * 8 + 4);
+  EXPECT_EQ(PatchAccessClass(kSanitizerMemcpyAsync, CUPROBE_ACCESS_LOAD, 16),
+            PatchAccessClass(kSanitizerGlobalMemoryAccess, CUPROBE_ACCESS_LOAD, 16));
+  EXPECT_EQ(PatchAccessClass(kSanitizerGlobalMemoryAccess, CUPROBE_ACCESS_LOAD, 12), std::nullopt);
+  EXPECT_EQ(PatchAccessClass(kSanitizerGlobalMemoryAccess, CUPROBE_ACCESS_LOAD, 256), std::nullopt);
+  EXPECT_EQ(PatchAccessClass(kSanitizerGlobalMemoryAccess, CUPROBE_ACCESS_LOAD, 0), std::nullopt);
+  EXPECT_EQ(PatchAccessClass(kSanitizerBlockEnter, CUPROBE_ACCESS_LOAD, 4), std::nullopt);
+}
+
+TEST(PatchSiteCountersTest, MemTraceCountsPerKernelKindAndSize) {
+  const ProbeBundle bundle = testing::CompiledProbeBundle("mem_trace");
+  ASSERT_EQ(bundle.programs.size(), 1u);
+  ASSERT_FALSE(bundle.programs[0].summary_code.empty());
+  std::optional<PatchKernelCounters> c = PatchSiteCounters(bundle, 1, 7);
+  ASSERT_TRUE(c.has_value());
+  // Global accesses: one counter per kind and size (the bytes differ);
+  // shared and local ones add nothing (the probe returns).
+  EXPECT_EQ(c->counters.size(), 3u * 8u);
+  for (uint32_t kind : {CUPROBE_ACCESS_LOAD, CUPROBE_ACCESS_STORE, CUPROBE_ACCESS_ATOMIC}) {
+    for (uint32_t size = 1; size <= 128; size *= 2) {
+      const uint8_t counter =
+          c->counter_of[*PatchAccessClass(kSanitizerGlobalMemoryAccess, kind, size)];
+      ASSERT_LT(counter, c->counters.size());
+      const std::vector<SiteAdd>& adds = c->counters[counter].adds;
+      ASSERT_EQ(adds.size(), 2u);
+      const std::vector<uint8_t> key = {7, 0, 0, 0, static_cast<uint8_t>(kind), 0, 0, 0};
+      EXPECT_EQ(adds[0], (SiteAdd{.map = 0, .key = key, .delta = 1}));
+      EXPECT_EQ(adds[1], (SiteAdd{.map = 1, .key = key, .delta = size}));
+      EXPECT_EQ(c->counter_of[*PatchAccessClass(kSanitizerSharedMemoryAccess, kind, size)],
+                CUPROBE_PATCH_NO_COUNTER);
+      EXPECT_EQ(c->counter_of[*PatchAccessClass(kSanitizerLocalMemoryAccess, kind, size)],
+                CUPROBE_PATCH_NO_COUNTER);
+    }
+  }
+  // Kind 0 (never passed by the adapters) has no counter.
+  EXPECT_EQ(c->counter_of[0], CUPROBE_PATCH_NO_COUNTER);
+}
+
+TEST(PatchSiteCountersTest, NoneWhenAMemoryProgramCannotBeSummarized) {
+  ProbeBundle b = HandBundle({Program("on_mem", AttachKind::kMemory, ~0u),
+                              Program("on_entry", AttachKind::kEntry)});
+  // No summary code.
+  EXPECT_EQ(PatchSiteCounters(b, 0b11, 0), std::nullopt);
+  // Adds nothing: counters, none used.
+  b.programs[0].summary_code = AddsNothingCode();
+  std::optional<PatchKernelCounters> c = PatchSiteCounters(b, 0b11, 0);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->counters.empty());
+  EXPECT_TRUE(std::all_of(c->counter_of.begin(), c->counter_of.end(),
+                          [](uint8_t i) { return i == CUPROBE_PATCH_NO_COUNTER; }));
+  // No memory program selected: nothing to count.
+  EXPECT_EQ(PatchSiteCounters(b, 0b10, 0), std::nullopt);
+  // Reads the site index, which is the pc on this backend.
+  b.programs[0].summary_code = ReadsSiteIndexCode();
+  EXPECT_EQ(PatchSiteCounters(b, 0b11, 0), std::nullopt);
+  // Reads the address.
+  const ProbeBundle regions = testing::CompiledProbeBundle("mem_regions");
+  ASSERT_FALSE(regions.programs.empty());
+  EXPECT_EQ(PatchSiteCounters(regions, 1, 0), std::nullopt);
 }
 
 TEST(PatchAdaptersTest, RefusesMoreThan32Programs) {

@@ -15,7 +15,9 @@
 #include "cupti_hook/testing/fake_sanitizer_seam.h"
 #include "cupti_hook/testing/fake_seam.h"
 #include "cuprobe/abi.h"
+#include "probe/bundle.h"
 #include "probe/trace_records.h"
+#include "ptx_rewriter/patch_adapters.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_paths.h"
@@ -48,7 +50,24 @@ class Maps : public MapTableProvider {
     ++claims;
     return claim;
   }
+  absl::Status add_counters;
+  std::vector<std::vector<SiteCounter>> counters;  // what AddSiteCounters got
+  absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> c) override {
+    if (!add_counters.ok()) return add_counters;
+    counters.push_back(std::move(c));
+    return 0xC0000 + 0x10000 * (counters.size() - 1);
+  }
 };
+
+// mem_trace as the build compiled it (samples/mem_trace): a memory program
+// that summarizes to adds of (kernel, kind) -> 1 and size.
+ProbeBundle MemTrace() {
+  std::ifstream f(testing::BuildDir() + "/probes/mem_trace.cpb", std::ios::binary);
+  std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  absl::StatusOr<ProbeBundle> b = ReadBundle(bytes);
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? *std::move(b) : ProbeBundle{};
+}
 
 ProbeBundle TwoPrograms() {
   ProbeBundle b;
@@ -92,12 +111,18 @@ class KernelPatcherTest : public ::testing::Test {
       return m;
     };
   }
-  KernelPatcher Make(bool async_copies = false) {
+  KernelPatcher Make(bool async_copies = false, bool site_counters = true) {
     return KernelPatcher(seam_, san_, bundle_, maps_, Builder(),
                          [this](std::string_view name, uint32_t id) {
                            told_.emplace_back(std::string(name), id);
                          },
-                         async_copies);
+                         {.async_copies = async_copies, .site_counters = site_counters});
+  }
+  // The kernel block at device address `at`.
+  cuprobe_patch_kernel BlockAt(uintptr_t at) {
+    cuprobe_patch_kernel k;
+    std::memcpy(&k, seam_.device_memory.data() + at, sizeof(k));
+    return k;
   }
 
   testing::FakeCudaDriver fake_;
@@ -287,6 +312,65 @@ TEST_F(KernelPatcherTest, ArgumentsReachEachLaunchThroughItsOwnBlock) {
   cuprobe_patch_kernel k;
   std::memcpy(&k, san_.copies.back().second.data(), sizeof(k));
   EXPECT_EQ(k.args.count, 0u);
+}
+
+// Memory programs that summarize: the kernel's block points at site
+// counters registered with the maps, one per access class's adds.
+TEST_F(KernelPatcherTest, SummarizedMemoryProgramsCountThroughSiteCounters) {
+  bundle_ = MemTrace();
+  ASSERT_EQ(bundle_.programs.size(), 1u);
+  KernelPatcher patcher = Make();
+  patcher.OnLaunchBegin(At(kFunction, "plain_c"));
+  ASSERT_EQ(maps_.counters.size(), 1u);
+  EXPECT_EQ(maps_.counters[0].size(), 3u * 8u);  // global: kind x size
+  const cuprobe_patch_kernel k = BlockAt(reinterpret_cast<uintptr_t>(san_.callback_data[kFunction]));
+  EXPECT_EQ(k.site_counters, 0xC0000u);
+  const uint8_t load4 = k.counter_of[*PatchAccessClass(sanitizer::kGlobalMemoryAccess,
+                                                       CUPROBE_ACCESS_LOAD, 4)];
+  ASSERT_LT(load4, maps_.counters[0].size());
+  EXPECT_EQ(maps_.counters[0][load4].adds.back().delta, 4u);  // bytes
+  EXPECT_EQ(k.counter_of[*PatchAccessClass(sanitizer::kSharedMemoryAccess, CUPROBE_ACCESS_LOAD,
+                                           4)],
+            CUPROBE_PATCH_NO_COUNTER);
+  // Another kernel: counters of its own (its id is in the keys).
+  patcher.OnLaunchBegin(At(reinterpret_cast<CUfunction>(0x4100), "other"));
+  ASSERT_EQ(maps_.counters.size(), 2u);
+  EXPECT_NE(maps_.counters[0], maps_.counters[1]);
+}
+
+TEST_F(KernelPatcherTest, WithoutSiteCountersMemoryProgramsAreCalled) {
+  bundle_ = MemTrace();
+  KernelPatcher off = Make(/*async_copies=*/false, /*site_counters=*/false);
+  off.OnLaunchBegin(At(kFunction, "plain_c"));
+  EXPECT_THAT(maps_.counters, IsEmpty());
+  EXPECT_EQ(BlockAt(reinterpret_cast<uintptr_t>(san_.callback_data[kFunction])).site_counters, 0u);
+  // Counters the maps cannot take: the programs are called, still probed.
+  maps_.add_counters = absl::ResourceExhaustedError("no device memory");
+  KernelPatcher failing = Make();
+  const auto other = reinterpret_cast<CUfunction>(0x4100);
+  failing.OnLaunchBegin(At(other, "plain_c"));
+  ASSERT_EQ(san_.callback_data.count(other), 1u);
+  EXPECT_EQ(BlockAt(reinterpret_cast<uintptr_t>(san_.callback_data[other])).site_counters, 0u);
+  EXPECT_EQ(failing.stats().kernels_probed, 1u);
+}
+
+// With argument-reading programs too, every launch's block carries the
+// kernel's counters.
+TEST_F(KernelPatcherTest, LaunchBlocksCarryTheSiteCounters) {
+  bundle_ = MemTrace();
+  ProbeProgram args = TwoPrograms().programs[1];
+  args.reads_args = true;
+  bundle_.programs.push_back(args);
+  KernelPatcher patcher = Make();
+  for (int launch = 0; launch < 2; ++launch) patcher.OnLaunchBegin(At(kFunction, "plain_c"));
+  ASSERT_EQ(maps_.counters.size(), 1u);
+  ASSERT_EQ(san_.copies.size(), 2u);
+  for (const auto& copy : san_.copies) {
+    cuprobe_patch_kernel k;
+    std::memcpy(&k, copy.second.data(), sizeof(k));
+    EXPECT_EQ(k.site_counters, 0xC0000u);
+    EXPECT_EQ(k.programs, 0b11u);
+  }
 }
 
 // --- The hook with --backend patch -------------------------------------------------
