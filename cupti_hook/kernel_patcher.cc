@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
+#include "maps/map_set.h"
 #include "probe/kernel_glob.h"
 #include "ptx_rewriter/patch_adapters.h"
 #include "ptx_rewriter/elf.h"
@@ -189,11 +190,18 @@ void KernelPatcher::SetUpCountersLocked(KernelState& kernel, std::string_view na
   std::optional<PatchKernelCounters> counters =
       PatchSiteCounters(bundle_, kernel.programs, kernel.id);
   if (!counters.has_value()) return;
-  absl::StatusOr<uint64_t> base = maps_.AddSiteCounters(std::move(counters->counters));
-  if (!base.ok()) {
+  // The block is made here, in the launch's context, and handed to the
+  // maps without waiting on their lock (AdoptSiteCounters).
+  const std::vector<uint8_t> zeros(MapSet::SiteCounterBytes(counters->counters.size()), 0);
+  absl::StatusOr<CUdeviceptr> base = UploadLocked(zeros);
+  absl::Status s = base.status();
+  if (s.ok()) s = maps_.AdoptSiteCounters(std::move(counters->counters), *base);
+  if (!s.ok()) {
+    if (base.ok()) {
+      if (const CudaDriver* driver = DriverOrNull(); driver != nullptr) (void)driver->MemFree(*base);
+    }
     WarnOnce(counters_warned_,
-             "patch backend: memory probes run at every access (no site counters)",
-             base.status());
+             "patch backend: memory probes run at every access (no site counters)", s);
     return;
   }
   kernel.site_counters = *base;

@@ -83,6 +83,14 @@ class MapTableProvider {
   [[nodiscard]] virtual absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter>) {
     return absl::UnimplementedError("site counters are not supported here");
   }
+  // Registers site counters (no thread-range one) whose block the caller
+  // allocated and zeroed (MapSet::SiteCounterBytes, at `base`) and keeps.
+  // Never waits on the maps' lock: the patch backend calls it inside the
+  // driver's launch callback, where waiting on a publish that is itself
+  // waiting on the driver would hang the program.
+  [[nodiscard]] virtual absl::Status AdoptSiteCounters(std::vector<SiteCounter>, uint64_t) {
+    return absl::UnimplementedError("site counters are not supported here");
+  }
   // Whether modules loaded in the current context may be given these maps
   // (DeviceMaps: shared by the contexts of one device, unless a map is a
   // ring buffer); checked before instrumenting.

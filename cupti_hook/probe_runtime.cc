@@ -138,6 +138,7 @@ absl::Status DeviceMaps::SeedLocked() {
 absl::Status DeviceMaps::PublishAndFreeLocked(uint64_t now_ns, bool give_back) {
   ScopedCurrentContext scope(driver_, context_);
   absl::Status status;
+  TakeAdoptedCountersLocked();
   // Maps never claimed and seeded were never used.
   if (claimed_ && seeded_) status = maps_->Publish(now_ns);
   status.Update(maps_->Release());
@@ -189,6 +190,25 @@ absl::StatusOr<uint64_t> DeviceMaps::AddSiteCounters(std::vector<SiteCounter> co
   CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
   ScopedCurrentContext scope(driver_, context_);
   return maps_->AddSiteCounters(std::move(counters));
+}
+
+absl::Status DeviceMaps::AdoptSiteCounters(std::vector<SiteCounter> counters, uint64_t base) {
+  absl::MutexLock lock(&adopted_mu_);
+  adopted_.push_back(Adopted{std::move(counters), base});
+  return absl::OkStatus();
+}
+
+void DeviceMaps::TakeAdoptedCountersLocked() {
+  std::vector<Adopted> adopted;
+  {
+    absl::MutexLock lock(&adopted_mu_);
+    adopted.swap(adopted_);
+  }
+  if (!maps_.has_value()) return;
+  for (Adopted& a : adopted) {
+    absl::Status s = maps_->AdoptSiteCounters(std::move(a.counters), a.base);
+    if (!s.ok()) CUPROBE_LOG(kWarning, "a kernel's site counters go unread: %s", s.message());
+  }
 }
 
 absl::Status DeviceMaps::UsableInCurrentContext() {
@@ -251,6 +271,7 @@ void DeviceMaps::OnContextDestroying(CUcontext context) {
     users_.pop_back();
     if (claimed_ && seeded_) {
       ScopedCurrentContext scope(driver_, context_);
+      TakeAdoptedCountersLocked();
       absl::Status published = maps_->Publish(absl::GetCurrentTimeNanos());
       if (!published.ok()) {
         CUPROBE_LOG(kWarning, "the probes' maps at context teardown: %s", published.message());
@@ -306,6 +327,7 @@ absl::Status DeviceMaps::Publish(uint64_t now_ns) {
   if (!maps_.has_value() || !claimed_ || !seeded_) return absl::OkStatus();
   CUPROBE_RETURN_IF_ERROR(EnsureStreamLocked());
   ScopedCurrentContext scope(driver_, context_);
+  TakeAdoptedCountersLocked();
   return maps_->Publish(now_ns);
 }
 

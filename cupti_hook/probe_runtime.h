@@ -101,6 +101,8 @@ class DeviceMaps final : public MapTableProvider {
   absl::StatusOr<std::vector<uint64_t>> MapTable() override;
   absl::StatusOr<TableAndDescriptors> MapTableAndDescriptors() override;
   absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters) override;
+  // Queued under a lock of its own and registered at the next publish.
+  absl::Status AdoptSiteCounters(std::vector<SiteCounter> counters, uint64_t base) override;
   // OK when the maps do not exist yet, live in the current context, or can
   // be shared with it: their memory belongs to no context
   // (CudaDeviceMemory::context_independent), no map is a ring buffer in
@@ -160,6 +162,9 @@ class DeviceMaps final : public MapTableProvider {
   // when `give_back` (maps_ must exist).
   absl::Status PublishAndFreeLocked(uint64_t now_ns, bool give_back)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registers the adopted site counters queued so far with maps_ (dropped
+  // when the maps are gone: their kernels' context is too).
+  void TakeAdoptedCountersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<MapSpec> specs_;
   Session* const session_;
@@ -184,6 +189,14 @@ class DeviceMaps final : public MapTableProvider {
   bool claimed_ ABSL_GUARDED_BY(mu_) = false;
   bool seeded_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status claim_failed_ ABSL_GUARDED_BY(mu_);
+  // AdoptSiteCounters' queue. Its lock is taken last and held across no
+  // call, so a caller inside a driver callback never waits on a publish.
+  struct Adopted {
+    std::vector<SiteCounter> counters;
+    uint64_t base = 0;
+  };
+  absl::Mutex adopted_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<Adopted> adopted_ ABSL_GUARDED_BY(adopted_mu_);
 };
 
 }  // namespace cuprobe

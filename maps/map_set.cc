@@ -399,6 +399,7 @@ absl::Status MapSet::Release() {
       m.base = 0;
     }
     for (SiteBlock& block : site_blocks_) {
+      if (!block.owned) continue;
       absl::Status s = memory_->Free(block.base);
       if (first.ok() && !s.ok()) first = s;
     }

@@ -137,6 +137,13 @@ class MapSet {
   // ids the launch had (abi.h). INVALID_ARGUMENT for an add that names no
   // map of the set, or a map the counter cannot add to.
   [[nodiscard]] absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> counters);
+  // The same for counters (no thread-range one) whose block the caller
+  // allocated and zeroed, SiteCounterBytes(counters.size()) bytes at `base`,
+  // and frees: the patch backend's, made where the maps' lock cannot be
+  // taken (cupti_hook/kernel_patcher.h).
+  [[nodiscard]] absl::Status AdoptSiteCounters(std::vector<SiteCounter> counters, uint64_t base);
+  // Bytes of the block of `counters` site counters (abi.h layout).
+  [[nodiscard]] static uint64_t SiteCounterBytes(size_t counters);
 
   // Frees the device memory and unmaps the rings area. Idempotent; the
   // MapSet is empty afterwards. Call while the context that registered the
@@ -151,6 +158,7 @@ class MapSet {
   };
   struct SiteBlock {
     uint64_t base = 0;  // device address
+    bool owned = true;  // allocated here (AddSiteCounters), freed by Release
     std::vector<SiteCounter> counters;
     // Per counter and add: the count when the add's map was last cleared.
     std::vector<std::vector<uint64_t>> cleared;
@@ -169,6 +177,9 @@ class MapSet {
   };
   // What the site counters hold now: counts by block and counter (shards
   // summed), and each RangeArea as errors, then launches[0 .. high water].
+  // INVALID_ARGUMENT for an add that names no map of the set, or a map
+  // the counter cannot add to.
+  absl::Status CheckSiteCounters(const std::vector<SiteCounter>& counters) const;
   struct SiteCountValues {
     std::vector<std::vector<uint64_t>> counts;
     std::vector<std::vector<uint64_t>> areas;

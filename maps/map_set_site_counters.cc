@@ -17,11 +17,13 @@
 
 namespace cuprobe {
 
-absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counters) {
-  if (memory_ == nullptr) return absl::FailedPreconditionError("the maps were released");
-  SiteBlock block;
-  block.cleared.resize(counters.size());
-  block.area.assign(counters.size(), -1);
+uint64_t MapSet::SiteCounterBytes(size_t counters) {
+  const uint64_t groups = (std::max<uint64_t>(counters, 1) + CUPROBE_SITE_COUNTERS_PER_LINE - 1) /
+                          CUPROBE_SITE_COUNTERS_PER_LINE;
+  return groups * CUPROBE_SITE_COUNTER_GROUP_BYTES;
+}
+
+absl::Status MapSet::CheckSiteCounters(const std::vector<SiteCounter>& counters) const {
   for (size_t c = 0; c < counters.size(); ++c) {
     const uint32_t ids = counters[c].thread_ids;
     for (const SiteAdd& a : counters[c].adds) {
@@ -41,12 +43,39 @@ absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counte
             g.type, ids == 0 ? "count" : "thread-range"));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MapSet::AdoptSiteCounters(std::vector<SiteCounter> counters, uint64_t base) {
+  if (memory_ == nullptr) return absl::FailedPreconditionError("the maps were released");
+  CUPROBE_RETURN_IF_ERROR(CheckSiteCounters(counters));
+  SiteBlock block;
+  block.base = base;
+  block.owned = false;
+  block.area.assign(counters.size(), -1);
+  block.cleared.resize(counters.size());
+  for (size_t c = 0; c < counters.size(); ++c) {
+    if (counters[c].thread_ids != 0) {
+      return absl::InvalidArgumentError("an adopted site counter block has a thread-range counter");
+    }
     block.cleared[c].assign(counters[c].adds.size(), 0);
   }
-  const uint64_t groups =
-      (std::max<uint64_t>(counters.size(), 1) + CUPROBE_SITE_COUNTERS_PER_LINE - 1) /
-      CUPROBE_SITE_COUNTERS_PER_LINE;
-  const uint64_t bytes = groups * CUPROBE_SITE_COUNTER_GROUP_BYTES;
+  block.counters = std::move(counters);
+  site_blocks_.push_back(std::move(block));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> MapSet::AddSiteCounters(std::vector<SiteCounter> counters) {
+  if (memory_ == nullptr) return absl::FailedPreconditionError("the maps were released");
+  CUPROBE_RETURN_IF_ERROR(CheckSiteCounters(counters));
+  SiteBlock block;
+  block.cleared.resize(counters.size());
+  block.area.assign(counters.size(), -1);
+  for (size_t c = 0; c < counters.size(); ++c) {
+    block.cleared[c].assign(counters[c].adds.size(), 0);
+  }
+  const uint64_t bytes = SiteCounterBytes(counters.size());
   CUPROBE_ASSIGN_OR_RETURN(block.base, memory_->Allocate(bytes));
   const size_t areas_before = range_areas_.size();
   auto give_back = [&] {  // what this call allocated

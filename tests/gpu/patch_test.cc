@@ -60,7 +60,7 @@ class Patch : public ::testing::Test {
     argv.push_back("--");
     argv.insert(argv.end(), app.begin(), app.end());
     env.emplace_back("CUPROBE_LOG", "info");
-    last_ = RunProcess(argv, env, 300);
+    last_ = RunProcess(argv, env, 150);
     EXPECT_EQ(last_.exit_code, 0) << last_.err;
     EXPECT_EQ(last_.out, native.out) << "the program's results must not change";
     return ReadWholeFile(prefix_ + ".maps.txt");
@@ -193,6 +193,24 @@ TEST_F(Patch, CublasProbeSampleSeesTheGemm) {
     EXPECT_GT((bytes[{name, 2}]), 0u) << maps;
   }
   EXPECT_TRUE(gemm) << "a cuBLAS gemm kernel among them: " << maps;
+}
+
+// Each kernel's site counters are set up inside the driver's launch
+// callback while the maps are published every second: the program must
+// neither wait on the publish nor lose a count (mem_trace summarizes).
+TEST_F(Patch, MemTraceOnPyTorchRunsWhileTheMapsArePublished) {
+  if (!HavePython("torch")) GTEST_SKIP() << "no PyTorch here";
+  std::string maps = RunProbe("patch", Probe("mem_trace"),
+                              {"python3", SourceDir() + "/samples/cublas_probe/mm.py"});
+  EXPECT_THAT(last_.err, HasSubstr("--- maps at")) << "published while it ran";
+  EXPECT_THAT(last_.err, HasSubstr("counts its memory accesses in site counters")) << last_.err;
+  bool gemm = false;
+  for (const auto& [key, value] : ByName(maps, "accesses")) {
+    if (key.first.find("gemm") == std::string::npos) continue;
+    gemm = true;
+    EXPECT_GT(value, 0u) << key.first;
+  }
+  EXPECT_TRUE(gemm) << maps;
 }
 
 TEST_F(Patch, ThePtxBackendNamesSassOnlyKernelsAndPointsToPatch) {

@@ -32,6 +32,42 @@ using ::cuprobe::testing::Spec;
 
 namespace algo = ::cuprobe::mapalgo;
 
+// The patch backend's counters: a block the caller made (zeroed, the
+// abi.h layout), read like the others, never freed by the maps.
+TEST_F(MapSetTest, AdoptedSiteCountersAreReadAndLeftToTheirOwner) {
+  HostDeviceMemory memory;
+  std::vector<MapSpec> specs = {Spec("counts", CUPROBE_MAP_HASH, 8, 8, 64)};
+  absl::StatusOr<MapSet> maps = MapSet::Create(specs, &memory, nullptr);
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  const uint64_t key = 0x0000000100000007;
+  std::vector<uint8_t> key_bytes(8);
+  std::memcpy(key_bytes.data(), &key, 8);
+  std::vector<SiteCounter> counters(17);
+  counters[16].adds = {SiteAdd{0, false, key_bytes, 4}};
+  EXPECT_EQ(MapSet::SiteCounterBytes(17), 2u * CUPROBE_SITE_COUNTER_GROUP_BYTES);
+  EXPECT_EQ(MapSet::SiteCounterBytes(0), uint64_t{CUPROBE_SITE_COUNTER_GROUP_BYTES});
+  absl::StatusOr<uint64_t> base = memory.Allocate(MapSet::SiteCounterBytes(17));
+  ASSERT_TRUE(base.ok());
+  ASSERT_TRUE(memory.Zero(*base, MapSet::SiteCounterBytes(17)).ok());
+  const uint64_t live = memory.live_allocations();
+  // Refused: an add to no map; a thread-range counter.
+  EXPECT_FALSE(maps->AdoptSiteCounters({SiteCounter{{SiteAdd{3, false, key_bytes, 1}}}}, *base).ok());
+  EXPECT_FALSE(maps->AdoptSiteCounters({SiteCounter{{SiteAdd{0, false, key_bytes, 1}}, 8}}, *base)
+                   .ok());
+  ASSERT_TRUE(maps->AdoptSiteCounters(counters, *base).ok());
+  *algo::Ptr<uint64_t>(*base + CUPROBE_SITE_COUNTER_GROUP_BYTES + 9 * 128) += 5;  // counter 16, shard 9
+  absl::StatusOr<MapSnapshot> snap = maps->ReadSnapshot(0);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  std::optional<absl::Span<const uint8_t>> v = snap->Lookup(AsBytes(key));
+  ASSERT_TRUE(v.has_value());
+  uint64_t got = 0;
+  std::memcpy(&got, v->data(), 8);
+  EXPECT_EQ(got, 5u * 4);
+  ASSERT_TRUE(maps->Release().ok());
+  EXPECT_EQ(memory.live_allocations(), live - 1) << "the maps' own allocation only";
+  EXPECT_TRUE(memory.Free(*base).ok()) << "the adopted block is still its owner's";
+}
+
 // Site counters (include/cuprobe/abi.h): the hook registers a module's
 // counters; the GPU adds to their shards; every snapshot gains count x
 // delta for each add, a HASH key appearing at its first count.

@@ -51,11 +51,13 @@ class Maps : public MapTableProvider {
     return claim;
   }
   absl::Status add_counters;
-  std::vector<std::vector<SiteCounter>> counters;  // what AddSiteCounters got
-  absl::StatusOr<uint64_t> AddSiteCounters(std::vector<SiteCounter> c) override {
+  std::vector<std::vector<SiteCounter>> counters;  // what AdoptSiteCounters got
+  std::vector<uint64_t> bases;
+  absl::Status AdoptSiteCounters(std::vector<SiteCounter> c, uint64_t base) override {
     if (!add_counters.ok()) return add_counters;
     counters.push_back(std::move(c));
-    return 0xC0000 + 0x10000 * (counters.size() - 1);
+    bases.push_back(base);
+    return absl::OkStatus();
   }
 };
 
@@ -324,7 +326,10 @@ TEST_F(KernelPatcherTest, SummarizedMemoryProgramsCountThroughSiteCounters) {
   ASSERT_EQ(maps_.counters.size(), 1u);
   EXPECT_EQ(maps_.counters[0].size(), 3u * 8u);  // global: kind x size
   const cuprobe_patch_kernel k = BlockAt(reinterpret_cast<uintptr_t>(san_.callback_data[kFunction]));
-  EXPECT_EQ(k.site_counters, 0xC0000u);
+  // Allocation 2 (after the map block), zeroed, before the kernel's block.
+  EXPECT_EQ(k.site_counters, 0x200000u);
+  EXPECT_THAT(maps_.bases, ElementsAre(0x200000u));
+  EXPECT_EQ(fake_.state.allocs, 3);
   const uint8_t load4 = k.counter_of[*PatchAccessClass(sanitizer::kGlobalMemoryAccess,
                                                        CUPROBE_ACCESS_LOAD, 4)];
   ASSERT_LT(load4, maps_.counters[0].size());
@@ -348,10 +353,12 @@ TEST_F(KernelPatcherTest, WithoutSiteCountersMemoryProgramsAreCalled) {
   maps_.add_counters = absl::ResourceExhaustedError("no device memory");
   KernelPatcher failing = Make();
   const auto other = reinterpret_cast<CUfunction>(0x4100);
+  const int frees = fake_.state.frees;
   failing.OnLaunchBegin(At(other, "plain_c"));
   ASSERT_EQ(san_.callback_data.count(other), 1u);
   EXPECT_EQ(BlockAt(reinterpret_cast<uintptr_t>(san_.callback_data[other])).site_counters, 0u);
   EXPECT_EQ(failing.stats().kernels_probed, 1u);
+  EXPECT_EQ(fake_.state.frees, frees + 1) << "the counters' block is given back";
 }
 
 // With argument-reading programs too, every launch's block carries the
@@ -368,7 +375,7 @@ TEST_F(KernelPatcherTest, LaunchBlocksCarryTheSiteCounters) {
   for (const auto& copy : san_.copies) {
     cuprobe_patch_kernel k;
     std::memcpy(&k, copy.second.data(), sizeof(k));
-    EXPECT_EQ(k.site_counters, 0xC0000u);
+    EXPECT_EQ(k.site_counters, 0x200000u);
     EXPECT_EQ(k.programs, 0b11u);
   }
 }
