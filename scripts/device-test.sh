@@ -80,6 +80,29 @@ if [[ -f "$san_inc/sanitizer.h" ]]; then
   fi
 fi
 
+# 1c. Whether a Sanitizer driver-API callback can swap a module's image at
+# the load's ENTER (what --backend auto needs to keep rewriting PTX kernels
+# under the patch backend): a fact of the driver, reported, not asserted.
+if [[ -f "$san_inc/sanitizer.h" ]]; then
+  swap_src="$root/tests/gpu/sanitizer_image_swap.cc"
+  san_lib="$(dirname "$san_inc")"
+  if g++ -std=c++20 -shared -fPIC -DSWAP_INJECTION -I/usr/local/cuda/include \
+       -I/usr/local/cuda/extras/CUPTI/include -I"$san_inc" "$swap_src" \
+       -o "$results/logs/libsanitizer_swap.so" -L"$san_lib" -lsanitizer-public \
+       -Wl,-rpath,"$san_lib" > "$results/logs/sanitizer_swap.log" 2>&1 \
+     && g++ -std=c++20 -I/usr/local/cuda/include "$swap_src" -o "$results/logs/sanitizer_swap_app" \
+       -L/usr/local/cuda/lib64/stubs -lcuda >> "$results/logs/sanitizer_swap.log" 2>&1 \
+     && CUDA_INJECTION64_PATH="$results/logs/libsanitizer_swap.so" timeout 60 \
+       "$results/logs/sanitizer_swap_app" > "$results/logs/sanitizer_swap.out" \
+       2>> "$results/logs/sanitizer_swap.log"; then
+    say "info sanitizer image swap at load ENTER (2 = swapped): $(cat "$results/logs/sanitizer_swap.out")"
+  else
+    fails=$((fails + 1))
+    say "FAIL sanitizer image swap check"
+    tail -20 "$results/logs/sanitizer_swap.log" | tee -a "$summary"
+  fi
+fi
+
 # 2. Smoke: vec_add with and without the hook; output and exit code unchanged.
 vec="$build/samples/vec_add"
 hook="$build/lib/libcuprobe_hook.so"

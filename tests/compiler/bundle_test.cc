@@ -2,6 +2,8 @@
 // truncation, every flipped byte and every version mismatch.
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "cuprobe/abi.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "probe/bundle.h"
@@ -136,8 +138,9 @@ TEST(Bundle, ClearMessages) {
   EXPECT_THAT(std::string(ReadBundle(v2).status().message()),
               HasSubstr("format version 2 is not supported"));
   std::vector<uint8_t> abi = bytes;
-  abi[8] = 9;
-  EXPECT_THAT(std::string(ReadBundle(abi).status().message()), HasSubstr("probe ABI version 9"));
+  abi[8] = CUPROBE_ABI_VERSION + 1;  // a bundle from a newer cuprobe
+  EXPECT_THAT(std::string(ReadBundle(abi).status().message()),
+              HasSubstr(absl::StrCat("probe ABI version ", CUPROBE_ABI_VERSION + 1)));
   std::vector<uint8_t> padded = bytes;
   padded.push_back(0);
   EXPECT_THAT(std::string(ReadBundle(padded).status().message()), HasSubstr("total size"));
