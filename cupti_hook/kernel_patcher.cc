@@ -75,25 +75,30 @@ void KernelPatcher::WarnOnce(std::atomic<bool>& flag, const std::string& what,
   CUPROBE_LOG(kWarning, "%s: %s", what, why.message());
 }
 
-absl::StatusOr<const PatchModule*> KernelPatcher::PatchesLocked() {
-  if (!patches_.has_value()) {
-    absl::StatusOr<uint32_t> sm = seam_.CurrentDeviceSm();
-    if (!sm.ok()) {
-      patches_ = sm.status();
-    } else {
-      patches_ = build_(*sm);
-      if (patches_->ok()) {
-        CUPROBE_LOG(kInfo, "patch backend: patch module for sm_%d built (%d callback(s)%s)", *sm,
-                    (*patches_)->callbacks.size(), (*patches_)->cache_hit ? ", cached" : "");
-      }
+absl::StatusOr<const PatchModule*> KernelPatcher::PatchesLocked(bool* unbuildable) {
+  absl::StatusOr<uint32_t> sm = seam_.CurrentDeviceSm();
+  if (!sm.ok()) {
+    *unbuildable = true;
+    return sm.status();
+  }
+  auto it = patches_.find(*sm);
+  if (it == patches_.end()) {
+    it = patches_.emplace(*sm, build_(*sm)).first;
+    if (it->second.ok()) {
+      CUPROBE_LOG(kInfo, "patch backend: patch module for sm_%d built (%d callback(s)%s)", *sm,
+                  it->second->callbacks.size(), it->second->cache_hit ? ", cached" : "");
     }
   }
-  if (!patches_->ok()) return patches_->status();
-  return &**patches_;
+  if (!it->second.ok()) {
+    *unbuildable = true;
+    return it->second.status();
+  }
+  return &*it->second;
 }
 
-absl::Status KernelPatcher::PatchModuleLocked(CUcontext context, CUmodule module) {
-  CUPROBE_ASSIGN_OR_RETURN(const PatchModule* patches, PatchesLocked());
+absl::Status KernelPatcher::PatchModuleLocked(CUcontext context, CUmodule module,
+                                              bool* unbuildable) {
+  CUPROBE_ASSIGN_OR_RETURN(const PatchModule* patches, PatchesLocked(unbuildable));
   ContextState& state = contexts_[context];
   if (!state.patches_added) {
     CUPROBE_RETURN_IF_ERROR(sanitizer_.AddPatches(patches->cubin.data(), context));
@@ -115,16 +120,18 @@ void KernelPatcher::OnModuleLoaded(CUcontext context, CUmodule module,
   absl::MutexLock lock(&setup_mu_);
   if (!patched_modules_.insert(module).second) return;
   absl::Status s;
+  bool unbuildable = false;
   {
-    ScopedCurrentContext in(DriverOrNull(), context);  // the SM of the module's device
-    s = in.ok() ? PatchModuleLocked(context, module) : in.status();
+    // The module's device decides the SM of the patch module it gets.
+    ScopedCurrentContext in(DriverOrNull(), context);
+    s = in.ok() ? PatchModuleLocked(context, module, &unbuildable) : in.status();
   }
   if (s.ok()) {
     modules_patched_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   modules_failed_.fetch_add(1, std::memory_order_relaxed);
-  if (patches_.has_value() && !patches_->ok()) {
+  if (unbuildable) {
     // No patch module: every module fails the same way; say it once.
     WarnOnce(build_warned_, "patch backend: no probes run (the patch module cannot be built)",
              s);
@@ -149,8 +156,7 @@ absl::StatusOr<CUdeviceptr> KernelPatcher::UploadLocked(absl::Span<const uint8_t
 
 absl::StatusOr<CUdeviceptr> KernelPatcher::MapBlockLocked(ContextState& state) {
   if (state.map_block != 0) return state.map_block;
-  CUPROBE_ASSIGN_OR_RETURN(const PatchModule* patches, PatchesLocked());
-  const size_t slots = std::max<size_t>(patches->map_slots, 1);
+  const size_t slots = PatchMapSlots(bundle_);
   std::vector<uint8_t> block(slots * (CUPROBE_MAP_DESCS_ENTRY_SIZE + sizeof(uint64_t)), 0);
   if (!bundle_.maps.empty()) {
     CUPROBE_RETURN_IF_ERROR(maps_.UsableInCurrentContext());

@@ -49,6 +49,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,7 +80,7 @@ struct KernelPatcherStats {
 class KernelPatcher {
  public:
   // Builds the patch module for a device SM (BuildPatchModule, with the
-  // on-disk cache); called once, at the first module to patch.
+  // on-disk cache); called once per SM, at its first module to patch.
   using PatchBuilder = std::function<absl::StatusOr<PatchModule>(uint32_t sm)>;
   // Told each kernel the first time it gets probes, with its id.
   using KernelListener = std::function<void(std::string_view mangled_name, uint32_t kernel_id)>;
@@ -155,8 +156,11 @@ class KernelPatcher {
   // programs summarize (PatchSiteCounters); otherwise leaves them unset.
   void SetUpCountersLocked(KernelState& kernel, std::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
-  // The patch module, built at the first call; an error is kept.
-  absl::StatusOr<const PatchModule*> PatchesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
+  // The patch module for the SM of the current context's device, built at
+  // its first use; an error is kept. `unbuildable` is set when there is
+  // none (every module of that device would fail the same way).
+  absl::StatusOr<const PatchModule*> PatchesLocked(bool* unbuildable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   // The context's map block (the maps' descriptors and table), written at
   // the first kernel probed there.
   absl::StatusOr<CUdeviceptr> MapBlockLocked(ContextState& state)
@@ -166,7 +170,7 @@ class KernelPatcher {
   // mode: a program capturing a graph on another thread keeps its capture.
   absl::StatusOr<CUdeviceptr> UploadLocked(absl::Span<const uint8_t> bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
-  absl::Status PatchModuleLocked(CUcontext context, CUmodule module)
+  absl::Status PatchModuleLocked(CUcontext context, CUmodule module, bool* unbuildable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   absl::Status GiveBlockLocked(CUcontext context, CUfunction function, const KernelState& kernel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
@@ -194,7 +198,8 @@ class KernelPatcher {
   const Options options_;
 
   absl::Mutex setup_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::optional<absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(setup_mu_);
+  // By SM: one per kind of device the program's contexts are on.
+  std::map<uint32_t, absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(setup_mu_);
   absl::flat_hash_map<CUcontext, ContextState> contexts_ ABSL_GUARDED_BY(setup_mu_);
   absl::flat_hash_set<CUmodule> patched_modules_ ABSL_GUARDED_BY(setup_mu_);
   mutable absl::Mutex mu_;

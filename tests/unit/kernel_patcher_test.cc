@@ -162,6 +162,24 @@ TEST_F(KernelPatcherTest, PatchesAModuleWithASelectedKernelOncePerModule) {
   EXPECT_EQ(san_.modules_patched.size(), 3u);
 }
 
+// A machine mixing GPU generations: each device's modules get the patch
+// module built for its SM, each built once.
+TEST_F(KernelPatcherTest, EachDevicesModulesGetTheirSmsPatchModule) {
+  KernelPatcher patcher = Make();
+  const auto other_context = reinterpret_cast<CUcontext>(0xC2);
+  patcher.OnModuleLoaded(kContext, kModule, {});
+  seam_.device_sm = 80u;
+  patcher.OnModuleLoaded(other_context, reinterpret_cast<CUmodule>(0x3100), {});
+  patcher.OnModuleLoaded(other_context, reinterpret_cast<CUmodule>(0x3200), {});
+  EXPECT_THAT(sms_, ElementsAre(90u, 80u));
+  EXPECT_THAT(san_.patches_added, ElementsAre(kContext, other_context));
+  EXPECT_EQ(patcher.stats().modules_patched, 3u);
+  // A device whose SM cannot be told: its modules run unpatched.
+  seam_.device_sm = absl::UnavailableError("no device");
+  patcher.OnModuleLoaded(other_context, reinterpret_cast<CUmodule>(0x3300), {});
+  EXPECT_EQ(patcher.stats().modules_failed, 1u);
+}
+
 // cp.async copies are patched only when asked for (their cost).
 TEST_F(KernelPatcherTest, AsyncCopiesArePatchedOnlyWhenAskedFor) {
   KernelPatcher with = Make(/*async_copies=*/true);
