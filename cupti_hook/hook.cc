@@ -93,6 +93,9 @@ HookState Hook::Start() {
   }
   output_ = KeptForever(*output);
   if (config_.backend == Backend::kPatch) return StartPatchBackend();
+  if (config_.backend == Backend::kAuto && !output_->BundleBytes().empty()) {
+    if (std::optional<HookState> state = StartAutoBackend(); state.has_value()) return *state;
+  }
 
   std::string other_tool;
   absl::Status status = seam_.Subscribe(&Hook::Callback, this, "cuprobe", &other_tool);

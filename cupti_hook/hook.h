@@ -121,9 +121,17 @@ class Hook final : public GpuEventSink {
   // callbacks instead of CUPTI's, probes through KernelPatcher, launches
   // traced from the launch callbacks. After the output exists.
   HookState StartPatchBackend();
-  void StartPatchProbes();
+  // --backend auto with probes: the same, with the PTX backend's module
+  // patcher driven by the Sanitizer's driver-API callbacks, so kernels with
+  // PTX are rewritten and only the others patched. nullopt when the
+  // Sanitizer cannot be had: the caller goes on with CUPTI (--backend ptx).
+  std::optional<HookState> StartAutoBackend();
+  absl::Status SubscribeSanitizer();
+  HookState StartOnSanitizer(bool mixed);
+  void StartPatchProbes(bool mixed);
   absl::Status EnablePatchCallbacks();
   void OnSanitizerCallback(sanitizer::Domain domain, uint32_t cbid, const void* cbdata);
+  void OnSanitizerDriverCall(uint32_t cbid, const void* cbdata);
   void OnPatchLaunch(const void* cbdata);
   // Starts the watcher (and the ring pump) and finishes init.
   HookState FinishStart(const std::string& ready_line);
@@ -196,6 +204,7 @@ class Hook final : public GpuEventSink {
   CaptureRanges* capture_ = nullptr;
   SanitizerSeam* const sanitizer_;
   bool sanitizer_subscribed_ = false;
+  bool on_sanitizer_ = false;  // the Sanitizer's callbacks, not CUPTI's (set before READY)
   KernelPatcher* kernel_patcher_ = nullptr;
   std::atomic<uint64_t> launch_serial_{0};
   // Callbacks that fell through (not READY, re-entered, forked child). No

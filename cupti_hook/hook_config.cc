@@ -87,9 +87,11 @@ void ReadBackend(HookConfig& config) {
       config.backend = Backend::kPatch;
     } else if (std::strcmp(s, "ptx") == 0) {
       config.backend = Backend::kPtx;
-    } else if (std::strcmp(s, "auto") != 0) {
+    } else if (std::strcmp(s, "auto") == 0) {
+      config.backend = Backend::kAuto;
+    } else {
       CUPROBE_LOG(kWarning, "CUPROBE_BACKEND: unknown value '%s' (expected auto, ptx, patch); "
-                  "using auto", s);
+                  "using ptx", s);
     }
   }
   if (const char* s = std::getenv("CUPROBE_PATCH_ASYNC_COPIES"); s != nullptr) {

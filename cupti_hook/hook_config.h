@@ -23,10 +23,14 @@ namespace cuprobe {
 
 // Which way probes reach kernels (`cuprobe run --backend`, CUPROBE_BACKEND).
 enum class Backend : uint8_t {
-  // Today: kPtx. Kernels without PTX are named in one line and left alone.
-  kAuto,
-  // CUPTI tracing; kernels with PTX are rewritten (ptx_rewriter/).
+  // CUPTI tracing; kernels with PTX are rewritten (ptx_rewriter/). Kernels
+  // without PTX are named in one line and left alone.
   kPtx,
+  // With probes: the Compute Sanitizer's callbacks, kernels with PTX
+  // rewritten as under kPtx and the others patched as under kPatch
+  // (cupti_hook/hook_patch.cc). Without probes, or without the Sanitizer
+  // (one line says so): kPtx.
+  kAuto,
   // The Compute Sanitizer's callbacks instead of CUPTI's; every kernel a
   // probe selects is patched (cupti_hook/kernel_patcher.h), SASS-only ones
   // included. Launches are traced from the launch callbacks, without GPU
@@ -124,7 +128,7 @@ struct HookConfig {
   // by Hook::Start.
   RewriterSettings rewriter;
   // CUPROBE_BACKEND: auto (the default), ptx or patch.
-  Backend backend = Backend::kAuto;
+  Backend backend = Backend::kPtx;
   // CUPROBE_PATCH_ASYNC_COPIES=1: with the patch backend, memory probes see
   // cp.async copies (global -> shared) too, as global loads. Off by
   // default: patching them costs far more than every other global access

@@ -117,6 +117,14 @@ void KernelPatcher::OnModuleLoaded(CUcontext context, CUmodule module,
   modules_seen_.fetch_add(1, std::memory_order_relaxed);
   if (module == nullptr) return;
   if (!AnyKernelSelected(cubin, [this](std::string_view n) { return MaskOf(n); })) return;
+  if (options_.rewritten && !cubin.empty() && options_.rewritten(cubin)) {
+    if (modules_rewritten_.fetch_add(1, std::memory_order_relaxed) == 0) {
+      CUPROBE_LOG(kInfo, "auto backend: modules rewritten from their PTX are not patched");
+    }
+    absl::MutexLock lock(&mu_);
+    rewritten_modules_.insert(module);
+    return;
+  }
   absl::MutexLock lock(&setup_mu_);
   if (!patched_modules_.insert(module).second) return;
   absl::Status s;
@@ -176,6 +184,7 @@ absl::StatusOr<CUdeviceptr> KernelPatcher::MapBlockLocked(ContextState& state) {
 }
 
 uint32_t KernelPatcher::IdOfLocked(const std::string& mangled) {
+  if (options_.kernel_id) return options_.kernel_id(mangled);
   auto [it, inserted] = ids_.try_emplace(mangled, static_cast<uint32_t>(ids_.size()));
   if (inserted && on_kernel_) on_kernel_(mangled, it->second);
   return it->second;
@@ -238,18 +247,30 @@ std::vector<uint32_t> KernelPatcher::ParamSizes(CUfunction function) {
   return sizes;
 }
 
+absl::StatusOr<KernelPatcher::ArgRing*> KernelPatcher::RingLocked(ContextState& state,
+                                                                 sanitizer::StreamHandle stream) {
+  ArgRing* ring = &state.shared;
+  if (auto it = state.rings.find(stream); it != state.rings.end()) {
+    ring = &it->second;
+  } else if (state.rings.size() < kArgRingStreams) {
+    ring = &state.rings[stream];
+  }
+  if (ring->device == 0) {
+    std::vector<uint8_t> zeros(size_t{kArgBlocks} * sizeof(cuprobe_patch_kernel), 0);
+    CUPROBE_ASSIGN_OR_RETURN(ring->device, UploadLocked(zeros));
+    ring->host.resize(kArgBlocks);
+  }
+  return ring;
+}
+
 absl::Status KernelPatcher::GiveLaunchBlockLocked(const Launch& launch, const KernelState& kernel,
                                                   void* const* params) {
   ContextState& state = contexts_[launch.context];
   CUPROBE_ASSIGN_OR_RETURN(CUdeviceptr map_block, MapBlockLocked(state));
-  if (state.arg_ring == 0) {
-    std::vector<uint8_t> zeros(size_t{kArgBlocks} * sizeof(cuprobe_patch_kernel), 0);
-    CUPROBE_ASSIGN_OR_RETURN(state.arg_ring, UploadLocked(zeros));
-    state.host_ring.resize(kArgBlocks);
-  }
-  const uint32_t slot = state.next;
-  state.next = (state.next + 1) % kArgBlocks;
-  cuprobe_patch_kernel& k = state.host_ring[slot];
+  CUPROBE_ASSIGN_OR_RETURN(ArgRing* ring, RingLocked(state, launch.stream));
+  const uint32_t slot = ring->next;
+  ring->next = (ring->next + 1) % kArgBlocks;
+  cuprobe_patch_kernel& k = ring->host[slot];
   k = BlockOf(map_block, kernel);
   if (params != nullptr) {
     k.args.count = static_cast<cuprobe_u32>(kernel.param_sizes.size());
@@ -258,7 +279,7 @@ absl::Status KernelPatcher::GiveLaunchBlockLocked(const Launch& launch, const Ke
       std::memcpy(&k.args.value[i], params[i], std::min<uint32_t>(kernel.param_sizes[i], 8));
     }
   }
-  const CUdeviceptr block = state.arg_ring + CUdeviceptr{slot} * sizeof(cuprobe_patch_kernel);
+  const CUdeviceptr block = ring->device + CUdeviceptr{slot} * sizeof(cuprobe_patch_kernel);
   CUPROBE_RETURN_IF_ERROR(sanitizer_.CopyToDeviceAsync(reinterpret_cast<void*>(block), &k,
                                                        sizeof(k), launch.stream));
   return sanitizer_.SetLaunchCallbackData(launch.launch, launch.function, launch.stream,
@@ -276,7 +297,7 @@ void KernelPatcher::OnLaunchBegin(const Launch& launch) {
     auto [it, inserted] = launched_.try_emplace({launch.context, launch.function});
     if (inserted) {
       it->second.module = launch.module;
-      it->second.programs = MaskOf(launch.name);
+      it->second.programs = rewritten_modules_.contains(launch.module) ? 0 : MaskOf(launch.name);
       if (it->second.programs != 0) it->second.id = IdOfLocked(launch.name);
     }
     if (it->second.programs == 0 || (!inserted && !wants_args_)) return;  // the common case
@@ -339,12 +360,13 @@ void KernelPatcher::OnModuleUnloading(CUmodule module) {
   absl::MutexLock setup(&setup_mu_);
   patched_modules_.erase(module);
   absl::MutexLock lock(&mu_);
+  rewritten_modules_.erase(module);
   absl::erase_if(launched_, [module](const auto& e) { return e.second.module == module; });
 }
 
 KernelPatcherStats KernelPatcher::stats() const {
   return {modules_seen_.load(), modules_patched_.load(), modules_failed_.load(),
-          kernels_probed_.load()};
+          kernels_probed_.load(), modules_rewritten_.load()};
 }
 
 }  // namespace cuprobe

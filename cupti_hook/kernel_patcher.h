@@ -21,9 +21,12 @@
 //    kernel gets a block of its own instead, with the arguments of that
 //    launch (taken from the launch call's kernelParams at its driver-API
 //    ENTER: OnLaunchApi), copied in the launch's stream order into a ring of
-//    kArgBlocks blocks per context and set as that launch's callback data.
-//    A block is reused kArgBlocks launches later: a launch still waiting
-//    in another stream by then would read a later launch's arguments.
+//    kArgBlocks blocks of its stream and set as that launch's callback
+//    data. A block is reused kArgBlocks launches later in the same stream,
+//    so never before the launch that used it ran; past kArgRingStreams
+//    streams in a context, the others share one ring, where a launch still
+//    waiting in one stream kArgBlocks launches later would read a later
+//    launch's arguments.
 //
 //   KernelPatcher patcher(seam, sanitizer, bundle, maps, build, on_kernel, {});
 //   // Sanitizer callbacks (cupti_hook/hook_patch.cc):
@@ -75,6 +78,7 @@ struct KernelPatcherStats {
   uint64_t modules_patched = 0;
   uint64_t modules_failed = 0;
   uint64_t kernels_probed = 0;  // (context, kernel) pairs given a block
+  uint64_t modules_rewritten = 0;  // left to the PTX backend (--backend auto)
 };
 
 class KernelPatcher {
@@ -92,6 +96,13 @@ class KernelPatcher {
     // Count the memory accesses of kernels whose memory programs summarize
     // (PatchSiteCounters) instead of calling them (RewriterSettings).
     bool site_counters = true;
+    // --backend auto, where the PTX backend rewrites what it can: whether a
+    // loaded image is one it rewrote (such modules are left alone, their
+    // kernels get no block), and the kernel ids it gives (shared, and told
+    // to its own listener; on_kernel is then not called). Unset: every
+    // module is patched and ids are this patcher's.
+    std::function<bool(absl::Span<const uint8_t> cubin)> rewritten;
+    std::function<uint32_t(const std::string& mangled)> kernel_id;
   };
   KernelPatcher(CuptiSeam& seam, SanitizerSeam& sanitizer, const ProbeBundle& bundle,
                 MapTableProvider& maps, PatchBuilder build, KernelListener on_kernel,
@@ -122,6 +133,7 @@ class KernelPatcher {
   };
   void OnLaunchBegin(const Launch& launch);
   static constexpr uint32_t kArgBlocks = 4096;
+  static constexpr uint32_t kArgRingStreams = 32;
   // The context is about to be destroyed: what was written there dies with
   // it; forget it.
   void OnContextDestroying(CUcontext context);
@@ -132,14 +144,23 @@ class KernelPatcher {
   [[nodiscard]] KernelPatcherStats stats() const;
 
  private:
+  // Per-launch blocks (wants_args_): a device ring and its host sources.
+  struct ArgRing {
+    CUdeviceptr device = 0;
+    std::vector<cuprobe_patch_kernel> host;
+    uint32_t next = 0;
+  };
   struct ContextState {
     bool patches_added = false;
     CUdeviceptr map_block = 0;
-    // Per-launch blocks (wants_args_): device ring, its host sources.
-    CUdeviceptr arg_ring = 0;
-    std::vector<cuprobe_patch_kernel> host_ring;
-    uint32_t next = 0;
+    // A ring per stream: a block is reused only by a launch ordered after
+    // the one that used it. Streams past kArgRingStreams share `shared`.
+    absl::flat_hash_map<sanitizer::StreamHandle, ArgRing> rings;
+    ArgRing shared;
   };
+  // The ring for a launch in `stream`, allocated at its first use.
+  absl::StatusOr<ArgRing*> RingLocked(ContextState& state, sanitizer::StreamHandle stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(setup_mu_);
   // What a (context, function) got at its first launch.
   struct KernelState {
     CUmodule module = nullptr;
@@ -202,6 +223,8 @@ class KernelPatcher {
   std::map<uint32_t, absl::StatusOr<PatchModule>> patches_ ABSL_GUARDED_BY(setup_mu_);
   absl::flat_hash_map<CUcontext, ContextState> contexts_ ABSL_GUARDED_BY(setup_mu_);
   absl::flat_hash_set<CUmodule> patched_modules_ ABSL_GUARDED_BY(setup_mu_);
+  // Modules the PTX backend rewrote (Options::rewritten).
+  absl::flat_hash_set<CUmodule> rewritten_modules_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::pair<CUcontext, CUfunction>, KernelState> launched_
       ABSL_GUARDED_BY(mu_);
@@ -211,6 +234,7 @@ class KernelPatcher {
   std::atomic<uint64_t> modules_patched_{0};
   std::atomic<uint64_t> modules_failed_{0};
   std::atomic<uint64_t> kernels_probed_{0};
+  std::atomic<uint64_t> modules_rewritten_{0};
   std::atomic<bool> block_warned_{false};
   std::atomic<bool> args_warned_{false};
   std::atomic<bool> build_warned_{false};

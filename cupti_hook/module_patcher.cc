@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cuprobe/abi.h"
@@ -37,6 +38,12 @@ struct ModulePatcher::Pending {
 };
 
 namespace {
+
+// What Produced compares: the bytes' hash, with their size.
+uint64_t ImageHash(absl::Span<const uint8_t> image) {
+  return absl::HashOf(std::string_view(reinterpret_cast<const char*>(image.data()), image.size()),
+                      image.size());
+}
 
 // Writes `bytes` to a new file (mode 0600) in `dir`.
 absl::StatusOr<std::string> WriteReplacementFile(const std::string& dir, uint64_t serial,
@@ -147,6 +154,11 @@ ModulePatcher::ModulePatcher(CuptiSeam& seam, ImageInstrumenter& instrumenter,
                              MapTableProvider& maps, std::string file_dir)
     : seam_(seam), instrumenter_(instrumenter), maps_(maps), file_dir_(std::move(file_dir)) {}
 
+bool ModulePatcher::Produced(absl::Span<const uint8_t> image) const {
+  absl::MutexLock lock(&produced_mu_);
+  return !produced_.empty() && produced_.contains(ImageHash(image));
+}
+
 void ModulePatcher::OnModuleApi(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (data == nullptr || data->functionParams == nullptr) return;
   if (data->callbackSite == CUPTI_API_ENTER) {
@@ -210,7 +222,7 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
   pending->image = std::move(**result);
   if (!pending->image.not_instrumented.empty()) {
     CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes ship SASS only and are traced "
-                "but not instrumented (`cuprobe run --backend patch` probes them): %s",
+                "but not instrumented (`cuprobe run --backend auto` probes them): %s",
                 pending->source.Describe(),
                 pending->image.not_instrumented.size(),
                 absl::StrJoin(pending->image.not_instrumented, ", "));
@@ -222,6 +234,10 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
                   "reported", pending->source.Describe(), claimed.message());
     }
     return;
+  }
+  {
+    absl::MutexLock lock(&produced_mu_);
+    produced_.insert(ImageHash(pending->image.cubin));
   }
   if (file != nullptr) {
     absl::StatusOr<std::string> path = WriteReplacementFile(

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -181,6 +182,11 @@ class ModulePatcher {
 
   [[nodiscard]] ModulePatcherStats stats() const;
 
+  // Whether `image` is one this patcher swapped in for a load (an
+  // instrumented cubin, compared by content): the patch backend leaves
+  // those modules alone under --backend auto.
+  [[nodiscard]] bool Produced(absl::Span<const uint8_t> image) const;
+
  private:
   struct Pending;
   void OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* data);
@@ -227,6 +233,10 @@ class ModulePatcher {
   std::vector<CUcontext> contexts_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> claim_warned_{false};
   std::atomic<bool> pending_fill_{false};
+  // Hashes of the images swapped in (Produced), never forgotten: a few
+  // words per instrumented module.
+  mutable absl::Mutex produced_mu_;
+  absl::flat_hash_set<uint64_t> produced_ ABSL_GUARDED_BY(produced_mu_);
 };
 
 }  // namespace cuprobe

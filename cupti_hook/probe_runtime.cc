@@ -27,6 +27,17 @@ uint32_t BundleInstrumenter::IdOf(const std::string& mangled) {
   return it->second;
 }
 
+uint32_t BundleInstrumenter::KernelId(const std::string& mangled) {
+  const uint32_t id = IdOf(mangled);
+  bool first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = reported_.insert(id).second;
+  }
+  if (first && on_kernel_) on_kernel_(mangled, id);
+  return id;
+}
+
 uint32_t BundleInstrumenter::FirstUnnamedId() {
   absl::MutexLock lock(&mu_);
   return next_id_ + 0x10000;  // kernels the name scan missed

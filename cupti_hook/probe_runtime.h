@@ -61,6 +61,11 @@ class BundleInstrumenter final : public ImageInstrumenter, private KernelIds {
 
   [[nodiscard]] const ProbeBundle& bundle() const { return bundle_; }
 
+  // The id of kernel `mangled` in this process (the one its instrumented
+  // image would carry), told to the listener the first time: for kernels
+  // probed another way (the patch backend under --backend auto).
+  uint32_t KernelId(const std::string& mangled);
+
  private:
   uint32_t IdOf(const std::string& mangled) override;
   uint32_t FirstUnnamedId() override;

@@ -60,7 +60,7 @@ struct RunOptions {
   std::string kernels;               // overrides every program's kernel glob
   bool events_json = false;          // ring-buffer events as JSON lines
   bool quiet = false;                // no live output
-  ProbeBackend backend = ProbeBackend::kAuto;  // --backend (CUPROBE_BACKEND)
+  ProbeBackend backend = ProbeBackend::kPtx;  // --backend (CUPROBE_BACKEND)
 };
 
 // `cuprobe attach TARGET -p PROBE`: probes added to a running `cuprobe

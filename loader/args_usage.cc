@@ -122,12 +122,13 @@ USAGE
   cuprobe/mem/GLOB, or bpftime's kprobe/NAME and kretprobe/NAME), those
   kernels are rewritten and compiled for the GPU, and the module loads with
   the probes in it. Kernels without PTX (cuBLAS, cuDNN, most of PyTorch) are
-  named once and run unchanged; --backend patch reaches them by patching
+  named once and run unchanged; --backend auto reaches them by patching
   their SASS (`cuprobe inspect FILE` tells which kernels need it). While the
   program runs, the maps are printed every --interval and ring-buffer events
   are streamed, on stderr (the program's stdout is left alone). Everything
   `cuprobe trace` does is done too: the kernel summary and the timeline are
-  written at the end (with --backend patch, without GPU kernel times).
+  written at the end (with --backend auto or patch, without GPU kernel
+  times).
 
 OPTIONS
   -p, --probe PROBE       a probe (.c, .o, .cpb); several -p (sources or
@@ -137,15 +138,18 @@ OPTIONS
       --interval MS       print maps every MS milliseconds (default: 1000)
   -e, --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
       --quiet             no live output; final maps and the report only
-      --backend B         how the probes get into the kernels (default: auto):
-                            auto   the hook's choice: ptx
+      --backend B         how the probes get into the kernels (default: ptx):
                             ptx    rewrite the kernels' PTX as their modules
-                                   load; kernels without PTX run unchanged
-                            patch  patch every selected kernel's SASS through
-                                   the Compute Sanitizer, PTX or not (cuBLAS,
-                                   cuDNN); launches are traced, but not the
-                                   kernels' GPU times (CUPTI and the Sanitizer
-                                   cannot share a process)
+                                   load; kernels without PTX run unchanged;
+                                   the trace has the kernels' GPU times
+                            auto   every selected kernel: PTX rewritten where
+                                   the module has it, SASS patched through the
+                                   Compute Sanitizer elsewhere (cuBLAS, cuDNN);
+                                   launches are traced, but not the kernels'
+                                   GPU times (CUPTI and the Sanitizer cannot
+                                   share a process); ptx without the Sanitizer
+                            patch  patch every selected kernel's SASS, PTX or
+                                   not (as auto, with no rewriting)
                           sets CUPROBE_BACKEND for the program; the flag (or
                           its default) replaces a CUPROBE_BACKEND in
                           cuprobe's environment
@@ -166,7 +170,7 @@ EXAMPLES
   cuprobe run -p samples/mem_trace/mem_trace.bpf.c -p samples/kernel_trace/kernel_trace.bpf.c -- ./app
   cuprobe run -p probe.bpf.c -k 'matmul*' --events json -- ./app > app.out
   cuprobe compile probe.bpf.c -o p.cpb && cuprobe run -p p.cpb -- python3 train.py
-  cuprobe run --backend patch -p samples/threadhist/threadhist.bpf.c -- python3 mm.py
+  cuprobe run --backend auto -p samples/threadhist/threadhist.bpf.c -- python3 mm.py
                                       # probes on cuBLAS kernels
 )";
 
@@ -224,9 +228,8 @@ USAGE
                                  it (a bare cubin: PTX for it in Triton's
                                  cache, where the hook looks); the PTX is
                                  rewritten
-    backend: patch (SASS only)   no such PTX: auto and ptx leave the kernel
-                                 alone; only `cuprobe run --backend patch`
-                                 probes it
+    backend: patch (SASS only)   no such PTX: --backend ptx leaves the
+                                 kernel alone; auto and patch patch its SASS
 
 OPTIONS
       --sm N              device SM to choose PTX for (default: 90)
@@ -236,7 +239,7 @@ OPTIONS
 EXAMPLES
   cuprobe inspect build/samples/vec_add
   cuprobe inspect --extract-ptx - build/samples/vec_add | head
-  cuprobe inspect --sm 80 libapp.so | grep 'backend: patch'   # needs --backend patch
+  cuprobe inspect --sm 80 libapp.so | grep 'backend: patch'   # needs --backend auto
 )";
 
 constexpr char kCompileUsage[] = R"(cuprobe compile: verify a probe and compile it to a probe bundle

@@ -42,7 +42,7 @@ struct Listing {
   int images = 0;
   int sass_kernels = 0;
   int ptx_kernels = 0;        // kernels of the PTX chosen for --sm: instrumentable
-  int sass_only_kernels = 0;  // SASS kernels without that PTX: --backend patch only
+  int sass_only_kernels = 0;  // SASS kernels without that PTX: --backend auto or patch
 };
 
 // The PTX `cuprobe run` would rewrite for an image on --sm, and its kernels:
@@ -87,7 +87,7 @@ std::string KernelLabel(const std::string& n) {
 }
 
 // Which backend `cuprobe run --backend auto` gives a kernel: the PTX one
-// when the chosen PTX has it; else none, and only --backend patch reaches it.
+// when the chosen PTX has it; else the patch one (--backend ptx: none).
 constexpr char kPtxBackend[] = "backend: ptx";
 constexpr char kPatchBackend[] = "backend: patch (SASS only)";
 
@@ -137,9 +137,9 @@ absl::Status ListImage(const Image& image, const std::string& where,
                     "Triton's cache",
                     ptx.problem.empty() ? "" : absl::StrCat(", unreadable: ", ptx.problem), ")\n");
   } else if (ptx.entry == nullptr && !image.entries.empty()) {
-    // What --backend auto and ptx do, then what patch does.
+    // What --backend ptx does, then what auto and patch do.
     absl::StrAppend(&out->text, "  (no PTX for sm_", sm, ": the kernels cannot be instrumented)\n",
-                    "  (`cuprobe run --backend patch` patches their SASS instead)\n");
+                    "  (`cuprobe run --backend auto` patches their SASS instead)\n");
   }
   return absl::OkStatus();
 }
@@ -189,7 +189,7 @@ absl::StatusOr<std::string> InspectFile(const InspectOptions& options) {
   absl::StrAppend(&listing.text, listing.images, " image(s), ", listing.sass_kernels,
                   " kernel(s) in SASS, ", listing.ptx_kernels,
                   " kernel(s) instrumentable from PTX on sm_", options.sm, ", ",
-                  listing.sass_only_kernels, " SASS-only kernel(s) for --backend patch\n");
+                  listing.sass_only_kernels, " SASS-only kernel(s) for --backend auto or patch\n");
   return listing.text;
 }
 

@@ -130,13 +130,13 @@ class LivePrinter {
       kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
       for (const auto& [id, name] : kernels) absl::StrAppendFormat(&text, "  [%d] %s\n", id, name);
       text += "\n";
-    } else if (options_.backend == ProbeBackend::kPatch) {
+    } else if (options_.backend != ProbeBackend::kPtx) {
       CUPROBE_LOG(kWarning, "no kernel was instrumented: no module the program loaded had a "
                   "kernel that the probes select (check the section globs, or -k)");
     } else {
       CUPROBE_LOG(kWarning, "no kernel was instrumented: no module the program loaded had a "
                   "kernel with PTX that the probes select (check the section globs, or -k; "
-                  "`cuprobe inspect` shows the kernels without PTX, which --backend patch "
+                  "`cuprobe inspect` shows the kernels without PTX, which --backend auto "
                   "reaches)");
     }
     if (HasPlainMaps()) {

@@ -49,6 +49,8 @@ class FakeOutput : public TraceOutput {
     return true;
   }
   Session* AttachSession() override { return attach_session; }
+  absl::Span<const uint8_t> BundleBytes() const override { return bundle; }
+  std::vector<uint8_t> bundle;  // the session's probe bundle (empty: none)
   void PublishStatus(HookState state, std::string_view reason) override {
     Log(absl::StrCat("Status(", HookStateName(state), reason.empty() ? "" : ",", reason, ")"));
   }

@@ -114,9 +114,10 @@
  *    adapter returns at once). The hook writes the block before a launch
  *    uses it (the adapters read it with ld.global.nc): a kernel's block once,
  *    before its first launch; with argument-reading probes, a block per
- *    launch from a ring, in the launch's stream order (a block is reused
- *    4096 launches later, which a launch still waiting in another stream
- *    would see). Its map_block points at the context's map
+ *    launch from a ring of its stream, in the launch's stream order (a
+ *    block is reused 4096 launches later in that stream; streams past the
+ *    32nd of a context share one ring). Its map_block points at the
+ *    context's map
  *    block, device memory laid out as
  *      [descriptors: 128 * N bytes][table: 8 * N bytes]
  *    with N = max(bundle map count, 1): exactly what 3. puts in

@@ -1,4 +1,4 @@
-// GPU tier: the patch backend (`cuprobe run --backend patch`), probes
+// GPU tier: the patch backend (`cuprobe run --backend patch`, and auto), probes
 // through the Compute Sanitizer patching API. The same workload built with
 // SASS only (samples vec_add_sass, matmul_sass: code=sm_90, no PTX) under
 // the patch backend must give exactly the maps the PTX build gives under
@@ -213,9 +213,29 @@ TEST_F(Patch, MemTraceOnPyTorchRunsWhileTheMapsArePublished) {
   EXPECT_TRUE(gemm) << maps;
 }
 
+// --backend auto: in one program, the module with PTX is rewritten (and
+// not patched: its counts would double) and the SASS-only one patched;
+// every thread's entry is counted once.
+TEST_F(Patch, AutoRewritesPtxKernelsAndPatchesTheOthers) {
+  const int n = 1 << 20, iterations = 3;
+  std::string maps = RunProbe("auto", Probe("count_entries"),
+                              {SamplePath("mixed"), std::to_string(n), std::to_string(iterations)});
+  std::map<std::string, uint32_t> ids = KernelIds(maps);
+  ASSERT_TRUE(ids.count("add_one") && ids.count("add_two")) << maps << last_.err;
+  EXPECT_NE(ids["add_one"], ids["add_two"]);
+  for (const char* kernel : {"add_one", "add_two"}) {
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", ids[kernel], "]: ",
+                                             int64_t{n} * iterations)))
+        << kernel << "\n" << maps;
+  }
+  EXPECT_THAT(last_.err, HasSubstr("hook ready: auto backend")) << last_.err;
+  EXPECT_THAT(last_.err, HasSubstr("modules rewritten from their PTX are not patched"))
+      << last_.err;
+}
+
 TEST_F(Patch, ThePtxBackendNamesSassOnlyKernelsAndPointsToPatch) {
   std::string maps = RunProbe("ptx", Probe("threadhist"), {SamplePath("vec_add_sass"), "4096", "2"});
-  EXPECT_THAT(last_.err, HasSubstr("--backend patch")) << last_.err;
+  EXPECT_THAT(last_.err, HasSubstr("--backend auto")) << last_.err;
   EXPECT_THAT(maps, Not(HasSubstr("sum 8192"))) << maps;
 }
 

@@ -270,7 +270,7 @@ TEST_F(Run, PyTorchSassOnlyKernelsAreNamedAndLeftAlone) {
   ProcessResult r = RunProcess(argv, {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, native.out) << "PyTorch's results must not change";
-  EXPECT_THAT(r.err, HasSubstr("are traced but not instrumented (`cuprobe run --backend patch`")) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("are traced but not instrumented (`cuprobe run --backend auto`")) << r.err;
   // Traced all the same.
   ProcessResult k = RunProcess({"python3", "-c",
                                 "import json,sys\n"

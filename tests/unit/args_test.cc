@@ -169,10 +169,10 @@ TEST(Args, Inspect) {
 TEST(Args, RunBackend) {
   absl::StatusOr<CliArgs> a = Parse({"run", "-p", "x.cpb", "--", "./app"});
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->run.backend, ProbeBackend::kAuto);
-  a = Parse({"run", "--backend", "ptx", "-p", "x.cpb", "--", "./app"});
+  EXPECT_EQ(a->run.backend, ProbeBackend::kPtx);  // the default: kernels timed
+  a = Parse({"run", "--backend", "auto", "-p", "x.cpb", "--", "./app"});
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->run.backend, ProbeBackend::kPtx);
+  EXPECT_EQ(a->run.backend, ProbeBackend::kAuto);
   a = Parse({"run", "-p", "x.cpb", "--backend=patch", "--", "./app"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->run.backend, ProbeBackend::kPatch);
@@ -182,7 +182,7 @@ TEST(Args, RunBackend) {
   // After "--" it is the program's.
   a = Parse({"run", "-p", "x.cpb", "--", "./app", "--backend", "sass"});
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->run.backend, ProbeBackend::kAuto);
+  EXPECT_EQ(a->run.backend, ProbeBackend::kPtx);
   EXPECT_THAT(a->run.trace.command, ElementsAre("./app", "--backend", "sass"));
 
   EXPECT_EQ(ProbeBackendName(ProbeBackend::kAuto), "auto");

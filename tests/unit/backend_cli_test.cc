@@ -124,7 +124,7 @@ TEST(InspectBackendTest, KernelsInThePtxForTheSmGetThePtxBackend) {
   EXPECT_THAT(*text, HasSubstr("    kernel plain_c  backend: ptx\n"));
   EXPECT_THAT(*text, Not(HasSubstr("backend: patch")));
   EXPECT_THAT(*text, HasSubstr("4 kernel(s) instrumentable from PTX on sm_90, "
-                               "0 SASS-only kernel(s) for --backend patch\n"));
+                               "0 SASS-only kernel(s) for --backend auto or patch\n"));
 }
 
 TEST(InspectBackendTest, KernelsWithoutPtxForTheSmAreSassOnly) {
@@ -135,9 +135,9 @@ TEST(InspectBackendTest, KernelsWithoutPtxForTheSmAreSassOnly) {
   EXPECT_THAT(*text, HasSubstr("    kernel add_one(float*, int)  [_Z7add_onePfi]  "
                                "backend: patch (SASS only)\n"));
   EXPECT_THAT(*text, Not(HasSubstr("backend: ptx")));
-  EXPECT_THAT(*text, HasSubstr("(`cuprobe run --backend patch` patches their SASS instead)"));
+  EXPECT_THAT(*text, HasSubstr("(`cuprobe run --backend auto` patches their SASS instead)"));
   EXPECT_THAT(*text, HasSubstr("0 kernel(s) instrumentable from PTX on sm_75, "
-                               "12 SASS-only kernel(s) for --backend patch\n"));
+                               "12 SASS-only kernel(s) for --backend auto or patch\n"));
 }
 
 TEST(InspectBackendTest, BareCubinIsSassOnlyUnlessItsPtxIsInATritonCache) {
@@ -169,9 +169,10 @@ TEST(InspectBackendTest, BareCubinIsSassOnlyUnlessItsPtxIsInATritonCache) {
 
 TEST(InspectBackendTest, HelpTextsExplainTheBackends) {
   EXPECT_THAT(UsageText("inspect"), HasSubstr("backend: patch (SASS only)"));
-  EXPECT_THAT(UsageText("inspect"), HasSubstr("--backend patch"));
+  EXPECT_THAT(UsageText("inspect"), HasSubstr("auto and patch patch its SASS"));
   EXPECT_THAT(UsageText("run"), HasSubstr("--backend B"));
-  EXPECT_THAT(UsageText("run"), HasSubstr("cuprobe run --backend patch -p"));
+  EXPECT_THAT(UsageText("run"), HasSubstr("cuprobe run --backend auto -p"));
+  EXPECT_THAT(UsageText("run"), HasSubstr("(default: ptx)"));
   EXPECT_THAT(UsageText("trace"), Not(HasSubstr("--backend")));
 }
 

@@ -180,6 +180,47 @@ TEST_F(KernelPatcherTest, EachDevicesModulesGetTheirSmsPatchModule) {
   EXPECT_EQ(patcher.stats().modules_failed, 1u);
 }
 
+// --backend auto: a module the PTX backend rewrote is not patched, its
+// kernels get no block; ids come from the PTX backend (and are told there).
+TEST_F(KernelPatcherTest, UnderAutoRewrittenModulesAreLeftToThePtxBackend) {
+  const std::vector<uint8_t> cubin = FixtureCubin();
+  ASSERT_FALSE(cubin.empty());
+  std::vector<std::string> asked;
+  KernelPatcher::Options options;
+  options.rewritten = [&](absl::Span<const uint8_t> image) {
+    return image.size() == cubin.size();  // "the fixture is a rewritten image"
+  };
+  options.kernel_id = [&](const std::string& mangled) {
+    asked.push_back(mangled);
+    return 40u + static_cast<uint32_t>(asked.size());
+  };
+  KernelPatcher patcher(seam_, san_, bundle_, maps_, Builder(),
+                        [this](std::string_view name, uint32_t id) {
+                          told_.emplace_back(std::string(name), id);
+                        },
+                        std::move(options));
+  patcher.OnModuleLoaded(kContext, kModule, cubin);
+  EXPECT_THAT(san_.modules_patched, IsEmpty());
+  EXPECT_EQ(builds_, 0);
+  EXPECT_EQ(patcher.stats().modules_rewritten, 1u);
+  patcher.OnLaunchBegin(At(kFunction, "_ZN2ns5scaleIfEEvPT_S1_"));
+  EXPECT_THAT(san_.callback_data, IsEmpty()) << "its kernels are the PTX backend's";
+  // A module it did not rewrite (no image: chosen at launch) is patched;
+  // its kernel's id is the PTX backend's.
+  const auto other = reinterpret_cast<CUmodule>(0x3100);
+  patcher.OnModuleLoaded(kContext, other, {});
+  EXPECT_THAT(san_.modules_patched, ElementsAre(other));
+  KernelPatcher::Launch l = At(reinterpret_cast<CUfunction>(0x4100), "plain_c");
+  l.module = other;
+  patcher.OnLaunchBegin(l);
+  ASSERT_EQ(san_.callback_data.size(), 1u);
+  EXPECT_THAT(asked, ElementsAre("plain_c"));
+  const cuprobe_patch_kernel k =
+      BlockAt(reinterpret_cast<uintptr_t>(san_.callback_data[l.function]));
+  EXPECT_EQ(k.kernel_id, 41u);
+  EXPECT_THAT(told_, IsEmpty()) << "the PTX backend tells its listener";
+}
+
 // cp.async copies are patched only when asked for (their cost).
 TEST_F(KernelPatcherTest, AsyncCopiesArePatchedOnlyWhenAskedFor) {
   KernelPatcher with = Make(/*async_copies=*/true);
@@ -398,6 +439,29 @@ TEST_F(KernelPatcherTest, LaunchBlocksCarryTheSiteCounters) {
   }
 }
 
+// Each stream has a ring of its own (a block is reused only by a later
+// launch of the same stream), up to kArgRingStreams; the others share one.
+TEST_F(KernelPatcherTest, EachStreamGetsItsOwnArgumentRing) {
+  bundle_.programs[1].reads_args = true;
+  seam_.device_memory.resize(size_t{KernelPatcher::kArgRingStreams + 4} << 20);  // 1 MiB a ring
+  KernelPatcher patcher = Make();
+  auto launch_in = [&](uintptr_t stream) {
+    KernelPatcher::Launch l = At(kFunction, "plain_c");
+    l.stream = reinterpret_cast<sanitizer::StreamHandle>(stream);
+    KernelPatcher::OnLaunchApi(nullptr);
+    patcher.OnLaunchBegin(l);
+    return san_.copies.back().first;
+  };
+  const uint64_t a0 = launch_in(0x6000), b0 = launch_in(0x6100), a1 = launch_in(0x6000);
+  EXPECT_EQ(a1, a0 + sizeof(cuprobe_patch_kernel));
+  EXPECT_NE(b0 / 0x100000, a0 / 0x100000) << "another allocation";
+  for (uint32_t s = 2; s < KernelPatcher::kArgRingStreams; ++s) launch_in(0x7000 + s);
+  const int allocs = fake_.state.allocs;
+  const uint64_t past0 = launch_in(0x9000), past1 = launch_in(0x9100);
+  EXPECT_EQ(fake_.state.allocs, allocs + 1) << "one shared ring for the streams past the cap";
+  EXPECT_EQ(past1, past0 + sizeof(cuprobe_patch_kernel));
+}
+
 // --- The hook with --backend patch -------------------------------------------------
 
 class HookPatchTest : public ::testing::Test {
@@ -469,6 +533,48 @@ TEST_F(HookPatchTest, WithoutTheSanitizerTheHookStepsAsideWithOneReason) {
   Hook taken = Make(&san_);
   EXPECT_EQ(taken.Start(), HookState::kDisabled);
   EXPECT_THAT(taken.lifecycle().reason(), ::testing::HasSubstr("another tool"));
+}
+
+// --backend auto with probes: the Sanitizer, with the PTX backend's module
+// loads on its driver-API callbacks; without the Sanitizer, CUPTI as
+// --backend ptx (one line says so); without probes, CUPTI.
+TEST_F(HookPatchTest, AutoRunsOnTheSanitizerWithModuleLoadsOrFallsBackToCupti) {
+  config_.backend = Backend::kAuto;
+  output_.bundle = WriteBundle(MemTrace());
+  ASSERT_FALSE(output_.bundle.empty());
+  Hook hook = Make(&san_);
+  ASSERT_EQ(hook.Start(), HookState::kReady);
+  EXPECT_TRUE(san_.subscribed());
+  EXPECT_FALSE(seam_.subscribed());
+  EXPECT_THAT(san_.enabled, Contains(Pair(sanitizer::kDomainDriverApi,
+                                          CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData)));
+  EXPECT_THAT(san_.enabled, Contains(Pair(sanitizer::kDomainDriverApi,
+                                          CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData)));
+  EXPECT_THAT(san_.enabled, Contains(Pair(sanitizer::kDomainResource,
+                                          sanitizer::kResourceModuleLoaded)));
+  EXPECT_NE(hook.patcher(), nullptr) << "the PTX backend's module patcher";
+  hook.Stop();
+
+  FakeSanitizerSeam unavailable;
+  unavailable.subscribe_status = absl::UnavailableError("libsanitizer-public.so not found");
+  FakeSeam cupti;
+  Hook fallback(cupti, config_, [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
+    return &output_;
+  }, &unavailable);
+  ASSERT_EQ(fallback.Start(), HookState::kReady);
+  EXPECT_TRUE(cupti.subscribed()) << "--backend ptx";
+  fallback.Stop();
+
+  output_.bundle.clear();
+  FakeSanitizerSeam unused;
+  FakeSeam traced;
+  Hook no_probes(traced, config_, [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
+    return &output_;
+  }, &unused);
+  ASSERT_EQ(no_probes.Start(), HookState::kReady);
+  EXPECT_FALSE(unused.subscribed());
+  EXPECT_TRUE(traced.subscribed());
+  no_probes.Stop();
 }
 
 }  // namespace

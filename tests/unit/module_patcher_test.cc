@@ -734,7 +734,7 @@ TEST(ModulePatcher, SassOnlyKernelsAreNamedOnce) {
   rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
   std::string text = log.Read();
   EXPECT_THAT(text, HasSubstr("2 kernel(s) selected by probes ship SASS only and are traced "
-                              "but not instrumented (`cuprobe run --backend patch` probes "
+                              "but not instrumented (`cuprobe run --backend auto` probes "
                               "them): _Z4gemmv, _Z4convv"));
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
 }
