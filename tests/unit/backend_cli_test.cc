@@ -61,14 +61,15 @@ class RunBackendTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(RunBackendTest, DefaultIsAuto) {
+// The default keeps CUPTI's trace (GPU kernel times): ptx.
+TEST_F(RunBackendTest, DefaultIsPtx) {
   testing::ProcessResult r = Run({}, {{"CUPROBE_BACKEND", ""}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\nCUPROBE_BACKEND=auto\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nCUPROBE_BACKEND=ptx\n"));
 }
 
 TEST_F(RunBackendTest, FlagReachesTheProgram) {
-  for (const char* backend : {"ptx", "patch"}) {
+  for (const char* backend : {"ptx", "auto", "patch"}) {
     testing::ProcessResult r = Run({"--backend", backend}, {{"CUPROBE_BACKEND", ""}});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("\nCUPROBE_BACKEND=", backend, "\n")));
