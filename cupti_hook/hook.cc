@@ -220,12 +220,16 @@ void Hook::StartProbes() {
       },
       SeamDriver(seam_), config_.ring_data));
   patcher_ = KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_, config_.tmp_dir));
+  AddPidTgidGlobal();
+  CUPROBE_LOG(kInfo, "probes: %d program(s) from the session's bundle, %d map(s)", programs,
+              instrumenter_->bundle().maps.size());
+}
+
+void Hook::AddPidTgidGlobal() {
   uint64_t pid_tgid = (uint64_t{config_.pid} << 32) | config_.pid;
   std::vector<uint8_t> value(sizeof(pid_tgid));
   std::memcpy(value.data(), &pid_tgid, sizeof(pid_tgid));
   patcher_->AddModuleGlobal(CUPROBE_PID_TGID_SYMBOL, std::move(value));
-  CUPROBE_LOG(kInfo, "probes: %d program(s) from the session's bundle, %d map(s)", programs,
-              instrumenter_->bundle().maps.size());
 }
 
 // --- The switchboard -----------------------------------------------------------

@@ -127,6 +127,8 @@ class Hook final : public GpuEventSink {
   // Sanitizer cannot be had: the caller goes on with CUPTI (--backend ptx).
   std::optional<HookState> StartAutoBackend();
   absl::Status SubscribeSanitizer();
+  // The helper library's CUPROBE_PID_TGID_SYMBOL, for patcher_'s modules.
+  void AddPidTgidGlobal();
   HookState StartOnSanitizer(bool mixed);
   void StartPatchProbes(bool mixed);
   absl::Status EnablePatchCallbacks();

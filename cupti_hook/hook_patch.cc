@@ -146,6 +146,7 @@ void Hook::StartPatchProbes(bool mixed) {
         [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
     patcher_ =
         KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_, config_.tmp_dir));
+    AddPidTgidGlobal();
     ModulePatcher* patcher = patcher_;
     BundleInstrumenter* instrumenter = instrumenter_;
     options.rewritten = [patcher](absl::Span<const uint8_t> cubin) {
