@@ -476,9 +476,12 @@ void Hook::Tick() {
       CUPROBE_LOG(kWarning, "cannot publish the probes' maps: %s", s.message());
     }
   }
-  if (patcher_ != nullptr && patcher_->pending_fill() && !launch_callbacks_on_.load()) {
+  if (patcher_ != nullptr && patcher_->pending_fill() && !launch_callbacks_on_.load() &&
+      !on_sanitizer_) {
     // A library waits for a context's first launch to get its maps there
-    // (ModulePatcher::OnLaunch): the launch callbacks must be on.
+    // (ModulePatcher::OnLaunch): the launch callbacks must be on. (On the
+    // Sanitizer, --backend auto, its launch-call callbacks are on from the
+    // start.)
     absl::Status s = EnableLaunchCallbacks();
     if (!s.ok()) CUPROBE_LOG(kWarning, "cannot enable launch callbacks: %s", s.message());
   }

@@ -216,21 +216,40 @@ TEST_F(Patch, MemTraceOnPyTorchRunsWhileTheMapsArePublished) {
 // --backend auto: in one program, the module with PTX is rewritten (and
 // not patched: its counts would double) and the SASS-only one patched;
 // every thread's entry is counted once.
+// Modules load lazily by default (at a kernel's first use, or when the
+// hook reads the rewritten module's globals); eagerly, the rewritten image
+// reaches the patch backend's module-load callback, which must skip it.
 TEST_F(Patch, AutoRewritesPtxKernelsAndPatchesTheOthers) {
   const int n = 1 << 20, iterations = 3;
-  std::string maps = RunProbe("auto", Probe("count_entries"),
-                              {SamplePath("mixed"), std::to_string(n), std::to_string(iterations)});
-  std::map<std::string, uint32_t> ids = KernelIds(maps);
-  ASSERT_TRUE(ids.count("add_one") && ids.count("add_two")) << maps << last_.err;
-  EXPECT_NE(ids["add_one"], ids["add_two"]);
-  for (const char* kernel : {"add_one", "add_two"}) {
-    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@entries[", ids[kernel], "]: ",
-                                             int64_t{n} * iterations)))
-        << kernel << "\n" << maps;
+  for (const char* loading : {"LAZY", "EAGER"}) {
+    SCOPED_TRACE(loading);
+    std::string maps = RunProbe("auto", Probe("count_entries"),
+                                {SamplePath("mixed"), std::to_string(n), std::to_string(iterations)},
+                                {}, {{"CUDA_MODULE_LOADING", loading}});
+    std::map<std::string, uint32_t> ids = KernelIds(maps);
+    ASSERT_TRUE(ids.count("add_one") && ids.count("add_two")) << maps << last_.err;
+    EXPECT_NE(ids["add_one"], ids["add_two"]);
+    const std::string patched =
+        absl::StrCat("@entries[", ids["add_two"], "]: ", int64_t{n} * iterations);
+    const std::string rewritten =
+        absl::StrCat("@entries[", ids["add_one"], "]: ", int64_t{n} * iterations);
+    EXPECT_THAT(maps, HasSubstr(patched)) << maps;
+    EXPECT_THAT(last_.err, HasSubstr("hook ready: auto backend")) << last_.err;
+    EXPECT_THAT(last_.err, HasSubstr("instrumented 1 kernel(s)")) << last_.err;
+    if (std::string(loading) == "LAZY") {
+      EXPECT_THAT(maps, HasSubstr(rewritten)) << maps;
+      continue;
+    }
+    // Eager: the rewritten module is seen loading and left unpatched (a
+    // patched copy would count add_one twice). Its own counts are lost
+    // under either backend when the runtime loads its library before the
+    // context exists (docs/RELIABILITY.md, limits).
+    EXPECT_THAT(last_.err, HasSubstr("modules rewritten from their PTX are not patched"))
+        << last_.err;
+    EXPECT_THAT(maps, Not(HasSubstr(absl::StrCat("@entries[", ids["add_one"], "]: ",
+                                                 2 * int64_t{n} * iterations))))
+        << maps;
   }
-  EXPECT_THAT(last_.err, HasSubstr("hook ready: auto backend")) << last_.err;
-  EXPECT_THAT(last_.err, HasSubstr("modules rewritten from their PTX are not patched"))
-      << last_.err;
 }
 
 TEST_F(Patch, ThePtxBackendNamesSassOnlyKernelsAndPointsToPatch) {
