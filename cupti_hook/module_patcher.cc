@@ -331,8 +331,20 @@ void ModulePatcher::OnExit(CUpti_CallbackId cbid, const CUpti_CallbackData* data
 }
 
 void ModulePatcher::FillLibraryHereLocked(void* handle, Pending& pending, CUcontext context,
-                                          bool usable_checked) {
+                                          bool usable_checked, bool last_chance) {
   if (pending.FilledIn(context)) return;
+  if (!last_chance && pending.image.map_table_entries > 0) {
+    // Not in the context yet (under CUDA_MODULE_LOADING=EAGER the driver
+    // loads a library into a new context after the creation callbacks):
+    // left unfilled, so that the context's first launch fills it.
+    absl::StatusOr<DeviceGlobal> table =
+        seam_.LibraryGlobal(static_cast<CUlibrary>(handle), CUPROBE_MAP_TABLE_SYMBOL);
+    if (table.status().code() == absl::StatusCode::kNotFound) {
+      CUPROBE_LOG(kDebug, "%s: not in this context yet; filled at its first launch",
+                  pending.source.Describe());
+      return;
+    }
+  }
   pending.filled.push_back(context);
   // Maps that cannot be shared with this context: its copy of the library
   // keeps a zeroed table (its probes do nothing).
@@ -401,10 +413,10 @@ void ModulePatcher::OnContextCreated(CUcontext context) {
 
 void ModulePatcher::OnLaunch(CUcontext context) {
   absl::MutexLock lock(&mu_);
-  FillLibrariesHereLocked(context);
+  FillLibrariesHereLocked(context, /*last_chance=*/true);
 }
 
-void ModulePatcher::FillLibrariesHereLocked(CUcontext context) {
+void ModulePatcher::FillLibrariesHereLocked(CUcontext context, bool last_chance) {
   // Only with `context` current (the hook makes a new context current for
   // this; should that have failed, the context's first launch fills it).
   absl::StatusOr<CUcontext> current = seam_.CurrentContext();
@@ -418,7 +430,9 @@ void ModulePatcher::FillLibrariesHereLocked(CUcontext context) {
       absl::StatusOr<int> previous_mode =
           seam_.ExchangeCaptureMode(static_cast<int>(CU_STREAM_CAPTURE_MODE_RELAXED));
       for (auto& [handle, pending] : live_) {
-        if (pending->is_library) FillLibraryHereLocked(handle, *pending, here);
+        if (pending->is_library) {
+          FillLibraryHereLocked(handle, *pending, here, /*usable_checked=*/false, last_chance);
+        }
       }
       if (previous_mode.ok()) (void)seam_.ExchangeCaptureMode(*previous_mode);
     }

@@ -202,11 +202,15 @@ class ModulePatcher {
   // (asked unless `usable_checked`). Remembers the context as filled
   // whether or not the fill succeeded: failures are logged, not retried at
   // every launch.
+  // Unless `last_chance` (the context's first launch), a library whose
+  // module is not in the context yet is left unfilled for that launch.
   void FillLibraryHereLocked(void* handle, Pending& pending, CUcontext context,
-                             bool usable_checked = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                             bool usable_checked = false, bool last_chance = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every library not yet filled in `context` (null: whichever is current),
   // when it is the current context.
-  void FillLibrariesHereLocked(CUcontext context) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillLibrariesHereLocked(CUcontext context, bool last_chance = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // pending_fill_: whether a library lacks its fill in a live context, or
   // in every context.
   void UpdatePendingFillLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -425,6 +425,53 @@ TEST(ModulePatcher, LibraryLoadedBeforeAnyContextIsFilledAtTheFirstContext) {
   EXPECT_EQ(rig.seam.capture_mode, 0);
 }
 
+// CUDA_MODULE_LOADING=EAGER: the driver puts the library into a new
+// context after the creation callbacks, so its globals are not found
+// there yet: the fill waits for the context's first launch, with no
+// warning, instead of leaving the probes without their maps.
+TEST(ModulePatcher, ALibraryNotYetInANewContextIsFilledAtItsFirstLaunch) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(ImageWithSiteCounters());
+  rig.maps.usable = absl::FailedPreconditionError("no CUDA context is current");
+  rig.seam.current_context = nullptr;
+  const CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  LogCapture log;
+  rig.LoadLibrary(lib);
+  const auto a = reinterpret_cast<CUcontext>(0xA0);
+  rig.maps.usable = absl::OkStatus();
+  rig.seam.current_context = a;
+  rig.patcher->OnContextCreated(a);  // its globals are not found yet
+  EXPECT_TRUE(rig.maps.table_contexts.empty());
+  EXPECT_TRUE(rig.patcher->pending_fill());
+  EXPECT_THAT(log.Read(), Not(HasSubstr("cannot reach their maps")));
+  AddLibraryGlobals(rig, lib);  // the driver loaded it
+  rig.patcher->OnLaunch(a);
+  EXPECT_THAT(rig.maps.table_contexts, ElementsAre(a));
+  EXPECT_THAT(rig.maps.site_contexts, ElementsAre(a));
+  EXPECT_EQ(TableEntry(rig, 1), 0x2000u);
+  EXPECT_FALSE(rig.patcher->pending_fill());
+}
+
+// Not found even at the first launch: the library runs with an empty
+// table, said once, and nothing is retried at later launches.
+TEST(ModulePatcher, ALibraryNeverFoundInTheContextIsGivenUpAtTheFirstLaunch) {
+  Rig rig;
+  rig.instrumenter.result = std::optional<InstrumentedImage>(ImageWithSiteCounters());
+  rig.seam.current_context = nullptr;
+  const CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+  LogCapture log;
+  rig.LoadLibrary(lib);
+  const auto a = reinterpret_cast<CUcontext>(0xA0);
+  rig.seam.current_context = a;
+  rig.patcher->OnContextCreated(a);
+  rig.patcher->OnLaunch(a);
+  EXPECT_THAT(log.Read(), HasSubstr("probes cannot reach their maps"));
+  EXPECT_FALSE(rig.patcher->pending_fill());
+  const size_t calls = rig.seam.calls().size();
+  rig.patcher->OnLaunch(a);
+  EXPECT_EQ(rig.seam.calls().size(), calls) << "not retried";
+}
+
 // The context exists (made on the main thread) but the library is loaded
 // on a thread where none is current: it is filled in the live context at
 // once, with that context current, and the thread is left without one.
