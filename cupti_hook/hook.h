@@ -129,7 +129,9 @@ class Hook final : public GpuEventSink {
   absl::Status SubscribeSanitizer();
   // The helper library's CUPROBE_PID_TGID_SYMBOL, for patcher_'s modules.
   void AddPidTgidGlobal();
-  HookState StartOnSanitizer(bool mixed);
+  // nullopt only when `mixed` and the Sanitizer's callbacks cannot be
+  // enabled (auto then goes on as ptx).
+  std::optional<HookState> StartOnSanitizer(bool mixed);
   void StartPatchProbes(bool mixed);
   absl::Status EnablePatchCallbacks();
   void OnSanitizerCallback(sanitizer::Domain domain, uint32_t cbid, const void* cbdata);

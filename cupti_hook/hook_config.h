@@ -127,7 +127,7 @@ struct HookConfig {
   // CUPROBE_CACHE_DIR, CUPROBE_PTX_COMPILER, CUDA_HOME, ...), put in force
   // by Hook::Start.
   RewriterSettings rewriter;
-  // CUPROBE_BACKEND: auto (the default), ptx or patch.
+  // CUPROBE_BACKEND: ptx (the default), auto or patch.
   Backend backend = Backend::kPtx;
   // CUPROBE_PATCH_ASYNC_COPIES=1: with the patch backend, memory probes see
   // cp.async copies (global -> shared) too, as global loads. Off by

@@ -81,7 +81,7 @@ HookState Hook::StartPatchBackend() {
     DisableWith(absl::StrCat("--backend patch: ", s.message()));
     return lifecycle_.state();
   }
-  return StartOnSanitizer(/*mixed=*/false);
+  return *StartOnSanitizer(/*mixed=*/false);
 }
 
 std::optional<HookState> Hook::StartAutoBackend() {
@@ -93,7 +93,7 @@ std::optional<HookState> Hook::StartAutoBackend() {
   return StartOnSanitizer(/*mixed=*/true);
 }
 
-HookState Hook::StartOnSanitizer(bool mixed) {
+std::optional<HookState> Hook::StartOnSanitizer(bool mixed) {
   on_sanitizer_ = true;
   const char* flag = mixed ? "--backend auto" : "--backend patch";
   if (config_.capture_profiler_api) {
@@ -112,10 +112,23 @@ HookState Hook::StartOnSanitizer(bool mixed) {
   if (!output_->BundleBytes().empty()) StartPatchProbes(mixed);
   absl::Status status = EnablePatchCallbacks();
   if (!status.ok()) {
-    DisableWith(absl::StrCat(flag, ": cannot enable the Sanitizer's callbacks (",
-                             status.message(), ")"));
     // Leave the Sanitizer to whoever else wants it (or CUPTI).
     if (sanitizer_->Unsubscribe().ok()) sanitizer_subscribed_ = false;
+    if (mixed && !sanitizer_subscribed_) {
+      // Nothing ran yet (the hook is not READY): auto goes on as ptx. What
+      // was built for the Sanitizer is left unused.
+      CUPROBE_LOG(kWarning, "--backend auto: cannot enable the Sanitizer's callbacks (%s); "
+                  "probing only kernels with PTX (--backend ptx)", status.message());
+      on_sanitizer_ = false;
+      kernel_patcher_ = nullptr;
+      patcher_ = nullptr;
+      instrumenter_ = nullptr;
+      device_maps_ = nullptr;
+      tracer_ = nullptr;
+      return std::nullopt;
+    }
+    DisableWith(absl::StrCat(flag, ": cannot enable the Sanitizer's callbacks (",
+                             status.message(), ")"));
     return lifecycle_.state();
   }
   return FinishStart(absl::StrCat("hook ready: ",
@@ -147,6 +160,7 @@ void Hook::StartPatchProbes(bool mixed) {
     patcher_ =
         KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_, config_.tmp_dir));
     AddPidTgidGlobal();
+    patcher_->SetPatchBackendPresent();
     ModulePatcher* patcher = patcher_;
     BundleInstrumenter* instrumenter = instrumenter_;
     options.rewritten = [patcher](absl::Span<const uint8_t> cubin) {
@@ -196,6 +210,14 @@ absl::Status Hook::EnablePatchCallbacks() {
           CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
           CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz}) {
       CUPROBE_RETURN_IF_ERROR(sanitizer_->EnableCallback(true, kDomainDriverApi, cbid));
+    }
+    if (patcher_ != nullptr) {
+      // A graph's first launch in a context fills its libraries there too
+      // (no kernelParams: KernelParams gives null for these ids).
+      for (CUpti_CallbackId cbid :
+           {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz}) {
+        CUPROBE_RETURN_IF_ERROR(sanitizer_->EnableCallback(true, kDomainDriverApi, cbid));
+      }
     }
   }
   return absl::OkStatus();

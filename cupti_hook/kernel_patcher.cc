@@ -320,11 +320,17 @@ void KernelPatcher::OnLaunchBegin(const Launch& launch) {
       it->second.site_counters = kernel.site_counters;
       it->second.counter_of = kernel.counter_of;
       it->second.param_sizes = kernel.param_sizes;
+      it->second.set_up = true;
     }
   } else if (wants_args_) {
-    absl::MutexLock lock(&mu_);
-    auto it = launched_.find({launch.context, launch.function});
-    if (it != launched_.end()) kernel = it->second;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = launched_.find({launch.context, launch.function});
+      if (it != launched_.end()) kernel = it->second;
+    }
+    // Ahead of the first launch's setup (setup_mu_ is not first come,
+    // first served): this launch's own sizes, and its programs called.
+    if (!kernel.set_up) kernel.param_sizes = ParamSizes(launch.function);
   }
   if (first && !wants_args_) {
     absl::Status s = in.ok() ? GiveBlockLocked(launch.context, launch.function, kernel)

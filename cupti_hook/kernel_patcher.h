@@ -167,6 +167,9 @@ class KernelPatcher {
     uint32_t programs = 0;  // 0: not probed
     uint32_t id = 0;
     std::vector<uint32_t> param_sizes;  // bytes of each parameter (wants_args_)
+    // Whether its first launch finished setting it up (a later launch that
+    // gets setup_mu_ first finds its parameter sizes itself).
+    bool set_up = false;
     // Its site counters (abi.h, 10.), set up at its first launch.
     CUdeviceptr site_counters = 0;
     std::array<uint8_t, CUPROBE_PATCH_ACCESS_CLASSES> counter_of{};

@@ -220,11 +220,18 @@ void ModulePatcher::OnEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* dat
   auto pending = std::make_unique<Pending>();
   pending->source = std::move(source);
   pending->image = std::move(**result);
-  if (!pending->image.not_instrumented.empty()) {
+  if (!pending->image.not_instrumented.empty() && !patch_backend_) {
     CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes ship SASS only and are traced "
                 "but not instrumented (`cuprobe run --backend auto` probes them): %s",
                 pending->source.Describe(),
                 pending->image.not_instrumented.size(),
+                absl::StrJoin(pending->image.not_instrumented, ", "));
+  } else if (!pending->image.not_instrumented.empty() && !pending->image.kernels.empty()) {
+    // --backend auto: a module without instrumented kernels is patched; one
+    // rewritten for its other kernels is not.
+    CUPROBE_LOG(kWarning, "%s: %d kernel(s) selected by probes ship SASS only in a module "
+                "rewritten for its other kernels, and run unprobed: %s",
+                pending->source.Describe(), pending->image.not_instrumented.size(),
                 absl::StrJoin(pending->image.not_instrumented, ", "));
   }
   if (pending->image.kernels.empty() || pending->image.cubin.empty()) return;

@@ -182,6 +182,11 @@ class ModulePatcher {
 
   [[nodiscard]] ModulePatcherStats stats() const;
 
+  // --backend auto: the patch backend probes the modules this patcher does
+  // not rewrite, so their SASS-only kernels are not reported as unprobed.
+  // Call before the first load.
+  void SetPatchBackendPresent() { patch_backend_ = true; }
+
   // Whether `image` is one this patcher swapped in for a load (an
   // instrumented cubin, compared by content): the patch backend leaves
   // those modules alone under --backend auto.
@@ -220,6 +225,7 @@ class ModulePatcher {
   MapTableProvider& maps_;
   const std::string file_dir_;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> module_globals_;
+  bool patch_backend_ = false;
 
   absl::Mutex mu_;
   // Loaded instrumented modules (CUlibrary or CUmodule) -> their replacement,

@@ -565,6 +565,19 @@ TEST_F(HookPatchTest, AutoRunsOnTheSanitizerWithModuleLoadsOrFallsBackToCupti) {
   EXPECT_TRUE(cupti.subscribed()) << "--backend ptx";
   fallback.Stop();
 
+  // Subscribed, but its callbacks refused: let go, and on as ptx.
+  FakeSanitizerSeam refusing;
+  refusing.enable_status = absl::InternalError("sanitizerEnableCallback failed");
+  FakeSeam cupti2;
+  Hook refused(cupti2, config_, [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
+    return &output_;
+  }, &refusing);
+  ASSERT_EQ(refused.Start(), HookState::kReady);
+  EXPECT_FALSE(refusing.subscribed());
+  EXPECT_TRUE(cupti2.subscribed());
+  EXPECT_NE(refused.patcher(), nullptr) << "the PTX backend's, on CUPTI";
+  refused.Stop();
+
   output_.bundle.clear();
   FakeSanitizerSeam unused;
   FakeSeam traced;

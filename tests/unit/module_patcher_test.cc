@@ -786,5 +786,37 @@ TEST(ModulePatcher, SassOnlyKernelsAreNamedOnce) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
 }
 
+// --backend auto: modules without instrumented kernels go to the patch
+// backend (nothing to say); SASS-only kernels of a module rewritten for its
+// other kernels run unprobed, and one line says so.
+TEST(ModulePatcher, UnderAutoOnlyKernelsLeftOutOfARewrittenModuleAreNamed) {
+  for (bool rewritten : {false, true}) {
+    SCOPED_TRACE(rewritten);
+    Rig rig;
+    rig.patcher->SetPatchBackendPresent();
+    InstrumentedImage image = SomeImage();
+    if (!rewritten) image.kernels.clear();
+    image.not_instrumented = {"_Z4gemmv"};
+    rig.instrumenter.result = std::optional<InstrumentedImage>(image);
+    CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
+    rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
+    LogCapture log;
+    int code = 0;
+    CUlibrary out = nullptr;
+    cuLibraryLoadData_params p = {};
+    p.library = &out;
+    p.code = &code;
+    rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+    const std::string text = log.Read();
+    EXPECT_THAT(text, Not(HasSubstr("probes them")));
+    if (rewritten) {
+      EXPECT_THAT(text, HasSubstr("1 kernel(s) selected by probes ship SASS only in a module "
+                                  "rewritten for its other kernels, and run unprobed: _Z4gemmv"));
+    } else {
+      EXPECT_THAT(text, Not(HasSubstr("_Z4gemmv")));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cuprobe
