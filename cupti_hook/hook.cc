@@ -202,30 +202,30 @@ void Hook::StartProbes() {
   std::optional<ProbeBundle> bundle = SessionBundle();
   if (!bundle.has_value()) return;
   size_t programs = bundle->programs.size();
-  std::vector<MapSpec> specs = bundle->maps;
   Tracer* tracer = tracer_;
-  instrumenter_ = KeptForever(new BundleInstrumenter(
-      *std::move(bundle), HelpersPtx(), CompileCache(CurrentRewriterSettings().cache_dir),
-      TritonCacheFinder(config_.ptx_search_roots),
-      [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
   CuptiSeam* seam = &seam_;
   // Ring records go to device memory and are pumped into the segment
   // (maps/map_set.h), by producers that reserve first and pad what does not
   // fit (RingData::kDeviceSpeculative, the default: HookConfig::ring_data).
   device_maps_ = KeptForever(new DeviceMaps(
-      std::move(specs), output_->AttachSession(),
+      bundle->maps, output_->AttachSession(),
       [seam, tracer](CUcontext context, CUstream stream) {
         absl::StatusOr<uint32_t> id = seam->StreamId(context, stream);
         if (id.ok()) tracer->IgnoreStream(*id);
       },
       SeamDriver(seam_), config_.ring_data));
-  patcher_ = KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_, config_.tmp_dir));
-  AddPidTgidGlobal();
+  StartModulePatcher(*std::move(bundle));
   CUPROBE_LOG(kInfo, "probes: %d program(s) from the session's bundle, %d map(s)", programs,
               instrumenter_->bundle().maps.size());
 }
 
-void Hook::AddPidTgidGlobal() {
+void Hook::StartModulePatcher(ProbeBundle bundle) {
+  Tracer* tracer = tracer_;
+  instrumenter_ = KeptForever(new BundleInstrumenter(
+      std::move(bundle), HelpersPtx(), CompileCache(CurrentRewriterSettings().cache_dir),
+      TritonCacheFinder(config_.ptx_search_roots),
+      [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
+  patcher_ = KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_, config_.tmp_dir));
   uint64_t pid_tgid = (uint64_t{config_.pid} << 32) | config_.pid;
   std::vector<uint8_t> value(sizeof(pid_tgid));
   std::memcpy(value.data(), &pid_tgid, sizeof(pid_tgid));

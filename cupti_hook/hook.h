@@ -127,8 +127,9 @@ class Hook final : public GpuEventSink {
   // Sanitizer cannot be had: the caller goes on with CUPTI (--backend ptx).
   std::optional<HookState> StartAutoBackend();
   absl::Status SubscribeSanitizer();
-  // The helper library's CUPROBE_PID_TGID_SYMBOL, for patcher_'s modules.
-  void AddPidTgidGlobal();
+  // The PTX backend on `bundle`: instrumenter_ and patcher_ (which fills
+  // the helper library's CUPROBE_PID_TGID_SYMBOL), on device_maps_.
+  void StartModulePatcher(ProbeBundle bundle);
   // nullopt only when `mixed` and the Sanitizer's callbacks cannot be
   // enabled (auto then goes on as ptx).
   std::optional<HookState> StartOnSanitizer(bool mixed);

@@ -25,7 +25,6 @@
 #include "maps/gpu/helpers_ptx.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/elf.h"
-#include "ptx_rewriter/image_pipeline.h"
 #include "ptx_rewriter/settings.h"
 #include "support/kept_forever.h"
 #include "support/log.h"
@@ -154,12 +153,7 @@ void Hook::StartPatchProbes(bool mixed) {
                                  .site_counters = CurrentRewriterSettings().site_counters};
   if (mixed) {
     // The PTX backend's pipeline, as in Hook::StartProbes, on the same maps.
-    instrumenter_ = KeptForever(new BundleInstrumenter(
-        *kept, HelpersPtx(), cache, TritonCacheFinder(config_.ptx_search_roots),
-        [tracer](std::string_view name, uint32_t id) { tracer->OnKernelInstrumented(name, id); }));
-    patcher_ =
-        KeptForever(new ModulePatcher(seam_, *instrumenter_, *device_maps_, config_.tmp_dir));
-    AddPidTgidGlobal();
+    StartModulePatcher(*kept);
     patcher_->SetPatchBackendPresent();
     ModulePatcher* patcher = patcher_;
     BundleInstrumenter* instrumenter = instrumenter_;

@@ -79,6 +79,14 @@ const Field* Find(const std::vector<Field>& fields, uint32_t number) {
   return nullptr;
 }
 
+// A sink that appends to `out`.
+PerfettoWriter::Sink AppendTo(std::string& out) {
+  return [&out](std::string_view bytes) {
+    out.append(bytes);
+    return absl::OkStatus();
+  };
+}
+
 std::vector<std::vector<Field>> Packets(std::string_view trace) {
   std::vector<std::vector<Field>> packets;
   for (const Field& f : Decode(trace)) {
@@ -91,10 +99,7 @@ std::vector<std::vector<Field>> Packets(std::string_view trace) {
 
 TEST(PerfettoWriter, TracksSlicesInterningAndFlows) {
   std::string trace;
-  PerfettoWriter w([&](std::string_view b) {
-    trace.append(b);
-    return absl::OkStatus();
-  });
+  PerfettoWriter w(AppendTo(trace));
   const uint64_t process = w.ProcessTrack(4242, "python3");
   const uint64_t thread = w.ThreadTrack(4242, 4243, "main");
   const uint64_t stream = w.NamedTrack(process, "GPU 0, stream 7");
@@ -160,10 +165,7 @@ TEST(PerfettoWriter, TracksSlicesInterningAndFlows) {
 // bytes a kernel event may cost.
 TEST(PerfettoWriter, AKernelSliceCostsAtMostSixtyBytes) {
   std::string trace;
-  PerfettoWriter w([&](std::string_view b) {
-    trace.append(b);
-    return absl::OkStatus();
-  });
+  PerfettoWriter w(AppendTo(trace));
   const uint64_t stream = w.NamedTrack(0, "stream 7");
   const uint64_t t0 = 1'765'000'000'000'000'000;
   w.Slice(stream, t0, t0 + 3000, "gemm", "kernel", 0, 1);

@@ -467,10 +467,11 @@ TEST_F(KernelPatcherTest, EachStreamGetsItsOwnArgumentRing) {
 class HookPatchTest : public ::testing::Test {
  protected:
   HookPatchTest() { config_.backend = Backend::kPatch; }
-  Hook Make(SanitizerSeam* san) {
-    return Hook(seam_, config_, [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
-      return &output_;
-    }, san);
+  // A hook on `san` and `cupti` (the fixture's seam_ by default).
+  Hook Make(SanitizerSeam* san, FakeSeam* cupti = nullptr) {
+    return Hook(cupti != nullptr ? *cupti : seam_, config_,
+                [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> { return &output_; },
+                san);
   }
   FakeSeam seam_;
   FakeSanitizerSeam san_;
@@ -558,9 +559,7 @@ TEST_F(HookPatchTest, AutoRunsOnTheSanitizerWithModuleLoadsOrFallsBackToCupti) {
   FakeSanitizerSeam unavailable;
   unavailable.subscribe_status = absl::UnavailableError("libsanitizer-public.so not found");
   FakeSeam cupti;
-  Hook fallback(cupti, config_, [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
-    return &output_;
-  }, &unavailable);
+  Hook fallback = Make(&unavailable, &cupti);
   ASSERT_EQ(fallback.Start(), HookState::kReady);
   EXPECT_TRUE(cupti.subscribed()) << "--backend ptx";
   fallback.Stop();
@@ -569,9 +568,7 @@ TEST_F(HookPatchTest, AutoRunsOnTheSanitizerWithModuleLoadsOrFallsBackToCupti) {
   FakeSanitizerSeam refusing;
   refusing.enable_status = absl::InternalError("sanitizerEnableCallback failed");
   FakeSeam cupti2;
-  Hook refused(cupti2, config_, [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
-    return &output_;
-  }, &refusing);
+  Hook refused = Make(&refusing, &cupti2);
   ASSERT_EQ(refused.Start(), HookState::kReady);
   EXPECT_FALSE(refusing.subscribed());
   EXPECT_TRUE(cupti2.subscribed());
@@ -581,9 +578,7 @@ TEST_F(HookPatchTest, AutoRunsOnTheSanitizerWithModuleLoadsOrFallsBackToCupti) {
   output_.bundle.clear();
   FakeSanitizerSeam unused;
   FakeSeam traced;
-  Hook no_probes(traced, config_, [this](const HookConfig&) -> absl::StatusOr<TraceOutput*> {
-    return &output_;
-  }, &unused);
+  Hook no_probes = Make(&unused, &traced);
   ASSERT_EQ(no_probes.Start(), HookState::kReady);
   EXPECT_FALSE(unused.subscribed());
   EXPECT_TRUE(traced.subscribed());

@@ -801,12 +801,7 @@ TEST(ModulePatcher, UnderAutoOnlyKernelsLeftOutOfARewrittenModuleAreNamed) {
     CUlibrary lib = reinterpret_cast<CUlibrary>(0x10);
     rig.seam.globals[{lib, CUPROBE_MAP_TABLE_SYMBOL}] = DeviceGlobal{64, 16};
     LogCapture log;
-    int code = 0;
-    CUlibrary out = nullptr;
-    cuLibraryLoadData_params p = {};
-    p.library = &out;
-    p.code = &code;
-    rig.Call(CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData, &p, CUDA_SUCCESS, [&] { out = lib; });
+    rig.LoadLibrary(lib);
     const std::string text = log.Read();
     EXPECT_THAT(text, Not(HasSubstr("probes them")));
     if (rewritten) {
