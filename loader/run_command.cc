@@ -100,7 +100,7 @@ class LivePrinter {
   // and into PREFIX.maps.txt / PREFIX.events.
   // `data`: the run's trace, for the list of instrumented kernels (nullptr
   // for `cuprobe attach`, whose kernels are in the program's own trace).
-  void Final(Session& session, const TraceData* data) {
+  void Final(Session& session, const TraceAggregator* data) {
     // The hook never attached (no CUDA, or it was disabled): RunTracedProgram
     // says why; there are no maps to show.
     const uint32_t state = session.session_state();
@@ -463,7 +463,7 @@ absl::StatusOr<int> RunRun(const RunOptions& options) {
   live.on_interval = [&printer](Session& s) { printer.Interval(s); };
   live.drain_interval_ms = kRingDrainIntervalMs;
   live.on_drain = [&printer](Session& s) { printer.Drain(s); };
-  live.on_exit = [&printer](Session& s, const TraceData& data) { printer.Final(s, &data); };
+  live.on_exit = [&printer](Session& s, const TraceAggregator& data) { printer.Final(s, &data); };
   return RunTracedProgram(trace, std::move(session_options), live, RunEnvironment(options));
 }
 

@@ -28,6 +28,7 @@
 #include "maps/map_print.h"
 #include "maps/segment.h"
 #include "report/trace_chrome.h"
+#include "report/trace_aggregator.h"
 #include "report/trace_data.h"
 #include "report/trace_report.h"
 #include "support/log.h"
@@ -66,7 +67,7 @@ absl::Status CheckWritable(const std::string& path) {
 // The labels every Prometheus sample of this run carries: the host, the
 // rank of a distributed job (from the launcher's environment, when set) and
 // the traced process (when there is exactly one).
-std::vector<std::pair<std::string, std::string>> PrometheusLabels(const TraceData& data) {
+std::vector<std::pair<std::string, std::string>> PrometheusLabels(const TraceAggregator& data) {
   std::vector<std::pair<std::string, std::string>> labels;
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) == 0) labels.emplace_back("host", host);
@@ -94,10 +95,27 @@ std::string ReportPath(const TraceOptions& o, ReportFormat f) {
   return o.output;
 }
 
-// Moves records from the ring into TraceData while the program runs.
-class Drainer {
+// Moves records from the ring into the summary while the program runs,
+// and into every record kept for a timeline (`records`, nullptr unless a
+// Chrome timeline was asked for): the summary's memory is bounded
+// (report/trace_aggregator.h), the records' is not.
+class Drainer final : public RecordConsumer {
  public:
-  Drainer(Session& session, TraceData& data) : session_(session), data_(data) {}
+  Drainer(Session& session, TraceAggregator& summary, TraceData* records)
+      : session_(session), summary_(summary), records_(records) {}
+
+  void AddName(uint64_t id, std::string_view name) override {
+    summary_.AddName(id, name);
+    if (records_ != nullptr) records_->AddName(id, name);
+  }
+  void AddProcess(const ProcessRecord& r) override { Tee(r, &RecordConsumer::AddProcess); }
+  void AddLaunch(const LaunchRecord& r) override { Tee(r, &RecordConsumer::AddLaunch); }
+  void AddKernel(const KernelRecord& r) override { Tee(r, &RecordConsumer::AddKernel); }
+  void AddMemcpy(const MemcpyRecord& r) override { Tee(r, &RecordConsumer::AddMemcpy); }
+  void AddMemset(const MemsetRecord& r) override { Tee(r, &RecordConsumer::AddMemset); }
+  void AddProbeKernel(const ProbeKernelRecord& r) override {
+    Tee(r, &RecordConsumer::AddProbeKernel);
+  }
 
   // Drains in batches: after each pass it sleeps unless the ring is over a
   // quarter full. Draining right behind the producers would pull every cache
@@ -124,7 +142,7 @@ class Drainer {
   size_t DrainOnce() {
     std::lock_guard<std::mutex> lock(mu_);
     size_t n = session_.ring().Drain([&](uint16_t type, absl::Span<const uint8_t> body) {
-      absl::Status s = data_.Add(type, body);
+      absl::Status s = DecodeRecord(type, body, *this, counters_);
       if (!s.ok() && !reported_invalid_) {
         reported_invalid_ = true;
         CUPROBE_LOG(kWarning, "skipping an invalid record: %s", s.message());
@@ -139,8 +157,21 @@ class Drainer {
   }
 
  private:
+  template <typename Record>
+  void Tee(const Record& r, void (RecordConsumer::*add)(const Record&)) {
+    (summary_.*add)(r);
+    if (records_ != nullptr) (records_->*add)(r);
+  }
+
+ public:
+  // Invalid and unknown records (the summary's own count the good ones).
+  const TraceCounters& counters() const { return counters_; }
+
+ private:
   Session& session_;
-  TraceData& data_;
+  TraceAggregator& summary_;
+  TraceData* records_;
+  TraceCounters counters_;
   std::mutex mu_;
   std::atomic<bool> stop_{false};
   bool reported_invalid_ = false;
@@ -219,7 +250,7 @@ class LiveThread {
 
 // What the session says about the run: a hook that never started or was
 // disabled, records the ring or CUPTI dropped (counted into `data`).
-void WarnAboutSession(Session& session, SessionState state, TraceData& data) {
+void WarnAboutSession(Session& session, SessionState state, TraceAggregator& data) {
   if (state == SessionState::kCreated) {
     CUPROBE_LOG(kWarning,
                 "the program never initialized CUDA with the hook loaded: no kernels traced");
@@ -271,7 +302,8 @@ void WarnAboutCaptureRange(const TraceOptions& options, const Session& session,
 }
 
 // The contents of the report file of format `f` (the table is also printed).
-std::string FormatReport(ReportFormat f, const TraceSummary& summary, const TraceData& data) {
+std::string FormatReport(ReportFormat f, const TraceSummary& summary,
+                         const TraceAggregator& data, const TraceData* records) {
   switch (f) {
     case ReportFormat::kTable: {
       std::string text = FormatSummaryText(summary);
@@ -284,7 +316,7 @@ std::string FormatReport(ReportFormat f, const TraceSummary& summary, const Trac
     }
     case ReportFormat::kJson: return FormatSummaryJson(summary);
     case ReportFormat::kCsv: return FormatKernelSummaryCsv(summary.kernels);
-    case ReportFormat::kChrome: return FormatChromeTrace(data);
+    case ReportFormat::kChrome: return records != nullptr ? FormatChromeTrace(*records) : "";
     case ReportFormat::kPrometheus: return FormatPrometheus(summary, PrometheusLabels(data));
   }
   return std::string();
@@ -292,11 +324,11 @@ std::string FormatReport(ReportFormat f, const TraceSummary& summary, const Trac
 
 // Writes every report file asked for, logging each; returns the failures.
 absl::Status WriteReports(const TraceOptions& options, const TraceSummary& summary,
-                          const TraceData& data) {
+                          const TraceAggregator& data, const TraceData* records) {
   absl::Status write_status;
   for (ReportFormat f : options.formats) {
     std::string path = ReportPath(options, f);
-    absl::Status s = WriteFile(path, FormatReport(f, summary, data));
+    absl::Status s = WriteFile(path, FormatReport(f, summary, data, records));
     if (s.ok()) {
       CUPROBE_LOG(kInfo, "wrote %s", path);
     } else {
@@ -340,8 +372,12 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   session_options.ring_capacity = options.ring_bytes;
   CUPROBE_ASSIGN_OR_RETURN(Session session, Session::Create(session_options));
 
-  TraceData data;
-  Drainer drainer(session, data);
+  TraceAggregator data;
+  // Every record is kept only for a Chrome timeline.
+  const bool chrome = std::find(options.formats.begin(), options.formats.end(),
+                                ReportFormat::kChrome) != options.formats.end();
+  TraceData records;
+  Drainer drainer(session, data, chrome ? &records : nullptr);
   drainer.Start();
   std::vector<std::pair<std::string, std::string>> env = HookEnvironment(options, hook, session);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
@@ -361,11 +397,13 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
 
   const auto state = static_cast<SessionState>(session.session_state());
   WarnAboutSession(session, state, data);
-  TraceSummary summary = Summarize(data);
+  TraceSummary summary = data.Summary();
+  summary.counters.invalid += drainer.counters().invalid;
+  summary.counters.unknown_type += drainer.counters().unknown_type;
   WarnAboutCaptureRange(options, session, state, summary);
   // A report that could not be written was logged; the exit code stays the
   // program's.
-  (void)WriteReports(options, summary, data);
+  (void)WriteReports(options, summary, data, chrome ? &records : nullptr);
   if (options.keep_session) {
     CUPROBE_LOG(kInfo, "kept session %s", Session::ShmPath(session.name()));
   } else {

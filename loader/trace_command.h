@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "loader/args.h"
 #include "maps/segment.h"
-#include "report/trace_data.h"
+#include "report/trace_aggregator.h"
 
 namespace cuprobe {
 
@@ -41,7 +41,7 @@ struct LiveView {
   uint32_t drain_interval_ms = 0;
   std::function<void(Session&)> on_drain;
   // After the program exited, before the report is written.
-  std::function<void(Session&, const TraceData&)> on_exit;
+  std::function<void(Session&, const TraceAggregator&)> on_exit;
 };
 
 // Variables for the program's environment beyond those of a trace (run's

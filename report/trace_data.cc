@@ -33,6 +33,32 @@ absl::Status ShortBody(uint16_t type, size_t have, size_t need) {
                       RecordTypeName(type), type, have, need));
 }
 
+absl::Status DecodeNameRecord(absl::Span<const uint8_t> body, RecordConsumer& consumer,
+                              TraceCounters& counters) {
+  constexpr uint16_t kType = static_cast<uint16_t>(RecordType::kName);
+  if (body.size() < sizeof(NameRecord)) {
+    ++counters.invalid;
+    return ShortBody(kType, body.size(), sizeof(NameRecord));
+  }
+  const auto record = LoadRecord<NameRecord>(body);
+  const size_t available = body.size() - sizeof(NameRecord);
+  if (record.length > available) {
+    ++counters.invalid;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NameRecord (type %d) for name_id %d declares %d name bytes, but the %d-byte body "
+        "holds only %d after its %d-byte header",
+        kType, record.name_id, record.length, body.size(), available, sizeof(NameRecord)));
+  }
+  if (record.name_id == 0) {
+    ++counters.invalid;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NameRecord (type %d) has name_id 0; ids start at 1 (0 means 'no name')", kType));
+  }
+  const auto* bytes = reinterpret_cast<const char*>(body.data() + sizeof(NameRecord));
+  consumer.AddName(record.name_id, std::string_view(bytes, record.length));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view RecordTypeName(uint16_t type) {
@@ -55,11 +81,12 @@ std::string_view RecordTypeName(uint16_t type) {
   return "unknown record";
 }
 
-absl::Status TraceData::Add(uint16_t type, absl::Span<const uint8_t> body) {
+absl::Status DecodeRecord(uint16_t type, absl::Span<const uint8_t> body,
+                          RecordConsumer& consumer, TraceCounters& counters) {
   size_t need = 0;
   switch (static_cast<RecordType>(type)) {
     case RecordType::kName:
-      return AddNameRecord(body);
+      return DecodeNameRecord(body, consumer, counters);
     case RecordType::kLaunch:
       need = sizeof(LaunchRecord);
       break;
@@ -79,31 +106,31 @@ absl::Status TraceData::Add(uint16_t type, absl::Span<const uint8_t> body) {
       need = sizeof(ProbeKernelRecord);
       break;
     default:
-      ++counters_.unknown_type;
+      ++counters.unknown_type;
       return absl::OkStatus();
   }
   if (body.size() < need) {
-    ++counters_.invalid;
+    ++counters.invalid;
     return ShortBody(type, body.size(), need);
   }
   switch (static_cast<RecordType>(type)) {
     case RecordType::kLaunch:
-      AddLaunch(LoadRecord<LaunchRecord>(body));
+      consumer.AddLaunch(LoadRecord<LaunchRecord>(body));
       break;
     case RecordType::kKernel:
-      AddKernel(LoadRecord<KernelRecord>(body));
+      consumer.AddKernel(LoadRecord<KernelRecord>(body));
       break;
     case RecordType::kMemcpy:
-      AddMemcpy(LoadRecord<MemcpyRecord>(body));
+      consumer.AddMemcpy(LoadRecord<MemcpyRecord>(body));
       break;
     case RecordType::kMemset:
-      AddMemset(LoadRecord<MemsetRecord>(body));
+      consumer.AddMemset(LoadRecord<MemsetRecord>(body));
       break;
     case RecordType::kProcess:
-      AddProcess(LoadRecord<ProcessRecord>(body));
+      consumer.AddProcess(LoadRecord<ProcessRecord>(body));
       break;
     case RecordType::kProbeKernel:
-      AddProbeKernel(LoadRecord<ProbeKernelRecord>(body));
+      consumer.AddProbeKernel(LoadRecord<ProbeKernelRecord>(body));
       break;
     case RecordType::kName:
       break;  // handled above
@@ -122,31 +149,6 @@ std::string_view TraceData::ProbeKernelName(uint32_t kernel_id) const {
     if (it->kernel_id == kernel_id) return Name(it->name_id);
   }
   return "";
-}
-
-absl::Status TraceData::AddNameRecord(absl::Span<const uint8_t> body) {
-  constexpr uint16_t kType = static_cast<uint16_t>(RecordType::kName);
-  if (body.size() < sizeof(NameRecord)) {
-    ++counters_.invalid;
-    return ShortBody(kType, body.size(), sizeof(NameRecord));
-  }
-  const auto record = LoadRecord<NameRecord>(body);
-  const size_t available = body.size() - sizeof(NameRecord);
-  if (record.length > available) {
-    ++counters_.invalid;
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NameRecord (type %d) for name_id %d declares %d name bytes, but the %d-byte body "
-        "holds only %d after its %d-byte header",
-        kType, record.name_id, record.length, body.size(), available, sizeof(NameRecord)));
-  }
-  if (record.name_id == 0) {
-    ++counters_.invalid;
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NameRecord (type %d) has name_id 0; ids start at 1 (0 means 'no name')", kType));
-  }
-  const auto* bytes = reinterpret_cast<const char*>(body.data() + sizeof(NameRecord));
-  AddName(record.name_id, std::string_view(bytes, record.length));
-  return absl::OkStatus();
 }
 
 void TraceData::AddName(uint64_t name_id, std::string_view name) {

@@ -45,6 +45,22 @@ inline constexpr std::string_view kUnknownName = "<unknown>";
 // "NameRecord", "KernelRecord", ... or "unknown record" for a type without one.
 [[nodiscard]] std::string_view RecordTypeName(uint16_t type);
 
+// What takes decoded records: TraceData (keeps them all), TraceAggregator
+// (report/trace_aggregator.h: the summary in bounded memory) and
+// PerfettoTimeline (report/trace_perfetto.h: streams the timeline).
+class RecordConsumer {
+ public:
+  virtual ~RecordConsumer() = default;
+  // A later name for the same id replaces it.
+  virtual void AddName(uint64_t name_id, std::string_view name) = 0;
+  virtual void AddProcess(const ProcessRecord& record) = 0;
+  virtual void AddLaunch(const LaunchRecord& record) = 0;
+  virtual void AddKernel(const KernelRecord& record) = 0;
+  virtual void AddMemcpy(const MemcpyRecord& record) = 0;
+  virtual void AddMemset(const MemsetRecord& record) = 0;
+  virtual void AddProbeKernel(const ProbeKernelRecord& record) = 0;
+};
+
 struct TraceCounters {
   uint64_t accepted = 0;      // records stored (Add and the Add* calls)
   uint64_t invalid = 0;       // rejected by Add: short body, bad NameRecord
@@ -53,9 +69,20 @@ struct TraceCounters {
   // Launch records from API activity merged into the launch of the same
   // correlation id (a runtime call and the driver call inside it).
   uint64_t merged_launches = 0;
+  // Launches and kernels summarized without their partner because it came
+  // later than the join window allows (TraceAggregator).
+  uint64_t join_evicted = 0;
 };
 
-class TraceData {
+// Decodes one ring record (`type` is RecordHeader::type, `body` the bytes
+// after the header, trailing padding allowed) and hands it to `consumer`.
+// A short or garbled body returns InvalidArgument naming the record type
+// and the sizes, counts into counters.invalid and hands nothing on; an
+// unknown type returns OK and counts into counters.unknown_type.
+[[nodiscard]] absl::Status DecodeRecord(uint16_t type, absl::Span<const uint8_t> body,
+                                        RecordConsumer& consumer, TraceCounters& counters);
+
+class TraceData final : public RecordConsumer {
  public:
   TraceData() = default;
   TraceData(const TraceData&) = delete;
@@ -67,11 +94,13 @@ class TraceData {
   // the header (trailing padding allowed). An invalid body returns
   // InvalidArgument naming the record type and the sizes, counts as invalid
   // and stores nothing. An unknown type returns OK and counts as unknown_type.
-  [[nodiscard]] absl::Status Add(uint16_t type, absl::Span<const uint8_t> body);
+  [[nodiscard]] absl::Status Add(uint16_t type, absl::Span<const uint8_t> body) {
+    return DecodeRecord(type, body, *this, counters_);
+  }
 
   // Direct adds (the hook, tests). A later name for the same id replaces it.
-  void AddName(uint64_t name_id, std::string_view name);
-  void AddProcess(const ProcessRecord& record);
+  void AddName(uint64_t name_id, std::string_view name) override;
+  void AddProcess(const ProcessRecord& record) override;
   // A launch record whose stream is kUnknownStream (recorded from CUPTI's
   // driver or runtime API activity) gets its name, grid, block and shared
   // memory from the first kernel record of the same correlation id,
@@ -79,11 +108,11 @@ class TraceData {
   // keep theirs. A second such record of the same correlation id (the driver
   // call inside a runtime call) is merged into the first: one launch, with
   // the runtime call's times, API and result.
-  void AddLaunch(const LaunchRecord& record);
-  void AddKernel(const KernelRecord& record);
-  void AddMemcpy(const MemcpyRecord& record);
-  void AddMemset(const MemsetRecord& record);
-  void AddProbeKernel(const ProbeKernelRecord& record);
+  void AddLaunch(const LaunchRecord& record) override;
+  void AddKernel(const KernelRecord& record) override;
+  void AddMemcpy(const MemcpyRecord& record) override;
+  void AddMemset(const MemsetRecord& record) override;
+  void AddProbeKernel(const ProbeKernelRecord& record) override;
   // Records the producer lost (ring full): reported in the summary.
   void AddDropped(uint64_t count) { counters_.dropped += count; }
 
@@ -103,10 +132,10 @@ class TraceData {
   // The name of the instrumented kernel with this id ("" when none).
   [[nodiscard]] std::string_view ProbeKernelName(uint32_t kernel_id) const;
   [[nodiscard]] size_t name_count() const { return names_.size(); }
+  [[nodiscard]] const absl::flat_hash_map<uint64_t, std::string>& names() const { return names_; }
   [[nodiscard]] const TraceCounters& counters() const { return counters_; }
 
  private:
-  absl::Status AddNameRecord(absl::Span<const uint8_t> body);
   void IndexKernel(size_t index);
 
   // The join of launches from API activity with their kernels, kept
