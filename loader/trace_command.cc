@@ -84,6 +84,9 @@ std::vector<std::pair<std::string, std::string>> PrometheusLabels(const TraceAgg
   return labels;
 }
 
+// Past this, a JSON timeline earns a warning.
+constexpr size_t kLargeChromeTimelineBytes = size_t{200} << 20;
+
 std::string ReportPath(const TraceOptions& o, ReportFormat f) {
   switch (f) {
     case ReportFormat::kTable: return o.output + ".txt";
@@ -328,7 +331,15 @@ absl::Status WriteReports(const TraceOptions& options, const TraceSummary& summa
   absl::Status write_status;
   for (ReportFormat f : options.formats) {
     std::string path = ReportPath(options, f);
-    absl::Status s = WriteFile(path, FormatReport(f, summary, data, records));
+    const std::string content = FormatReport(f, summary, data, records);
+    if (f == ReportFormat::kChrome && content.size() > kLargeChromeTimelineBytes) {
+      CUPROBE_LOG(kWarning,
+                  "the Chrome timeline %s is %d MB: Perfetto's UI is slow to load JSON this "
+                  "large, and keeping it costs memory per launch; leave 'chrome' out of "
+                  "--format for long runs (the summaries' memory stays bounded)",
+                  path, content.size() >> 20);
+    }
+    absl::Status s = WriteFile(path, content);
     if (s.ok()) {
       CUPROBE_LOG(kInfo, "wrote %s", path);
     } else {

@@ -31,6 +31,21 @@ uint64_t RssBytes() {
   return n == 2 ? resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
 }
 
+// AddressSanitizer keeps freed blocks resident in its quarantine (256 MB by
+// default), so RSS growth says nothing about the aggregator there; under it
+// the test checks the counts on fewer records and skips the memory bound.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUnderAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kUnderAsan = true;
+#else
+constexpr bool kUnderAsan = false;
+#endif
+#else
+constexpr bool kUnderAsan = false;
+#endif
+
 template <typename T>
 absl::Status Feed(TraceAggregator& agg, RecordType type, const T& record) {
   uint8_t body[sizeof(T)];
@@ -63,7 +78,8 @@ TEST(TraceAggregator, TwentyMillionRecordsInBoundedMemoryWithExactCounts) {
   TraceAggregator agg;
   agg.AddName(1, "fast_kernel");
   agg.AddName(2, "slow_kernel");
-  constexpr uint64_t kLaunches = 10'000'000;  // 20M records: a launch and a kernel each
+  // 20M records: a launch and a kernel each (2M under ASan).
+  constexpr uint64_t kLaunches = kUnderAsan ? 1'000'000 : 10'000'000;
   uint64_t rss_at_1m = 0;
   uint64_t kernel_ns = 0;
   for (uint64_t i = 1; i <= kLaunches; ++i) {
@@ -78,7 +94,7 @@ TEST(TraceAggregator, TwentyMillionRecordsInBoundedMemoryWithExactCounts) {
       ASSERT_TRUE(Feed(agg, RecordType::kKernel, Kernel(j, jn, j * 1000 + 300, j * 1000 + 300 + jd)).ok());
       kernel_ns += jd;
     }
-    if (i == 1'000'000) rss_at_1m = RssBytes();
+    if (i == kLaunches / 10) rss_at_1m = RssBytes();
   }
   for (uint64_t j = kLaunches - 999; j <= kLaunches; ++j) {
     const uint64_t jn = (j % 4 == 0) ? 2 : 1;
@@ -89,7 +105,9 @@ TEST(TraceAggregator, TwentyMillionRecordsInBoundedMemoryWithExactCounts) {
   const uint64_t growth = RssBytes() - rss_at_1m;
   // 9M more launches and kernels than at the first measurement: storing
   // them (as TraceData does, 184 bytes a pair) would take 1.6 GB.
-  EXPECT_LT(growth, uint64_t{16} << 20) << "RSS grew by " << growth << " bytes";
+  if (!kUnderAsan) {
+    EXPECT_LT(growth, uint64_t{16} << 20) << "RSS grew by " << growth << " bytes";
+  }
   EXPECT_LE(agg.waiting(), 2000u);
 
   const TraceSummary s = agg.Summary();
