@@ -108,6 +108,7 @@ std::string_view ReportFormatName(ReportFormat format) {
     case ReportFormat::kJson: return "json";
     case ReportFormat::kCsv: return "csv";
     case ReportFormat::kChrome: return "chrome";
+    case ReportFormat::kPerfetto: return "perfetto";
     case ReportFormat::kPrometheus: return "prom";
   }
   return "?";

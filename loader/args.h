@@ -24,11 +24,11 @@ enum class Command {
   kHelp, kVersion, kTrace, kRun, kAttach, kInspect, kCompile, kInstrument, kMaps
 };
 
-enum class ReportFormat { kTable, kJson, kCsv, kChrome, kPrometheus };
+enum class ReportFormat { kTable, kJson, kCsv, kChrome, kPerfetto, kPrometheus };
 
 struct TraceOptions {
   std::string output = "cuprobe-report";  // prefix of the report files
-  std::vector<ReportFormat> formats = {ReportFormat::kTable, ReportFormat::kChrome};
+  std::vector<ReportFormat> formats = {ReportFormat::kTable, ReportFormat::kPerfetto};
   bool keep_session = false;
   uint64_t ring_bytes = 64ull << 20;
   uint32_t interval_ms = 100;

@@ -41,13 +41,15 @@ absl::StatusOr<std::vector<ReportFormat>> ParseFormats(std::string_view list) {
       formats.push_back(ReportFormat::kJson);
     } else if (f == "csv") {
       formats.push_back(ReportFormat::kCsv);
-    } else if (f == "chrome" || f == "perfetto") {
+    } else if (f == "chrome") {
       formats.push_back(ReportFormat::kChrome);
+    } else if (f == "perfetto") {
+      formats.push_back(ReportFormat::kPerfetto);
     } else if (f == "prom" || f == "prometheus") {
       formats.push_back(ReportFormat::kPrometheus);
     } else {
       return Invalid(absl::StrCat("unknown report format '", f,
-                                  "' (expected table, json, csv, chrome, prom)"),
+                                  "' (expected table, json, csv, perfetto, chrome, prom)"),
                      "trace");
     }
   }

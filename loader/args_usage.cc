@@ -33,7 +33,7 @@ COMMANDS
 
 EXAMPLES
   cuprobe trace -- ./vec_add
-  cuprobe trace -o run1 --format table,csv,chrome -- python3 train.py
+  cuprobe trace -o run1 --format table,csv,perfetto -- python3 train.py
   cuprobe run -p samples/threadhist/threadhist.bpf.c -- build/samples/vec_add
   cuprobe attach 4242 -p samples/threadhist/threadhist.bpf.c --duration 10
   cuprobe inspect build/samples/vec_add
@@ -58,13 +58,21 @@ OPTIONS
   -o, --output PREFIX     report file prefix (default: cuprobe-report);
                           %p: cuprobe's pid, %h: host name, %q{VAR}: the
                           environment variable VAR (e.g. rank%q{RANK})
-  -f, --format LIST       comma-separated: table, json, csv, chrome
-                          (default: table,chrome)
+  -f, --format LIST       comma-separated: table, json, csv, perfetto, chrome,
+                          prom (default: table,perfetto)
                             table   kernel summary on stderr and in PREFIX.txt
                             json    PREFIX.json: summaries as JSON
                             csv     PREFIX.csv: kernel summary as CSV
-                            chrome  PREFIX.trace.json: a timeline for Perfetto
-                                    (ui.perfetto.dev) or chrome://tracing
+                            perfetto  PREFIX.pftrace: the timeline in Perfetto's
+                                    protobuf format (open it in ui.perfetto.dev),
+                                    written while the program runs, about 40
+                                    bytes per launch or kernel, in bounded
+                                    memory: for runs of any length
+                            chrome  PREFIX.trace.json: the timeline as Chrome
+                                    JSON (Perfetto or chrome://tracing), kept
+                                    in memory until the end, about 800 bytes
+                                    per kernel: for short runs and for
+                                    scripts/merge-traces.py
                             prom    PREFIX.prom: Prometheus text exposition,
                                     labelled host, rank (RANK, SLURM_PROCID,
                                     OMPI_COMM_WORLD_RANK) and pid, for
@@ -100,7 +108,7 @@ OPTIONS
 EXAMPLES
   cuprobe trace -- ./vec_add 1048576 100
   cuprobe trace -o matmul --format table,json -- python3 matmul.py
-  cuprobe trace --format chrome -o timeline -- ./app && echo open timeline.trace.json
+  cuprobe trace -o timeline -- ./app     # open timeline.pftrace in ui.perfetto.dev
   cuprobe trace --trace launches -- ./launch_heavy_app    # counts only, lowest overhead
   cuprobe trace -c cudaProfilerApi -- python3 train.py    # the steps between
                                       # torch.cuda.profiler.start() and stop()

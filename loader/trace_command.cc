@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "report/trace_chrome.h"
 #include "report/trace_aggregator.h"
 #include "report/trace_data.h"
+#include "report/trace_perfetto.h"
 #include "report/trace_report.h"
 #include "support/log.h"
 #include "support/status_macros.h"
@@ -93,22 +95,81 @@ std::string ReportPath(const TraceOptions& o, ReportFormat f) {
     case ReportFormat::kJson: return o.output + ".json";
     case ReportFormat::kCsv: return o.output + ".csv";
     case ReportFormat::kChrome: return o.output + ".trace.json";
+    case ReportFormat::kPerfetto: return o.output + ".pftrace";
     case ReportFormat::kPrometheus: return o.output + ".prom";
   }
   return o.output;
 }
 
+// The Perfetto timeline's file, written as the records are drained.
+class TimelineFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<TimelineFile>> Open(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write report '", path, "': ", std::strerror(errno)));
+    }
+    return std::unique_ptr<TimelineFile>(new TimelineFile(path, f));
+  }
+  TimelineFile(const TimelineFile&) = delete;
+  TimelineFile& operator=(const TimelineFile&) = delete;
+  // Without Close (the program never ran): no file is left behind.
+  ~TimelineFile() {
+    if (file_ == nullptr) return;
+    std::fclose(file_);
+    ::unlink(path_.c_str());
+  }
+
+  PerfettoTimeline& timeline() { return timeline_; }
+
+  // Writes the rest and closes the file; logs what was written.
+  absl::Status Close() {
+    absl::Status s = timeline_.Finish();
+    if (std::fclose(file_) != 0 && s.ok()) {
+      s = absl::DataLossError(
+          absl::StrCat("cannot write report '", path_, "': ", std::strerror(errno)));
+    }
+    file_ = nullptr;
+    if (s.ok()) {
+      CUPROBE_LOG(kInfo, "wrote %s (%d kernels, %d KB)", path_, timeline_.kernels(),
+                  timeline_.bytes_written() >> 10);
+    } else {
+      CUPROBE_LOG(kError, "%s", s.message());
+    }
+    return s;
+  }
+
+ private:
+  TimelineFile(std::string path, std::FILE* file)
+      : path_(std::move(path)), file_(file), timeline_([this](std::string_view bytes) {
+          if (std::fwrite(bytes.data(), 1, bytes.size(), file_) == bytes.size()) {
+            return absl::OkStatus();
+          }
+          return absl::DataLossError(
+              absl::StrCat("cannot write report '", path_, "': ", std::strerror(errno)));
+        }) {}
+
+  std::string path_;
+  std::FILE* file_;
+  PerfettoTimeline timeline_;
+};
+
 // Moves records from the ring into the summary while the program runs,
-// and into every record kept for a timeline (`records`, nullptr unless a
-// Chrome timeline was asked for): the summary's memory is bounded
-// (report/trace_aggregator.h), the records' is not.
+// into the Perfetto timeline (`timeline`, streamed to its file) and into
+// every record kept for a Chrome timeline (`records`); either may be
+// nullptr when not asked for. The summary's and the Perfetto timeline's
+// memory is bounded (report/trace_aggregator.h, report/trace_perfetto.h),
+// the records' is not.
 class Drainer final : public RecordConsumer {
  public:
-  Drainer(Session& session, TraceAggregator& summary, TraceData* records)
-      : session_(session), summary_(summary), records_(records) {}
+  Drainer(Session& session, TraceAggregator& summary, PerfettoTimeline* timeline,
+          TraceData* records)
+      : session_(session), summary_(summary), timeline_(timeline), records_(records) {}
 
   void AddName(uint64_t id, std::string_view name) override {
     summary_.AddName(id, name);
+    if (timeline_ != nullptr) timeline_->AddName(id, name);
     if (records_ != nullptr) records_->AddName(id, name);
   }
   void AddProcess(const ProcessRecord& r) override { Tee(r, &RecordConsumer::AddProcess); }
@@ -163,6 +224,7 @@ class Drainer final : public RecordConsumer {
   template <typename Record>
   void Tee(const Record& r, void (RecordConsumer::*add)(const Record&)) {
     (summary_.*add)(r);
+    if (timeline_ != nullptr) (timeline_->*add)(r);
     if (records_ != nullptr) (records_->*add)(r);
   }
 
@@ -173,6 +235,7 @@ class Drainer final : public RecordConsumer {
  private:
   Session& session_;
   TraceAggregator& summary_;
+  PerfettoTimeline* timeline_;
   TraceData* records_;
   TraceCounters counters_;
   std::mutex mu_;
@@ -320,6 +383,7 @@ std::string FormatReport(ReportFormat f, const TraceSummary& summary,
     case ReportFormat::kJson: return FormatSummaryJson(summary);
     case ReportFormat::kCsv: return FormatKernelSummaryCsv(summary.kernels);
     case ReportFormat::kChrome: return records != nullptr ? FormatChromeTrace(*records) : "";
+    case ReportFormat::kPerfetto: return "";  // streamed (TimelineFile)
     case ReportFormat::kPrometheus: return FormatPrometheus(summary, PrometheusLabels(data));
   }
   return std::string();
@@ -330,13 +394,14 @@ absl::Status WriteReports(const TraceOptions& options, const TraceSummary& summa
                           const TraceAggregator& data, const TraceData* records) {
   absl::Status write_status;
   for (ReportFormat f : options.formats) {
+    if (f == ReportFormat::kPerfetto) continue;
     std::string path = ReportPath(options, f);
     const std::string content = FormatReport(f, summary, data, records);
     if (f == ReportFormat::kChrome && content.size() > kLargeChromeTimelineBytes) {
       CUPROBE_LOG(kWarning,
                   "the Chrome timeline %s is %d MB: Perfetto's UI is slow to load JSON this "
-                  "large, and keeping it costs memory per launch; leave 'chrome' out of "
-                  "--format for long runs (the summaries' memory stays bounded)",
+                  "large, and keeping it costs memory per launch; for long runs use "
+                  "--format perfetto (a tenth of the size, in bounded memory)",
                   path, content.size() >> 20);
     }
     absl::Status s = WriteFile(path, content);
@@ -380,15 +445,23 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
     CUPROBE_RETURN_IF_ERROR(CheckWritable(ReportPath(options, f)));
   }
 
+  auto wants = [&](ReportFormat f) {
+    return std::find(options.formats.begin(), options.formats.end(), f) != options.formats.end();
+  };
+  std::unique_ptr<TimelineFile> timeline;
+  if (wants(ReportFormat::kPerfetto)) {
+    CUPROBE_ASSIGN_OR_RETURN(timeline,
+                             TimelineFile::Open(ReportPath(options, ReportFormat::kPerfetto)));
+  }
   session_options.ring_capacity = options.ring_bytes;
   CUPROBE_ASSIGN_OR_RETURN(Session session, Session::Create(session_options));
 
   TraceAggregator data;
   // Every record is kept only for a Chrome timeline.
-  const bool chrome = std::find(options.formats.begin(), options.formats.end(),
-                                ReportFormat::kChrome) != options.formats.end();
+  const bool chrome = wants(ReportFormat::kChrome);
   TraceData records;
-  Drainer drainer(session, data, chrome ? &records : nullptr);
+  Drainer drainer(session, data, timeline ? &timeline->timeline() : nullptr,
+                  chrome ? &records : nullptr);
   drainer.Start();
   std::vector<std::pair<std::string, std::string>> env = HookEnvironment(options, hook, session);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
@@ -415,6 +488,7 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   // A report that could not be written was logged; the exit code stays the
   // program's.
   (void)WriteReports(options, summary, data, chrome ? &records : nullptr);
+  if (timeline) (void)timeline->Close();
   if (options.keep_session) {
     CUPROBE_LOG(kInfo, "kept session %s", Session::ShmPath(session.name()));
   } else {

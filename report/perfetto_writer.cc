@@ -14,11 +14,14 @@ constexpr uint32_t kBytes = 2;
 // Field numbers (Perfetto's public protos; see the header).
 namespace trace { constexpr uint32_t kPacket = 1; }
 namespace packet {
+constexpr uint32_t kClockSnapshot = 6;
 constexpr uint32_t kTimestamp = 8;
 constexpr uint32_t kSequenceId = 10;
 constexpr uint32_t kTrackEvent = 11;
 constexpr uint32_t kInternedData = 12;
 constexpr uint32_t kSequenceFlags = 13;
+constexpr uint32_t kTimestampClockId = 58;
+constexpr uint32_t kDefaults = 59;  // TracePacketDefaults
 constexpr uint32_t kTrackDescriptor = 60;
 constexpr uint32_t kIncrementalStateCleared = 1;  // SEQ_INCREMENTAL_STATE_CLEARED
 constexpr uint32_t kNeedsIncrementalState = 2;    // SEQ_NEEDS_INCREMENTAL_STATE
@@ -27,12 +30,24 @@ namespace event {
 constexpr uint32_t kCategoryIids = 3;
 constexpr uint32_t kType = 9;
 constexpr uint32_t kNameIid = 10;
-constexpr uint32_t kTrackUuid = 11;
 constexpr uint32_t kFlowIds = 47;
 constexpr uint32_t kTerminatingFlowIds = 48;
 constexpr uint64_t kSliceBegin = 1;
 constexpr uint64_t kSliceEnd = 2;
 }  // namespace event
+namespace defaults {
+constexpr uint32_t kTimestampClockId = 58;    // TracePacketDefaults
+constexpr uint32_t kTrackEventDefaults = 11;  // TracePacketDefaults
+constexpr uint32_t kTrackUuid = 11;           // TrackEventDefaults
+}  // namespace defaults
+namespace clock {
+constexpr uint32_t kClocks = 1;  // ClockSnapshot
+constexpr uint32_t kId = 1;      // ClockSnapshot.Clock
+constexpr uint32_t kTimestamp = 2;
+constexpr uint32_t kIsIncremental = 3;
+constexpr uint64_t kBoottime = 6;      // BuiltinClock.BUILTIN_CLOCK_BOOTTIME, the trace's clock
+constexpr uint64_t kIncremental = 64;  // the first sequence-scoped clock id
+}  // namespace clock
 namespace descriptor {
 constexpr uint32_t kUuid = 1;
 constexpr uint32_t kName = 2;
@@ -46,7 +61,7 @@ constexpr uint32_t kEventNames = 2;
 constexpr uint32_t kIid = 1;  // EventName, EventCategory
 constexpr uint32_t kName = 2;
 }  // namespace interned
-constexpr uint32_t kSequence = 1;  // the one packet sequence this writer makes
+constexpr uint32_t kDescriptorSequence = 1;
 
 void Varint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
@@ -100,13 +115,13 @@ void PerfettoWriter::Descriptor(uint64_t uuid, const std::string& body) {
   VarintField(descriptor, descriptor::kUuid, uuid);
   descriptor += body;
   std::string p;
-  VarintField(p, packet::kSequenceId, kSequence);
+  VarintField(p, packet::kSequenceId, kDescriptorSequence);
   BytesField(p, packet::kTrackDescriptor, descriptor);
   Packet(p);
 }
 
-uint64_t PerfettoWriter::ProcessTrack(int32_t pid, std::string_view name) {
-  const uint64_t uuid = next_uuid_++;
+uint64_t PerfettoWriter::ProcessTrack(int32_t pid, std::string_view name, uint64_t uuid) {
+  if (uuid == 0) uuid = next_uuid_++;
   std::string process;
   VarintField(process, 1, static_cast<uint64_t>(static_cast<int64_t>(pid)));  // pid
   BytesField(process, 6, name);                                               // process_name
@@ -139,47 +154,96 @@ uint64_t PerfettoWriter::NamedTrack(uint64_t parent_uuid, std::string_view name)
 
 uint64_t PerfettoWriter::Intern(absl::flat_hash_map<std::string, uint64_t>& table,
                                 std::string_view name, uint32_t field, std::string& interned) {
-  auto [it, inserted] = table.try_emplace(std::string(name), table.size() + 1);
-  if (inserted) {
-    std::string entry;
-    VarintField(entry, interned::kIid, it->second);
-    BytesField(entry, interned::kName, name);
-    BytesField(interned, field, entry);
+  if (auto it = table.find(name); it != table.end()) return it->second;
+  const uint64_t iid = table.size() + 1;
+  table.emplace(std::string(name), iid);
+  std::string entry;
+  VarintField(entry, interned::kIid, iid);
+  BytesField(entry, interned::kName, name);
+  BytesField(interned, field, entry);
+  return iid;
+}
+
+PerfettoWriter::Sequence& PerfettoWriter::SequenceOf(uint64_t track, uint64_t start_ns) {
+  auto [it, inserted] = sequences_.try_emplace(track);
+  Sequence& seq = it->second;
+  if (!inserted) return seq;
+  seq.id = next_sequence_++;
+  seq.last_ns = start_ns;
+  // The sequence's first packet: state cleared, its track and incremental
+  // clock as defaults, the clock tied to the trace's at `start_ns`.
+  std::string event_defaults;
+  VarintField(event_defaults, defaults::kTrackUuid, track);
+  std::string packet_defaults;
+  VarintField(packet_defaults, defaults::kTimestampClockId, clock::kIncremental);
+  BytesField(packet_defaults, defaults::kTrackEventDefaults, event_defaults);
+  std::string trace_clock, incremental_clock, snapshot;
+  VarintField(trace_clock, clock::kId, clock::kBoottime);
+  VarintField(trace_clock, clock::kTimestamp, start_ns);
+  VarintField(incremental_clock, clock::kId, clock::kIncremental);
+  VarintField(incremental_clock, clock::kTimestamp, start_ns);
+  VarintField(incremental_clock, clock::kIsIncremental, 1);
+  BytesField(snapshot, clock::kClocks, trace_clock);
+  BytesField(snapshot, clock::kClocks, incremental_clock);
+  std::string p;
+  VarintField(p, packet::kSequenceId, seq.id);
+  VarintField(p, packet::kSequenceFlags, packet::kIncrementalStateCleared);
+  BytesField(p, packet::kDefaults, packet_defaults);
+  BytesField(p, packet::kClockSnapshot, snapshot);
+  Packet(p);
+  return seq;
+}
+
+void PerfettoWriter::Timestamp(std::string& p, Sequence& seq, uint64_t ns) {
+  if (ns >= seq.last_ns) {
+    VarintField(p, packet::kTimestamp, ns - seq.last_ns);
+    seq.last_ns = ns;
+    return;
   }
-  return it->second;
+  // The incremental clock only moves forward; this packet leaves it as is.
+  VarintField(p, packet::kTimestamp, ns);
+  VarintField(p, packet::kTimestampClockId, clock::kBoottime);
 }
 
 void PerfettoWriter::Slice(uint64_t track, uint64_t start_ns, uint64_t end_ns,
                            std::string_view name, std::string_view category, uint64_t flow_out,
                            uint64_t flow_in) {
+  Sequence& seq = SequenceOf(track, start_ns);
+  const bool absolute = start_ns < seq.last_ns;
+  if (absolute) ++absolute_timestamps_;
   std::string interned;
   const uint64_t category_iid =
-      Intern(categories_, category, interned::kEventCategories, interned);
-  const uint64_t name_iid = Intern(names_, name, interned::kEventNames, interned);
+      category.empty() ? 0 : Intern(seq.categories, category, interned::kEventCategories, interned);
+  const uint64_t name_iid = Intern(seq.names, name, interned::kEventNames, interned);
 
   std::string begin;
   VarintField(begin, event::kType, event::kSliceBegin);
-  VarintField(begin, event::kTrackUuid, track);
   VarintField(begin, event::kNameIid, name_iid);
-  VarintField(begin, event::kCategoryIids, category_iid);
+  if (category_iid != 0) VarintField(begin, event::kCategoryIids, category_iid);
   if (flow_out != 0) Fixed64Field(begin, event::kFlowIds, flow_out);
   if (flow_in != 0) Fixed64Field(begin, event::kTerminatingFlowIds, flow_in);
   std::string p;
-  VarintField(p, packet::kTimestamp, start_ns);
-  VarintField(p, packet::kSequenceId, kSequence);
+  Timestamp(p, seq, start_ns);
+  VarintField(p, packet::kSequenceId, seq.id);
   if (!interned.empty()) BytesField(p, packet::kInternedData, interned);
-  VarintField(p, packet::kSequenceFlags,
-              first_packet_ ? packet::kIncrementalStateCleared : packet::kNeedsIncrementalState);
-  first_packet_ = false;
+  // Interned names, the track and the clock are the sequence's incremental
+  // state: a reader that lost it skips these packets.
+  VarintField(p, packet::kSequenceFlags, packet::kNeedsIncrementalState);
   BytesField(p, packet::kTrackEvent, begin);
   Packet(p);
 
   std::string end;
   VarintField(end, event::kType, event::kSliceEnd);
-  VarintField(end, event::kTrackUuid, track);
   p.clear();
-  VarintField(p, packet::kTimestamp, end_ns < start_ns ? start_ns : end_ns);
-  VarintField(p, packet::kSequenceId, kSequence);
+  // An absolute slice's end stays absolute: it may still precede the clock.
+  if (absolute) {
+    VarintField(p, packet::kTimestamp, end_ns < start_ns ? start_ns : end_ns);
+    VarintField(p, packet::kTimestampClockId, clock::kBoottime);
+  } else {
+    Timestamp(p, seq, end_ns < start_ns ? start_ns : end_ns);
+  }
+  VarintField(p, packet::kSequenceId, seq.id);
+  VarintField(p, packet::kSequenceFlags, packet::kNeedsIncrementalState);
   BytesField(p, packet::kTrackEvent, end);
   Packet(p);
   ++slices_;

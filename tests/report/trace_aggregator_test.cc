@@ -17,34 +17,13 @@
 
 #include "gtest/gtest.h"
 #include "report/trace_data.h"
+#include "tests/report/trace_report_test_util.h"
 
 namespace cuprobe {
 namespace {
 
-// Resident set size of this process, from /proc/self/statm.
-uint64_t RssBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
-}
-
-// AddressSanitizer keeps freed blocks resident in its quarantine (256 MB by
-// default), so RSS growth says nothing about the aggregator there; under it
-// the test checks the counts on fewer records and skips the memory bound.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kUnderAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kUnderAsan = true;
-#else
-constexpr bool kUnderAsan = false;
-#endif
-#else
-constexpr bool kUnderAsan = false;
-#endif
+using testing::kUnderAsan;
+using testing::RssBytes;
 
 template <typename T>
 absl::Status Feed(TraceAggregator& agg, RecordType type, const T& record) {

@@ -3,7 +3,10 @@
 // The helpers trace_report_test_util.h declares.
 #include "tests/report/trace_report_test_util.h"
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 
 #include "probe/trace_records.h"
 #include "report/trace_data.h"
@@ -82,7 +85,7 @@ MemsetRecord MakeMemset(uint64_t correlation, uint32_t stream, uint64_t start,
   return r;
 }
 
-TraceData MakeFixture() {
+RecordStream MakeFixtureStream() {
   RecordStream stream;
   stream.Name(kAppName, "vec_app");
   stream.Put(RecordType::kProcess, ProcessRecord{kPid, 0, kBase, kAppName});
@@ -99,9 +102,22 @@ TraceData MakeFixture() {
   stream.Put(RecordType::kMemcpy, MakeMemcpy(43, kDtoH, 0, 7, 21000, 900, 4096, kDevice, kPageable));
   stream.Put(RecordType::kMemset, MakeMemset(44, 14, 14500, 200, 1024, 0));
   stream.Put(RecordType::kMemset, MakeMemset(45, 14, 23000, 100, 2048, 255));
+  return stream;
+}
+
+TraceData MakeFixture() {
   TraceData data;
-  stream.FeedTo(&data);
+  MakeFixtureStream().FeedTo(&data);
   return data;
+}
+
+uint64_t RssBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
 }
 
 }  // namespace cuprobe::testing

@@ -59,6 +59,20 @@ class RecordStream {
     NameRecord r{id, static_cast<uint32_t>(name.size()), 0};
     Put(RecordType::kName, r, name);
   }
+  // Decodes the stream as the ring consumer does, into any consumer.
+  void FeedTo(RecordConsumer& consumer) const {
+    size_t at = 0;
+    TraceCounters counters;
+    while (at < bytes_.size()) {
+      RecordHeader h;
+      std::memcpy(&h, bytes_.data() + at, sizeof(h));
+      ASSERT_GE(h.size, sizeof(h));
+      absl::Span<const uint8_t> body(bytes_.data() + at + sizeof(h), h.size - sizeof(h));
+      absl::Status s = DecodeRecord(h.type, body, consumer, counters);
+      ASSERT_TRUE(s.ok()) << s;
+      at += h.size;
+    }
+  }
   // Decodes the stream as the ring consumer does.
   void FeedTo(TraceData* data) const {
     size_t at = 0;
@@ -158,8 +172,27 @@ inline const KernelSpec kKernels[] = {
 inline constexpr uint8_t kHtoD = 1, kDtoH = 2, kDtoD = 8;
 inline constexpr uint8_t kPageable = 1, kPinned = 2, kDevice = 3;
 
-// The fixture, as a stream of ring records decoded into a TraceData.
+// The fixture as ring records, and decoded into a TraceData.
+RecordStream MakeFixtureStream();
 TraceData MakeFixture();
+
+// Resident set size of this process (/proc/self/statm), 0 if unknown.
+uint64_t RssBytes();
+
+// AddressSanitizer keeps freed blocks resident in its quarantine (256 MB by
+// default), so RSS growth says nothing about bounded memory under it: the
+// tests that measure it check their counts on fewer records there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kUnderAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kUnderAsan = true;
+#else
+inline constexpr bool kUnderAsan = false;
+#endif
+#else
+inline constexpr bool kUnderAsan = false;
+#endif
 
 }  // namespace cuprobe::testing
 

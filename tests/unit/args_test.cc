@@ -42,7 +42,7 @@ TEST(Args, TraceDefaults) {
   EXPECT_EQ(a->command, Command::kTrace);
   EXPECT_THAT(a->trace.command, ElementsAre("./app", "-x", "--flag"));
   EXPECT_EQ(a->trace.output, "cuprobe-report");
-  EXPECT_THAT(a->trace.formats, ElementsAre(ReportFormat::kTable, ReportFormat::kChrome));
+  EXPECT_THAT(a->trace.formats, ElementsAre(ReportFormat::kTable, ReportFormat::kPerfetto));
   EXPECT_EQ(a->trace.ring_bytes, 64ull << 20);
   EXPECT_EQ(a->trace.interval_ms, 100u);
   EXPECT_EQ(a->trace.trace_selection, "launches,kernels,memory");
@@ -119,12 +119,13 @@ TEST(Args, TraceSelection) {
 
 TEST(Args, TraceOptions) {
   absl::StatusOr<CliArgs> a =
-      Parse({"trace", "-o", "out/run1", "--format=json,csv,chrome", "--buffer-mb", "8",
+      Parse({"trace", "-o", "out/run1", "--format=json,csv,chrome,perfetto", "--buffer-mb", "8",
              "--interval=250", "--keep", "python3", "train.py", "--lr", "3"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->trace.output, "out/run1");
   EXPECT_THAT(a->trace.formats,
-              ElementsAre(ReportFormat::kJson, ReportFormat::kCsv, ReportFormat::kChrome));
+              ElementsAre(ReportFormat::kJson, ReportFormat::kCsv, ReportFormat::kChrome,
+                          ReportFormat::kPerfetto));
   EXPECT_EQ(a->trace.ring_bytes, 8ull << 20);
   EXPECT_EQ(a->trace.interval_ms, 250u);
   EXPECT_TRUE(a->trace.keep_session);
