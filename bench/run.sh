@@ -5,7 +5,7 @@
 #   bench/run.sh [RESULTS_DIR]
 #
 #  1. launch_loop (100,000 empty-kernel launches): native, `cuprobe trace`
-#     (everything; --trace launches; --trace kernels; launch records from
+#     (everything; with the Perfetto timeline; --trace launches; --trace kernels; launch records from
 #     API activity; --capture-range with the loop inside a range, and with
 #     no range opened, CUPTI's activity off or on), `cuprobe run` with the
 #     empty probe (instrumented kernels, launch callbacks, no CUPTI
@@ -38,6 +38,8 @@ run_case() { local name=$1; shift; bench_case "$name" -- "$@"; }
 for ((r = 0; r < rounds; r++)); do
   run_case launch.native "$loop" "$launches"
   run_case launch.cuprobe "$cuprobe" trace --format json -o "$tmp/full" -- "$loop" "$launches"
+  # With the streamed Perfetto timeline (the default formats' timeline).
+  run_case launch.cuprobe_perfetto "$cuprobe" trace --format json,perfetto -o "$tmp/pf" -- "$loop" "$launches"
   # What each part costs: launch callbacks only, kernel activity only.
   run_case launch.cuprobe_launches "$cuprobe" trace --trace launches --format json -o "$tmp/t" -- "$loop" "$launches"
   run_case launch.cuprobe_kernels "$cuprobe" trace --trace kernels --format json -o "$tmp/t" -- "$loop" "$launches"

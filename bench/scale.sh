@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Traces that scale: `cuprobe trace` of bench/launch_loop at growing launch
 # counts. For each count: the loop's native time, then traced with the
-# summary formats only (bounded memory) and, up to CUPROBE_SCALE_CHROME_MAX
-# launches, with the Chrome timeline too. Prints a markdown table: launches,
-# run, wall seconds, the loop's own seconds, seconds from the program's
-# exit to cuprobe's exit (reports written), cuprobe's peak RSS (VmHWM, the
-# CLI process alone), kernels in the report, timeline bytes per kernel.
+# default formats (the summary and the streamed Perfetto timeline, both in
+# bounded memory) and, up to CUPROBE_SCALE_CHROME_MAX launches (default
+# 2M), with the Chrome JSON timeline instead. Prints a markdown table:
+# launches, run, wall seconds, wall ratio to native, the loop's own
+# seconds, seconds from the program's exit to cuprobe's exit (reports
+# written), cuprobe's peak RSS (VmHWM, the CLI process alone), kernels in
+# the report, timeline bytes per kernel (its launch included).
 #
 #   bench/scale.sh [COUNTS...]          (default: 1000000 10000000 50000000)
 #   CUPROBE_BUILD_DIR=.device/build bench/scale.sh 2000000 20000000
@@ -22,6 +24,7 @@ counts=("$@")
 
 now() { date +%s.%N; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }'; }
 
 # run_case LABEL FORMATS N: prints one table row.
 run_case() {
@@ -43,23 +46,26 @@ run_case() {
   local loop_s kernels bytes="-" per="-"
   loop_s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$tmp/err" | tail -1)
   kernels=$(python3 -c "import json;print(json.load(open('$tmp/r.json'))['totals']['kernels'])" 2>/dev/null)
-  if [[ -f "$tmp/r.trace.json" ]]; then
-    bytes=$(stat -c %s "$tmp/r.trace.json")
-    per=$(( bytes / (kernels > 0 ? kernels : 1) ))
-  fi
-  printf '| %s | %s | %s | %s | %s | %d MB | %s | %s |\n' "$n" "$label" \
-    "$(sub "$end" "$start")" "${loop_s:--}" "$(sub "$end" "${exited:-$end}")" \
-    $((hwm / 1024)) "${kernels:--}" "$per"
+  for f in "$tmp/r.pftrace" "$tmp/r.trace.json"; do
+    if [[ -f "$f" ]]; then
+      bytes=$(stat -c %s "$f")
+      per=$(( bytes / (kernels > 0 ? kernels : 1) ))
+    fi
+  done
+  printf '| %s | %s | %s | %s | %s | %s | %d MB | %s | %s |\n' "$n" "$label" \
+    "$(sub "$end" "$start")" "$(div "$(sub "$end" "$start")" "$native_wall")" "${loop_s:--}" \
+    "$(sub "$end" "${exited:-$end}")" $((hwm / 1024)) "${kernels:--}" "$per"
   rm -f "$tmp"/r.*
 }
 
-echo "| launches | run | wall s | loop s | exit to report s | cuprobe peak RSS | kernels | timeline B/kernel |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| launches | run | wall s | ratio | loop s | exit to report s | cuprobe peak RSS | kernels | timeline B/kernel |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in "${counts[@]}"; do
   start=$(now)
   timeout 600 "$loop" "$n" 2>"$tmp/err"
+  native_wall=$(sub "$(now)" "$start")
   loop_s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$tmp/err" | tail -1)
-  printf '| %s | native | %s | %s | - | - | - | - |\n' "$n" "$(sub "$(now)" "$start")" "$loop_s"
-  run_case "trace --format table" table "$n"
+  printf '| %s | native | %s | 1.00 | %s | - | - | - | - |\n' "$n" "$native_wall" "$loop_s"
+  run_case "trace (table,perfetto: the default)" table,perfetto "$n"
   if (( n <= chrome_max )); then run_case "trace --format table,chrome" table,chrome "$n"; fi
 done

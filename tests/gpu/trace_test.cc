@@ -4,15 +4,20 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/report/perfetto_trace_reader.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"
 
@@ -97,6 +102,76 @@ TEST_F(Trace, VecAddExactCounts) {
        "print('ok', len(k))\n",
        prefix + ".trace.json"});
   EXPECT_EQ(check.exit_code, 0) << check.err << check.out;
+}
+
+// The Perfetto timeline of vec_add, read back as trace processor reads it:
+// every launch and kernel a slice with its demangled name, each kernel on
+// its stream's track under the process, a flow from every launch to its
+// kernel, the copies on the GPU's tracks.
+TEST_F(Trace, PerfettoTimelineHasEveryLaunchKernelAndFlow) {
+  std::string prefix = dir_ + "/pf";
+  ProcessResult r = RunProcess({Cuprobe(), "trace", "-o", prefix, "--format", "json,perfetto",
+                                "--", SamplePath("vec_add"), "1048576", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<PerfettoTrace> t = ReadPerfettoTrace(ReadWholeFile(prefix + ".pftrace"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::map<std::string, int> slices;
+  std::set<uint64_t> flows_out, flows_in;
+  std::set<std::string> kernel_tracks;
+  for (const PerfettoSlice& s : t->slices) {
+    ++slices[s.name];
+    flows_out.insert(s.flows_out.begin(), s.flows_out.end());
+    flows_in.insert(s.flows_in.begin(), s.flows_in.end());
+    EXPECT_LE(s.start_ns, s.end_ns) << s.name;
+    if (s.name == "vec_add(float const*, float const*, float*, int)") {
+      const PerfettoTrack& track = t->tracks.at(s.track);
+      kernel_tracks.insert(track.name);
+      ASSERT_TRUE(t->tracks.contains(track.parent_uuid));
+      EXPECT_TRUE(t->tracks.at(track.parent_uuid).is_process);
+      EXPECT_THAT(t->tracks.at(track.parent_uuid).name, ::testing::EndsWith("vec_add"));
+    }
+  }
+  EXPECT_EQ(slices["vec_add(float const*, float const*, float*, int)"], 100);
+  EXPECT_EQ(slices["scale(float*, float, int)"], 1);
+  EXPECT_EQ(slices["cudaLaunchKernel"], 101);
+  EXPECT_EQ(slices["[CUDA memcpy Host-to-Device]"], 2);
+  EXPECT_EQ(slices["[CUDA memcpy Device-to-Host]"], 1);
+  EXPECT_EQ(flows_out.size(), 101u);
+  EXPECT_EQ(flows_in, flows_out);
+  EXPECT_EQ(kernel_tracks.size(), 1u);
+  EXPECT_THAT(*kernel_tracks.begin(), ::testing::StartsWith("GPU 0, stream "));
+}
+
+// 20M launches of bench/launch_loop (CUPROBE_SCALE_LAUNCHES to change):
+// exact counts in the summary, cuprobe's own peak memory bounded (<= 256
+// MB; it does not grow with the launches), the streamed timeline under
+// 80 bytes per kernel with its launch, complete and in order.
+TEST_F(Trace, TwentyMillionLaunchesInBoundedMemory) {
+  uint64_t launches = 20'000'000;
+  if (const char* n = std::getenv("CUPROBE_SCALE_LAUNCHES"); n != nullptr) {
+    ASSERT_TRUE(absl::SimpleAtoi(n, &launches)) << n;
+  }
+  const std::string prefix = dir_ + "/scale";
+  const std::string hwm_file = dir_ + "/hwm";
+  ProcessResult r = RunProcess({"sh", SourceDir() + "/tests/gpu/peak_rss.sh", hwm_file, Cuprobe(),
+                                "trace", "-o", prefix, "--format", "json,perfetto", "--",
+                                BuildDir() + "/bench/launch_loop", absl::StrCat(launches)},
+                               {}, /*timeout_s=*/590);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("launch_loop: launches=", launches, " ")));
+  Summary s = ReadSummary(prefix + ".json");
+  EXPECT_EQ(s.totals["launches"], absl::StrCat(launches));
+  EXPECT_EQ(s.totals["kernels"], absl::StrCat(launches));
+  EXPECT_EQ(s.totals["dropped_records"], "0");
+  uint64_t hwm_kb = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadWholeFile(hwm_file)), &hwm_kb));
+  EXPECT_LE(hwm_kb, 256u * 1024) << "cuprobe's peak RSS";
+  const uint64_t bytes = std::filesystem::file_size(prefix + ".pftrace");
+  EXPECT_LE(bytes, launches * 80) << static_cast<double>(bytes) / launches << " bytes per kernel";
+  std::printf("scale: launches=%llu cuprobe_peak_rss_mb=%llu pftrace_bytes_per_kernel=%.1f\n",
+              static_cast<unsigned long long>(launches),
+              static_cast<unsigned long long>(hwm_kb >> 10),
+              static_cast<double>(bytes) / launches);
 }
 
 TEST_F(Trace, FourThreadsFourStreamsExactCounts) {
