@@ -485,6 +485,12 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   summary.counters.invalid += drainer.counters().invalid;
   summary.counters.unknown_type += drainer.counters().unknown_type;
   WarnAboutCaptureRange(options, session, state, summary);
+  if (summary.counters.join_evicted > 0) {
+    CUPROBE_LOG(kWarning,
+                "%d launch or kernel records came too far from their partner to be joined "
+                "(counted, but left out of launch latency)",
+                summary.counters.join_evicted);
+  }
   // A report that could not be written was logged; the exit code stays the
   // program's.
   (void)WriteReports(options, summary, data, chrome ? &records : nullptr);

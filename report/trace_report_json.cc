@@ -163,6 +163,7 @@ std::string FormatSummaryJson(const TraceSummary& summary) {
   AppendField(&out, "dropped_records", c.dropped, /*first=*/true);
   AppendField(&out, "invalid_records", c.invalid);
   AppendField(&out, "unknown_type_records", c.unknown_type);
+  AppendField(&out, "unjoined_records", c.join_evicted);
   out += "}\n}\n";
   return out;
 }
