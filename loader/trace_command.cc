@@ -132,8 +132,7 @@ class TimelineFile {
     }
     file_ = nullptr;
     if (s.ok()) {
-      CUPROBE_LOG(kInfo, "wrote %s (%d kernels, %d KB)", path_, timeline_.kernels(),
-                  timeline_.bytes_written() >> 10);
+      CUPROBE_LOG(kInfo, "wrote %s", path_);
     } else {
       CUPROBE_LOG(kError, "%s", s.message());
     }
