@@ -364,5 +364,28 @@ TEST(CliLifecycle, ProgramKilledWithSigkillStillGetsAReportAndNoSegmentIsLeft) {
   std::filesystem::remove_all(dir);
 }
 
+// The default formats: the summary and the streamed Perfetto timeline,
+// whose file is opened before the program runs; the program's exit code
+// is cuprobe's. An unwritable timeline path fails before the program runs.
+TEST(CliLifecycle, DefaultFormatsWriteTheSummaryAndThePerfettoTimeline) {
+  const std::string cli = std::string(CUPROBE_BINARY_DIR) + "/bin/cuprobe";
+  char dir_template[] = "/tmp/cuprobe-formats-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  testing::ProcessResult r = testing::RunProcess(
+      {cli, "trace", "-o", dir + "/report", "--", "/bin/sh", "-c", "echo ran; exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "ran\n");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/report.txt")) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/report.pftrace")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/report.trace.json"));
+
+  r = testing::RunProcess({cli, "trace", "-o", dir + "/missing/report", "--format", "perfetto",
+                           "--", "/bin/sh", "-c", "echo ran"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "") << "the program does not run";
+  EXPECT_THAT(r.err, HasSubstr("does not exist"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cuprobe
