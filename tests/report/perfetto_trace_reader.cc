@@ -9,17 +9,9 @@
 #include "absl/strings/str_cat.h"
 
 namespace cuprobe {
-namespace {
 
-struct Field {
-  uint32_t number = 0;
-  uint32_t wire = 0;
-  uint64_t value = 0;     // varint or fixed64
-  std::string_view bytes;  // length-delimited
-};
-
-absl::StatusOr<std::vector<Field>> Fields(std::string_view in) {
-  std::vector<Field> out;
+absl::StatusOr<std::vector<ProtoField>> DecodeProtoFields(std::string_view in) {
+  std::vector<ProtoField> out;
   size_t i = 0;
   auto varint = [&](uint64_t* v) {
     *v = 0;
@@ -33,7 +25,7 @@ absl::StatusOr<std::vector<Field>> Fields(std::string_view in) {
   while (i < in.size()) {
     uint64_t tag = 0;
     if (!varint(&tag)) return absl::DataLossError(absl::StrCat("bad tag at byte ", i));
-    Field f;
+    ProtoField f;
     f.number = static_cast<uint32_t>(tag >> 3);
     f.wire = static_cast<uint32_t>(tag & 7);
     if (f.wire == 0) {
@@ -53,6 +45,10 @@ absl::StatusOr<std::vector<Field>> Fields(std::string_view in) {
   }
   return out;
 }
+
+namespace {
+
+using Field = ProtoField;
 
 // A sequence-scoped clock from a ClockSnapshot: `value` on it is `trace_ns`
 // on the trace's clock (BOOTTIME).
@@ -102,7 +98,7 @@ class Reader {
 };
 
 absl::StatusOr<PerfettoTrace> Reader::Read(std::string_view bytes) {
-  absl::StatusOr<std::vector<Field>> top = Fields(bytes);
+  absl::StatusOr<std::vector<Field>> top = DecodeProtoFields(bytes);
   if (!top.ok()) return top.status();
   for (const Field& f : *top) {
     if (f.number != 1 || f.wire != 2) {
@@ -119,7 +115,7 @@ absl::StatusOr<PerfettoTrace> Reader::Read(std::string_view bytes) {
 }
 
 absl::Status Reader::Packet(std::string_view bytes) {
-  absl::StatusOr<std::vector<Field>> fields = Fields(bytes);
+  absl::StatusOr<std::vector<Field>> fields = DecodeProtoFields(bytes);
   if (!fields.ok()) return fields.status();
   uint64_t seq_id = 0, flags = 0, ts = 0, clock = 0;
   bool has_ts = false, has_clock = false;
@@ -154,7 +150,7 @@ absl::Status Reader::Packet(std::string_view bytes) {
 }
 
 absl::Status Reader::Descriptor(std::string_view bytes) {
-  absl::StatusOr<std::vector<Field>> fields = Fields(bytes);
+  absl::StatusOr<std::vector<Field>> fields = DecodeProtoFields(bytes);
   if (!fields.ok()) return fields.status();
   PerfettoTrack t;
   for (const Field& f : *fields) {
@@ -162,7 +158,7 @@ absl::Status Reader::Descriptor(std::string_view bytes) {
     if (f.number == 2) t.name = std::string(f.bytes);
     if (f.number == 5) t.parent_uuid = f.value;
     if (f.number == 3 || f.number == 4) {
-      absl::StatusOr<std::vector<Field>> sub = Fields(f.bytes);
+      absl::StatusOr<std::vector<Field>> sub = DecodeProtoFields(f.bytes);
       if (!sub.ok()) return sub.status();
       (f.number == 3 ? t.is_process : t.is_thread) = true;
       for (const Field& g : *sub) {
@@ -180,12 +176,12 @@ absl::Status Reader::Descriptor(std::string_view bytes) {
 }
 
 absl::Status Reader::Defaults(SequenceState& s, std::string_view bytes) {
-  absl::StatusOr<std::vector<Field>> fields = Fields(bytes);
+  absl::StatusOr<std::vector<Field>> fields = DecodeProtoFields(bytes);
   if (!fields.ok()) return fields.status();
   for (const Field& f : *fields) {
     if (f.number == 58) s.default_clock = f.value;
     if (f.number != 11) continue;
-    absl::StatusOr<std::vector<Field>> te = Fields(f.bytes);
+    absl::StatusOr<std::vector<Field>> te = DecodeProtoFields(f.bytes);
     if (!te.ok()) return te.status();
     for (const Field& g : *te) {
       if (g.number == 11) s.default_track = g.value;
@@ -195,14 +191,14 @@ absl::Status Reader::Defaults(SequenceState& s, std::string_view bytes) {
 }
 
 absl::Status Reader::Clocks(SequenceState& s, std::string_view bytes) {
-  absl::StatusOr<std::vector<Field>> fields = Fields(bytes);
+  absl::StatusOr<std::vector<Field>> fields = DecodeProtoFields(bytes);
   if (!fields.ok()) return fields.status();
   bool has_trace_clock = false;
   uint64_t trace_ns = 0;
   std::vector<std::pair<uint64_t, SequenceClock>> scoped;
   for (const Field& f : *fields) {
     if (f.number != 1) continue;
-    absl::StatusOr<std::vector<Field>> c = Fields(f.bytes);
+    absl::StatusOr<std::vector<Field>> c = DecodeProtoFields(f.bytes);
     if (!c.ok()) return c.status();
     uint64_t id = 0;
     SequenceClock clock;
@@ -232,11 +228,11 @@ absl::Status Reader::Interned(SequenceState& s, std::string_view bytes) {
   if (!s.cleared) {
     return absl::FailedPreconditionError("interned data before the state was cleared");
   }
-  absl::StatusOr<std::vector<Field>> fields = Fields(bytes);
+  absl::StatusOr<std::vector<Field>> fields = DecodeProtoFields(bytes);
   if (!fields.ok()) return fields.status();
   for (const Field& f : *fields) {
     if (f.number != 1 && f.number != 2) continue;
-    absl::StatusOr<std::vector<Field>> entry = Fields(f.bytes);
+    absl::StatusOr<std::vector<Field>> entry = DecodeProtoFields(f.bytes);
     if (!entry.ok()) return entry.status();
     uint64_t iid = 0;
     std::string name;
@@ -264,7 +260,7 @@ absl::StatusOr<uint64_t> Reader::TraceTime(SequenceState& s, uint64_t ts, uint64
 }
 
 absl::Status Reader::TrackEvent(SequenceState& s, uint64_t ts, std::string_view bytes) {
-  absl::StatusOr<std::vector<Field>> fields = Fields(bytes);
+  absl::StatusOr<std::vector<Field>> fields = DecodeProtoFields(bytes);
   if (!fields.ok()) return fields.status();
   Event e;
   e.ts = ts;

@@ -54,6 +54,16 @@ struct PerfettoTrace {
 
 [[nodiscard]] absl::StatusOr<PerfettoTrace> ReadPerfettoTrace(std::string_view bytes);
 
+// One protobuf field of a message; `bytes` views the decoded input.
+struct ProtoField {
+  uint32_t number = 0;
+  uint32_t wire = 0;
+  uint64_t value = 0;      // varint or fixed64
+  std::string_view bytes;  // length-delimited
+};
+// The fields of one message, in order; DataLoss on malformed input.
+[[nodiscard]] absl::StatusOr<std::vector<ProtoField>> DecodeProtoFields(std::string_view in);
+
 }  // namespace cuprobe
 
 #endif  // CUPROBE_TESTS_REPORT_PERFETTO_TRACE_READER_H_

@@ -24,55 +24,14 @@ namespace {
 
 using ::testing::ElementsAre;
 
-struct Field {
-  uint32_t number = 0;
-  uint32_t wire = 0;
-  uint64_t value = 0;  // varint or fixed64
-  std::string bytes;   // length-delimited
-};
+using Field = ProtoField;
 
-// The fields of one message; fails the test on malformed input.
+// The fields of one message (tests/report/perfetto_trace_reader.h); fails
+// the test on malformed input.
 std::vector<Field> Decode(std::string_view in) {
-  std::vector<Field> out;
-  size_t i = 0;
-  auto varint = [&](uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; i < in.size() && shift < 64; shift += 7) {
-      const uint8_t b = static_cast<uint8_t>(in[i++]);
-      *v |= uint64_t{b & 0x7fu} << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;
-  };
-  while (i < in.size()) {
-    uint64_t tag = 0;
-    if (!varint(&tag)) {
-      ADD_FAILURE() << "bad tag at " << i;
-      return out;
-    }
-    Field f;
-    f.number = static_cast<uint32_t>(tag >> 3);
-    f.wire = static_cast<uint32_t>(tag & 7);
-    if (f.wire == 0) {
-      EXPECT_TRUE(varint(&f.value));
-    } else if (f.wire == 1) {
-      EXPECT_LE(i + 8, in.size());
-      for (int b = 0; b < 8 && i < in.size(); ++b) {
-        f.value |= uint64_t{static_cast<uint8_t>(in[i++])} << (8 * b);
-      }
-    } else if (f.wire == 2) {
-      uint64_t n = 0;
-      EXPECT_TRUE(varint(&n));
-      EXPECT_LE(i + n, in.size());
-      f.bytes = std::string(in.substr(i, n));
-      i += n;
-    } else {
-      ADD_FAILURE() << "wire type " << f.wire;
-      return out;
-    }
-    out.push_back(std::move(f));
-  }
-  return out;
+  absl::StatusOr<std::vector<Field>> fields = DecodeProtoFields(in);
+  EXPECT_TRUE(fields.ok()) << fields.status();
+  return fields.ok() ? *std::move(fields) : std::vector<Field>();
 }
 
 const Field* Find(const std::vector<Field>& fields, uint32_t number) {
