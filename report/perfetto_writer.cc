@@ -222,7 +222,9 @@ void PerfettoWriter::Slice(uint64_t track, uint64_t start_ns, uint64_t end_ns,
   if (category_iid != 0) VarintField(begin, event::kCategoryIids, category_iid);
   if (flow_out != 0) Fixed64Field(begin, event::kFlowIds, flow_out);
   if (flow_in != 0) Fixed64Field(begin, event::kTerminatingFlowIds, flow_in);
-  std::string p;
+  // The packet is built in a buffer kept across slices (one per drain).
+  std::string& p = packet_scratch_;
+  p.clear();
   Timestamp(p, seq, start_ns);
   VarintField(p, packet::kSequenceId, seq.id);
   if (!interned.empty()) BytesField(p, packet::kInternedData, interned);

@@ -112,6 +112,7 @@ class PerfettoWriter {
   Sink sink_;
   const size_t flush_bytes_;
   std::string buffer_;
+  std::string packet_scratch_;  // Slice's packet, its capacity kept
   absl::Status status_;
   uint64_t bytes_written_ = 0;
   uint64_t slices_ = 0;
