@@ -57,6 +57,7 @@ enum class ProbeBackend { kAuto, kPtx, kPatch };
 struct RunOptions {
   TraceOptions trace;                // report, formats, program; interval: map prints
   std::vector<std::string> probes;   // .c, .o or .cpb
+  std::string oneliner;              // -e PROGRAM (docs/ONELINERS.md), instead of probes
   std::string kernels;               // overrides every program's kernel glob
   bool events_json = false;          // ring-buffer events as JSON lines
   bool quiet = false;                // no live output
@@ -82,6 +83,7 @@ struct InspectOptions {
 
 struct CompileArgs {
   std::string input;           // probe.bpf.c or an eBPF object
+  std::string oneliner;        // -e PROGRAM instead of an input
   std::string output;          // .cpb path; default: the input's name with .cpb
   bool emit_ptx = false;       // also write OUTPUT without .cpb + .ptx
   bool emit_llvm = false;      // also write OUTPUT without .cpb + .ll

@@ -102,6 +102,10 @@ absl::StatusOr<CliArgs> ParseCompile(const std::vector<std::string>& argv, size_
       CUPROBE_RETURN_IF_ERROR(error);
       if (value.empty()) return Invalid("--output needs a file name", "compile");
       c.output = value;
+    } else if (r.Match("-e", "-e", &value, &error)) {
+      CUPROBE_RETURN_IF_ERROR(error);
+      if (value.empty()) return Invalid("-e needs a one-liner", "compile");
+      c.oneliner = value;
     } else if (r.Match("", "--max-insns", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(c.max_insns, ParseNumber<uint32_t>("--max-insns", value, 1,
@@ -119,8 +123,13 @@ absl::StatusOr<CliArgs> ParseCompile(const std::vector<std::string>& argv, size_
       c.input = arg;
     }
   }
-  if (c.input.empty()) {
-    return Invalid("compile needs a probe: cuprobe compile probe.bpf.c -o probe.cpb", "compile");
+  if (c.input.empty() && c.oneliner.empty()) {
+    return Invalid("compile needs a probe: cuprobe compile probe.bpf.c -o probe.cpb, or a "
+                   "one-liner: cuprobe compile -e 'exit:* { @n = count(); }' -o n.cpb", "compile");
+  }
+  if (!c.input.empty() && !c.oneliner.empty()) {
+    return Invalid(absl::StrCat("compile takes a probe file or -e, not both ('", c.input, "')"),
+                   "compile");
   }
   return args;
 }

@@ -194,7 +194,19 @@ absl::StatusOr<bool> TakeRunOption(const std::vector<std::string>& argv, size_t&
     o.kernels = value;
     return true;
   }
-  if (r.Match("-e", "--events", &value, &error)) {
+  if (r.Match("-e", "-e", &value, &error)) {
+    CUPROBE_RETURN_IF_ERROR(error);
+    // `-e lines` / `-e json` keep their old meaning, --events.
+    if (value == "lines" || value == "json") {
+      o.events_json = value == "json";
+      return true;
+    }
+    if (value.empty()) return Invalid("-e needs a one-liner, e.g. -e 'exit:* { @n = count(); }'", "run");
+    if (!o.oneliner.empty()) return Invalid("-e is given twice: put both probes in one -e", "run");
+    o.oneliner = value;
+    return true;
+  }
+  if (r.Match("", "--events", &value, &error)) {
     CUPROBE_RETURN_IF_ERROR(error);
     if (value == "lines") {
       o.events_json = false;
@@ -245,8 +257,13 @@ absl::StatusOr<CliArgs> ParseRun(const std::vector<std::string>& argv, size_t i,
     args.help_topic = "run";
     return args;
   }
-  if (o.probes.empty()) {
-    return Invalid("run needs a probe: cuprobe run -p probe.bpf.c -- program [args]", "run");
+  if (o.probes.empty() && o.oneliner.empty()) {
+    return Invalid("run needs a probe: cuprobe run -p probe.bpf.c -- program [args], or a "
+                   "one-liner: cuprobe run -e 'exit:* { @n = count(); }' -- program [args]",
+                   "run");
+  }
+  if (!o.probes.empty() && !o.oneliner.empty()) {
+    return Invalid("run takes probes (-p) or a one-liner (-e), not both", "run");
   }
   return args;
 }
@@ -285,11 +302,15 @@ absl::StatusOr<CliArgs> ParseAttach(const std::vector<std::string>& argv, size_t
                                ParseNumber<uint32_t>("--interval", value, 1, 60000, "attach"));
     } else if (r.Match("-e", "--events", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
-      if (value != "lines" && value != "json") {
+      if (value == "lines" || value == "json") {
+        o.run.events_json = value == "json";
+      } else if (arg == "-e") {
+        if (value.empty()) return Invalid("-e needs a one-liner", "attach");
+        o.run.oneliner = value;
+      } else {
         return Invalid(absl::StrCat("--events expects lines or json, got '", value, "'"),
                        "attach");
       }
-      o.run.events_json = value == "json";
     } else if (r.Match("-o", "--output", &value, &error)) {
       CUPROBE_RETURN_IF_ERROR(error);
       CUPROBE_ASSIGN_OR_RETURN(o.run.trace.output, ReportPrefix(value, "attach"));
@@ -308,8 +329,12 @@ absl::StatusOr<CliArgs> ParseAttach(const std::vector<std::string>& argv, size_t
   if (o.target.empty()) {
     return Invalid("attach needs a target: cuprobe attach PID -p probe.bpf.c", "attach");
   }
-  if (o.run.probes.empty()) {
-    return Invalid("attach needs a probe: cuprobe attach PID -p probe.bpf.c", "attach");
+  if (o.run.probes.empty() && o.run.oneliner.empty()) {
+    return Invalid("attach needs a probe: cuprobe attach PID -p probe.bpf.c, or a one-liner: "
+                   "cuprobe attach PID -e 'exit:* { @n = count(); }'", "attach");
+  }
+  if (!o.run.probes.empty() && !o.run.oneliner.empty()) {
+    return Invalid("attach takes probes (-p) or a one-liner (-e), not both", "attach");
   }
   return args;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "loader/compiler/compiler.h"
+#include "loader/oneliner/compile.h"
 #include "probe/bundle.h"
 #include "support/status_macros.h"
 
@@ -49,10 +50,15 @@ absl::Status RunCompile(const CompileArgs& args) {
   options.keep_llvm = args.emit_llvm;
   options.clang_args = args.clang_args;
   const bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty) std::fprintf(stderr, "cuprobe: compiling %s ...\r", args.input.c_str());
-  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, CompileFile(args.input, options));
+  const std::string input = args.oneliner.empty() ? args.input : "-e";
+  if (tty) std::fprintf(stderr, "cuprobe: compiling %s ...\r", input.c_str());
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, args.oneliner.empty()
+                                                ? CompileFile(args.input, options)
+                                                : oneliner::CompileOneliner(args.oneliner, options));
   if (tty) std::fprintf(stderr, "\33[2K");
-  const std::string output = args.output.empty() ? DefaultBundlePath(args.input) : args.output;
+  const std::string output = !args.output.empty()    ? args.output
+                             : args.oneliner.empty() ? DefaultBundlePath(args.input)
+                                                     : std::string("oneliner.cpb");
   const std::vector<uint8_t> bytes = WriteBundle(r.bundle);
   CUPROBE_RETURN_IF_ERROR(WriteFile(output, bytes.data(), bytes.size()));
   const std::string stem = StripSuffix(output, ".cpb");
@@ -66,7 +72,7 @@ absl::Status RunCompile(const CompileArgs& args) {
   std::fprintf(stderr,
                "cuprobe: %s: %zu program%s (%llu insns), %zu map%s -> %s (%zu bytes)\n"
                "         clang %.1f ms, verify %.1f ms, lower %.1f ms, PTX %.1f ms\n",
-               args.input.c_str(), r.bundle.programs.size(),
+               input.c_str(), r.bundle.programs.size(),
                r.bundle.programs.size() == 1 ? "" : "s",
                static_cast<unsigned long long>(r.object_insns), r.bundle.maps.size(),
                r.bundle.maps.size() == 1 ? "" : "s", output.c_str(), bytes.size(), t.clang_ms,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -19,9 +20,13 @@
 #include "cuprobe/abi.h"
 #include "loader/compiler/compiler.h"
 #include "loader/maps_command.h"
+#include "loader/oneliner/compile.h"
+#include "loader/oneliner/print.h"
+#include "loader/oneliner/translate.h"
 #include "loader/trace_command.h"
 #include "maps/map_print.h"
 #include "maps/map_reader.h"
+#include "probe/kernel_glob.h"
 #include "report/trace_report.h"
 #include "support/log.h"
 #include "support/status_macros.h"
@@ -70,7 +75,12 @@ std::string EventJson(const MapSpec& map, absl::Span<const uint8_t> body) {
 class LivePrinter {
  public:
   LivePrinter(const RunOptions& options, const ProbeBundle& bundle)
-      : options_(options), bundle_(bundle) {}
+      : options_(options), bundle_(bundle) {
+    if (!bundle.oneliner.empty()) {
+      absl::StatusOr<oneliner::Translation> t = oneliner::TranslateOneliner(bundle.oneliner);
+      if (t.ok()) oneliner_ = *std::move(t);
+    }
+  }
 
   // Live, every few milliseconds: consumes the rings (printing their events
   // unless quiet). Before the hook made the maps, tries to attach at most
@@ -90,7 +100,7 @@ class LivePrinter {
     if (!Attach(session)) return;
     DrainEvents(/*print=*/!options_.quiet);
     if (options_.quiet || !HasPlainMaps()) return;
-    absl::StatusOr<std::string> text = FormatSessionMaps(*reader_, PlainMaps());
+    absl::StatusOr<std::string> text = FormatMaps();
     if (!text.ok()) return;
     double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     std::fprintf(stderr, "--- maps at %.1f s ---\n%s", t, text->c_str());
@@ -112,8 +122,11 @@ class LivePrinter {
     DrainEvents(/*print=*/!options_.quiet);
     FormatEvents(/*print=*/false);  // what --quiet left
     std::string text;
+    if (data != nullptr) RememberKernelNames(*data);
     if (data == nullptr) {
       // Attached late: nothing to say about kernels here.
+    } else if (!data->probe_kernels().empty() && oneliner_.has_value()) {
+      // A one-liner prints kernels by name.
     } else if (!data->probe_kernels().empty()) {
       text += "instrumented kernels (ctx->kernel_id):\n";
       // Each process numbers the kernels it instruments: when several
@@ -140,7 +153,7 @@ class LivePrinter {
                   "reaches)");
     }
     if (HasPlainMaps()) {
-      absl::StatusOr<std::string> maps = FormatSessionMaps(*reader_, PlainMaps());
+      absl::StatusOr<std::string> maps = FormatMaps();
       if (maps.ok()) {
         text += *maps;
       } else {
@@ -150,7 +163,10 @@ class LivePrinter {
     for (const MapInfo& info : reader_->maps()) {
       if (info.spec.type != CUPROBE_MAP_RINGBUF) continue;
       absl::StatusOr<MapRingStats> stats = reader_->RingStats(info.spec.name);
-      if (stats.ok()) text += FormatRingStats(info.spec.name, *stats) + "\n";
+      // A one-liner's printf ring is worth a line only when it lost records.
+      if (stats.ok() && (!oneliner_.has_value() || stats->dropped > 0)) {
+        text += FormatRingStats(info.spec.name, *stats) + "\n";
+      }
     }
     std::fprintf(stderr, "--- final maps ---\n%s", text.c_str());
     WriteText(options_.trace.output + ".maps.txt", text);
@@ -170,6 +186,24 @@ class LivePrinter {
     }
     reader_ = *std::move(reader);
     return true;
+  }
+
+  // The maps as text: a one-liner's its own way (keys by name), probes' as
+  // `cuprobe maps` prints them.
+  absl::StatusOr<std::string> FormatMaps() {
+    if (!oneliner_.has_value()) return FormatSessionMaps(*reader_, PlainMaps());
+    return oneliner::FormatOnelinerMaps(*oneliner_, *reader_, [this](uint32_t id) {
+      auto it = kernel_names_.find(id);
+      return it == kernel_names_.end() ? std::string() : it->second;
+    });
+  }
+
+  // ctx->kernel_id -> demangled name, from the trace (the first process's
+  // name of an id wins when several processes took turns).
+  void RememberKernelNames(const TraceAggregator& data) {
+    for (const ProbeKernelRecord& k : data.probe_kernels()) {
+      kernel_names_.emplace(k.kernel_id, KernelBaseName(data.Name(k.name_id)));
+    }
   }
 
   bool HasPlainMaps() const {
@@ -252,6 +286,8 @@ class LivePrinter {
 
   const RunOptions& options_;
   const ProbeBundle& bundle_;
+  std::optional<oneliner::Translation> oneliner_;
+  std::map<uint32_t, std::string> kernel_names_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::optional<MapReader> reader_;
   std::string attach_error_;
@@ -407,8 +443,22 @@ absl::StatusOr<ProbeBundle> LoadProbes(const std::vector<std::string>& paths) {
   return std::move(r.bundle);
 }
 
+// A one-liner (-e) compiled into a bundle.
+absl::StatusOr<ProbeBundle> LoadOneliner(const std::string& text) {
+  auto t0 = std::chrono::steady_clock::now();
+  CUPROBE_ASSIGN_OR_RETURN(CompileResult r, oneliner::CompileOneliner(
+                                                text, ProbeCompileOptions::FromEnvironment(&std::getenv)));
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+  CUPROBE_LOG(kInfo, "compiled the one-liner in %.0f ms: %d program(s), %d map(s)", ms,
+              r.bundle.programs.size(), r.bundle.maps.size());
+  return std::move(r.bundle);
+}
+
 absl::StatusOr<ProbeBundle> LoadRunProbes(const RunOptions& options) {
-  CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, LoadProbes(options.probes));
+  CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, options.oneliner.empty()
+                                                   ? LoadProbes(options.probes)
+                                                   : LoadOneliner(options.oneliner));
   if (bundle.programs.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(absl::StrJoin(options.probes, ", "),

@@ -22,10 +22,6 @@ std::string Bar(uint64_t count, uint64_t max) {
   return absl::StrCat("|", std::string(n, '@'), std::string(kBarWidth - n, ' '), "|");
 }
 
-std::string HistogramLine(std::string_view label, uint64_t count, uint64_t max) {
-  return absl::StrFormat("%-16s%8d %s\n", label, count, Bar(count, max));
-}
-
 // [first, last] non-zero buckets, or nullopt when all are zero.
 std::optional<std::pair<size_t, size_t>> NonZeroRange(absl::Span<const uint64_t> buckets) {
   size_t first = buckets.size(), last = 0;
@@ -115,6 +111,10 @@ std::string ErrorsNote(const MapSnapshot& s) {
 }
 
 }  // namespace
+
+std::string HistogramLine(std::string_view label, uint64_t count, uint64_t max) {
+  return absl::StrFormat("%-16s%8d %s\n", label, count, Bar(count, max));
+}
 
 std::string PowerOfTwoLabel(uint64_t value) {
   static constexpr std::pair<int, char> kSuffixes[] = {{60, 'E'}, {50, 'P'}, {40, 'T'},

@@ -49,6 +49,9 @@ namespace cuprobe {
 // "@events: ring 8 KiB, 120 bytes pending, 5 delivered, 0 dropped, ..."
 [[nodiscard]] std::string FormatRingStats(std::string_view name, const MapRingStats& stats);
 
+// One histogram line: the label, the count and a bar scaled to `max`.
+[[nodiscard]] std::string HistogramLine(std::string_view label, uint64_t count, uint64_t max);
+
 // "1K", "16M": bpftrace's power-of-two suffixes for histogram labels.
 [[nodiscard]] std::string PowerOfTwoLabel(uint64_t value);
 

@@ -11,7 +11,8 @@
 // order), PTX (once), HELP (helper symbols), PRTF (printk formats, in id
 // order), SUMM (optional, per program that has summary code: u32 program
 // index, the instructions as bytes, u32 count and (u32 insn, u32 map) pairs
-// of its map references). Unknown tags are skipped, so a newer writer's optional chunks do
+// of its map references), ONEL (optional: the one-liner the bundle was
+// compiled from). Unknown tags are skipped, so a newer writer's optional chunks do
 // not break an older reader; a new *required* meaning bumps the version.
 // Payload fields are u32 / u64 or strings (u32 length + bytes); every read is
 // bounds-checked against the chunk, every chunk against the file.
@@ -36,6 +37,7 @@ constexpr uint32_t kTagPtx = 0x20585450;   // "PTX "
 constexpr uint32_t kTagHelpers = 0x504c4548;  // "HELP"
 constexpr uint32_t kTagPrintk = 0x46545250;   // "PRTF"
 constexpr uint32_t kTagSummary = 0x4d4d5553;  // "SUMM"
+constexpr uint32_t kTagOneliner = 0x4c454e4f;  // "ONEL"
 constexpr uint64_t kMaxSummaryInsns = 1u << 16;
 // Sanity bounds: far above anything a probe produces, low enough that a
 // lying count cannot make the reader allocate without limit.
@@ -260,6 +262,11 @@ std::vector<uint8_t> WriteBundle(const ProbeBundle& bundle) {
     for (const std::string& f : bundle.printk_formats) w.Str(f);
     Chunk(body, kTagPrintk, w);
   }
+  if (!bundle.oneliner.empty()) {
+    Writer w;
+    w.Str(bundle.oneliner);
+    Chunk(body, kTagOneliner, w);
+  }
   Writer out;
   out.U32(kMagic);
   out.U32(bundle.format_version);
@@ -466,6 +473,10 @@ absl::Status ReadChunk(uint32_t tag, Reader& r, BundleInProgress& in) {
     case kTagPrintk:
       CUPROBE_RETURN_IF_ERROR(ReadStrings(r, b.printk_formats));
       break;
+    case kTagOneliner: {
+      CUPROBE_ASSIGN_OR_RETURN(b.oneliner, r.Str("one-liner"));
+      break;
+    }
     default:
       return absl::OkStatus();
   }

@@ -97,6 +97,10 @@ struct ProbeBundle {
   std::string ptx;
   std::vector<std::string> helpers;         // helper library symbols used
   std::vector<std::string> printk_formats;  // index = format_id
+  // The one-liner this bundle was compiled from (`cuprobe compile -e`), so
+  // that `cuprobe run -p` of the bundle prints its maps as the one-liner
+  // does (loader/oneliner); empty for C probes.
+  std::string oneliner;
 };
 
 // Site counters (include/cuprobe/abi.h, ptx_rewriter/site_summary.h): one
