@@ -284,11 +284,18 @@ struct cuprobe_ctx {
                                         min low 32 bits, step high 32; probe.h's
                                         __uint(map_extra) packs min | step << 16) */
 /* Aliases (bpftime): 1501 GPU hash -> HASH, 1502 per-GPU-thread array ->
- * PERTHREAD, 1503 GPU array -> ARRAY, 1527 GPU ring buffer -> RINGBUF. BPF's
- * PERCPU_ARRAY (6) and PERCPU_HASH (5) are read as PERSM and HASH. */
+ * PERTHREAD, 1503 GPU array -> ARRAY, 1504 array shared with the kernel ->
+ * ARRAY, 1512 per-GPU-thread array in host memory -> PERTHREAD, 1513 GPU
+ * array in host memory -> ARRAY, 1527 GPU ring buffer -> RINGBUF (bpftime's
+ * max_entries counts records of value_size: the compiler sizes the ring in
+ * bytes, loader/compiler/object.cc). BPF's PERCPU_ARRAY (6) and PERCPU_HASH
+ * (5) are read as PERSM and HASH. */
 #define CUPROBE_MAP_ALIAS_BPFTIME_GPU_HASH 1501
 #define CUPROBE_MAP_ALIAS_BPFTIME_PERGPUTD_ARRAY 1502
 #define CUPROBE_MAP_ALIAS_BPFTIME_GPU_ARRAY 1503
+#define CUPROBE_MAP_ALIAS_BPFTIME_KERNEL_SHARED_ARRAY 1504
+#define CUPROBE_MAP_ALIAS_BPFTIME_PERGPUTD_ARRAY_HOST 1512
+#define CUPROBE_MAP_ALIAS_BPFTIME_GPU_ARRAY_HOST 1513
 #define CUPROBE_MAP_ALIAS_BPFTIME_GPU_RINGBUF 1527
 
 /* Map update flags (BPF's). */
@@ -298,7 +305,7 @@ struct cuprobe_ctx {
 
 /* ---- Helpers -----------------------------------------------------------
  * eBPF helper ids (BPF's numbers where BPF has the helper; bpftime's GPU ids
- * 501-506 accepted; cuprobe's own from 1000) and the GPU helper library
+ * 501-511 accepted; cuprobe's own from 1000) and the GPU helper library
  * symbol each lowers to. "inline" helpers become special-register reads. */
 #define CUPROBE_HELPER_MAP_LOOKUP_ELEM 1      /* (map, key) -> value ptr or 0 */
 #define CUPROBE_HELPER_MAP_UPDATE_ELEM 2      /* (map, key, value, flags) -> 0/-errno */
@@ -318,6 +325,11 @@ struct cuprobe_ctx {
 #define CUPROBE_HELPER_BPFTIME_BLOCK_DIM 504  /* inline */
 #define CUPROBE_HELPER_BPFTIME_THREAD_IDX 505 /* inline */
 #define CUPROBE_HELPER_BPFTIME_MEMBAR 506     /* inline: membar.sys */
+#define CUPROBE_HELPER_BPFTIME_EXIT 507       /* inline: PTX exit, ends the thread */
+#define CUPROBE_HELPER_BPFTIME_GRID_DIM 508   /* inline: (u64 *x, *y, *z) */
+#define CUPROBE_HELPER_BPFTIME_SM_ID 509      /* inline: %smid */
+#define CUPROBE_HELPER_BPFTIME_WARP_ID 510    /* inline: %warpid */
+#define CUPROBE_HELPER_BPFTIME_LANE_ID 511    /* inline: %laneid */
 #define CUPROBE_HELPER_MAP_ADD 1000     /* (map, key, delta): atomic add to a u64 value */
 #define CUPROBE_HELPER_HIST_ADD 1001    /* (map, value, count): histogram bucket += count */
 #define CUPROBE_HELPER_GET_ARG 1002     /* (ctx, index) -> argument (dynamic index) */

@@ -168,6 +168,14 @@ static long (*const bpf_get_thread_idx)(u64 *x, u64 *y, u64 *z) =
     (void *)CUPROBE_HELPER_BPFTIME_THREAD_IDX;
 static long (*const bpf_gpu_membar)(void) = (void *)CUPROBE_HELPER_BPFTIME_MEMBAR;
 static long (*const bpf_puts)(const char *str) = (void *)CUPROBE_HELPER_BPFTIME_PUTS;
+static long (*const bpf_get_grid_dim)(u64 *x, u64 *y, u64 *z) =
+    (void *)CUPROBE_HELPER_BPFTIME_GRID_DIM;
+static u64 (*const bpf_get_sm_id)(void) = (void *)CUPROBE_HELPER_BPFTIME_SM_ID;
+static u64 (*const bpf_get_warp_id)(void) = (void *)CUPROBE_HELPER_BPFTIME_WARP_ID;
+static u64 (*const bpf_get_lane_id)(void) = (void *)CUPROBE_HELPER_BPFTIME_LANE_ID;
+/* Ends the calling thread (PTX exit): the rest of the kernel does not run in
+ * it, nor do its exit probes. */
+static long (*const bpf_cuda_exit)(void) = (void *)CUPROBE_HELPER_BPFTIME_EXIT;
 
 #define cuprobe_printk(fmt, ...)                                    \
   ({                                                                \

@@ -21,6 +21,7 @@
 #include "loader/compiler/lower.h"
 #include "loader/compiler/object.h"
 #include "probe/map_desc.h"
+#include "support/log.h"
 #include "support/status_macros.h"
 
 extern char** environ;
@@ -324,6 +325,18 @@ absl::StatusOr<std::vector<BpfObject>> ReadObjects(absl::Span<const ProbeObject>
   return objects;
 }
 
+// A warning for each program an object leaves out (host programs): the
+// bundle runs without them, and the user should know which.
+void WarnSkipped(const std::vector<BpfObject>& objects, CompileResult* result) {
+  for (const BpfObject& object : objects) {
+    for (const SkippedProgram& p : object.skipped) {
+      result->warnings.push_back(absl::StrCat(object.name, ": program '", p.name, "' (", p.section,
+                                              ") is not attached: ", p.reason));
+      CUPROBE_LOG(kWarning, "%s", result->warnings.back());
+    }
+  }
+}
+
 // Verifies every program of every object into result->verified (an empty
 // entry for a rejected one), so that all rejections are reported at once.
 absl::Status VerifyObjects(absl::Span<const ProbeObject> inputs,
@@ -474,6 +487,7 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
   auto t = Clock::now();
   CUPROBE_ASSIGN_OR_RETURN(std::vector<BpfObject> objects, ReadObjects(inputs));
   result.timings.read_ms = MsSince(t);
+  WarnSkipped(objects, &result);
 
   t = Clock::now();
   const absl::Status verified = VerifyObjects(inputs, objects, options.verifier, &result);

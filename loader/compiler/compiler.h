@@ -52,6 +52,9 @@ struct CompileTimings {
 
 struct CompileResult {
   ProbeBundle bundle;
+  // One line per program the bundle leaves out (BpfObject::skipped: host
+  // programs of bpftime's examples), also logged as warnings.
+  std::vector<std::string> warnings;
   std::string llvm_ir;  // before optimization (keep_llvm)
   std::vector<VerifiedProgram> verified;
   uint64_t object_insns = 0;

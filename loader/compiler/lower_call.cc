@@ -7,7 +7,9 @@
 // record).
 #include "loader/compiler/lower_internal.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,12 +65,21 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
     case CUPROBE_HELPER_BPFTIME_GLOBALTIMER:
       r0 = CtxField(72);
       break;
-    case CUPROBE_HELPER_GET_SMP_PROCESSOR_ID: r0 = CtxField(56); break;
+    case CUPROBE_HELPER_GET_SMP_PROCESSOR_ID:
+    case CUPROBE_HELPER_BPFTIME_SM_ID:
+      r0 = CtxField(56);
+      break;
+    case CUPROBE_HELPER_BPFTIME_WARP_ID: r0 = CtxField(60); break;
+    case CUPROBE_HELPER_BPFTIME_LANE_ID: r0 = CtxField(64); break;
     case CUPROBE_HELPER_BPFTIME_BLOCK_IDX: r0 = StoreXyz(8); break;
     case CUPROBE_HELPER_BPFTIME_THREAD_IDX: r0 = StoreXyz(20); break;
     case CUPROBE_HELPER_BPFTIME_BLOCK_DIM: r0 = StoreXyz(32); break;
-    case CUPROBE_HELPER_GRID_DIM: r0 = StoreXyz(44); break;
+    case CUPROBE_HELPER_GRID_DIM:
+    case CUPROBE_HELPER_BPFTIME_GRID_DIM:
+      r0 = StoreXyz(44);
+      break;
     case CUPROBE_HELPER_BPFTIME_MEMBAR: r0 = Membar(); break;
+    case CUPROBE_HELPER_BPFTIME_EXIT: r0 = ExitThread(); break;
     case CUPROBE_HELPER_GET_ARG: r0 = ArgValue(Reg(2)); break;
     case CUPROBE_HELPER_GLOBAL_THREAD_ID: r0 = GlobalThreadId(); break;
     case CUPROBE_HELPER_GRID_ID: r0 = GridId(); break;
@@ -118,6 +129,18 @@ llvm::Value* FunctionLowering::Membar() {
   return C64(0);
 }
 
+// bpftime's cuda_exit: the thread ends here (PTX exit is legal in a .func),
+// so the rest of its kernel, and its exit probes, do not run. The code after
+// the call stays, as the eBPF program has it: LLVM does not know that the
+// asm does not return. The host lowering (tests) has no thread to end.
+llvm::Value* FunctionLowering::ExitThread() {
+  if (target_ == LowerTarget::kNvptx) {
+    b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), false), "exit;",
+                                       "", /*hasSideEffects=*/true));
+  }
+  return C64(0);
+}
+
 llvm::Value* FunctionLowering::GridId() {
   if (target_ != LowerTarget::kNvptx) return Sreg(llvm::Intrinsic::not_intrinsic, kHostGridIdSreg);
   // Not llvm.nvvm.read.ptx.sreg.gridid: LLVM 19's NVPTX backend reads
@@ -143,18 +166,64 @@ absl::StatusOr<llvm::Value*> FunctionLowering::Printk(uint32_t pc) {
   if (info.printk_format < 0 || input_.printk_slot < 0) {
     return absl::InternalError(absl::StrCat("printk at insn ", pc, " without a format"));
   }
-  const uint32_t id = lp_.printk_ids[info.printk_format];
+  llvm::Value* id = b_.getInt32(lp_.printk_ids[info.printk_format]);
+  llvm::Value* nargs = b_.getInt32(info.printk_nargs);
+  uint32_t max_nargs = info.printk_nargs;
+  if (!info.printk_choices.empty()) {
+    auto nargs_of = [&](int32_t k) {
+      return static_cast<uint64_t>(CountPrintkConversions(v_.printk_formats[k]));
+    };
+    for (int32_t k : info.printk_choices) {
+      max_nargs = std::max(max_nargs, static_cast<uint32_t>(nargs_of(k)));
+    }
+    id = b_.CreateTrunc(
+        FormatChoice(info.printk_choices, 0, [&](int32_t k) { return lp_.printk_ids[k]; }), I32());
+    nargs = b_.CreateTrunc(FormatChoice(info.printk_choices, 0, nargs_of), I32());
+  }
   // struct { u32 format_id; u32 nargs; u64 args[3]; } (abi.h)
-  b_.CreateAlignedStore(b_.getInt32(id), record_, llvm::Align(8));
-  b_.CreateAlignedStore(b_.getInt32(info.printk_nargs), b_.CreateConstGEP1_64(I8(), record_, 4),
-                        llvm::Align(4));
+  b_.CreateAlignedStore(id, record_, llvm::Align(8));
+  b_.CreateAlignedStore(nargs, b_.CreateConstGEP1_64(I8(), record_, 4), llvm::Align(4));
   for (uint32_t a = 0; a < 3; ++a) {
-    llvm::Value* v = a < info.printk_nargs ? Reg(3 + static_cast<int>(a)) : C64(0);
+    llvm::Value* v = a < max_nargs ? Reg(3 + static_cast<int>(a)) : C64(0);
     b_.CreateAlignedStore(v, b_.CreateConstGEP1_64(I8(), record_, 8 + 8 * a), llvm::Align(8));
   }
   llvm::Value* map = TableEntry(input_.printk_slot);
   return b_.CreateCall(Helper(CUPROBE_HELPER_SYMBOL_RINGBUF_OUTPUT, 4),
                        {map, b_.CreatePtrToInt(record_, I64()), C64(kPrintkRecordSize), C64(0)});
+}
+
+// Which of `formats` (VerifiedProgram::printk_formats indices; distinct
+// strings) the string at R1 is, as constant(format): a decision on the
+// string's bytes. `from` is the first byte where they may differ: at the
+// first byte where they do, each group of formats with the same byte there
+// is told apart by its own bytes after it. Every byte read lies within each
+// candidate string (with its NUL): two strings that agree up to one's NUL
+// are equal, so the first difference comes no later. Bytes read for a group
+// the string is not in may be anything, and only select() what they give.
+llvm::Value* FunctionLowering::FormatChoice(const std::vector<int32_t>& formats, size_t from,
+                                            const std::function<uint64_t(int32_t)>& constant) {
+  auto byte_at = [&](int32_t k, size_t i) -> uint8_t {
+    const std::string& f = v_.printk_formats[k];
+    return i < f.size() ? static_cast<uint8_t>(f[i]) : 0;
+  };
+  if (formats.size() == 1) return C64(constant(formats[0]));
+  size_t at = from;
+  while (std::all_of(formats.begin(), formats.end(),
+                     [&](int32_t k) { return byte_at(k, at) == byte_at(formats[0], at); })) {
+    ++at;
+  }
+  std::map<uint8_t, std::vector<int32_t>> groups;
+  for (int32_t k : formats) groups[byte_at(k, at)].push_back(k);
+  llvm::Value* address = b_.CreateAdd(Reg(1), C64(at));
+  llvm::Value* byte = b_.CreateLoad(I8(), b_.CreateIntToPtr(address, b_.getPtrTy()));
+  llvm::Value* result = nullptr;
+  for (auto it = groups.rbegin(); it != groups.rend(); ++it) {
+    llvm::Value* value = FormatChoice(it->second, at + 1, constant);
+    result = result == nullptr
+                 ? value
+                 : b_.CreateSelect(b_.CreateICmpEQ(byte, b_.getInt8(it->first)), value, result);
+  }
+  return result;
 }
 
 }  // namespace cuprobe::lower_internal

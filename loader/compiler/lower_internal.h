@@ -19,6 +19,7 @@
 #define CUPROBE_LOADER_COMPILER_LOWER_INTERNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <vector>
@@ -102,6 +103,9 @@ class FunctionLowering {
   llvm::Value* CallHelper(const char* name, std::initializer_list<int> regs);
   llvm::Value* StoreXyz(int32_t off_x);
   llvm::Value* Membar();
+  llvm::Value* ExitThread();
+  llvm::Value* FormatChoice(const std::vector<int32_t>& formats, size_t from,
+                            const std::function<uint64_t(int32_t)>& constant);
   llvm::Value* GridId();
   llvm::Value* WarpMatch();
   absl::StatusOr<llvm::Value*> Printk(uint32_t pc);

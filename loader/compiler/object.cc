@@ -8,12 +8,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "probe/map_desc.h"
+#include "probe/map_layout.h"
 #include "support/status_macros.h"
 
 namespace cuprobe {
 namespace {
 
 constexpr uint32_t kMaxSections = 1u << 16;
+
+uint64_t RoundUp8(uint64_t v) { return (v + 7) & ~uint64_t{7}; }
 
 struct Section {
   std::string name;
@@ -108,7 +112,10 @@ absl::StatusOr<BpfObject> ElfReader::Read() {
   CUPROBE_RETURN_IF_ERROR(ReadGlobalData(obj));
   CUPROBE_RETURN_IF_ERROR(ReadPrograms(obj));
   CUPROBE_RETURN_IF_ERROR(ReadRelocations(obj));
-  if (obj.programs.empty()) {
+  // An object of host programs only reads as one with no program: the
+  // compiler warns about each, and `cuprobe run` refuses a bundle without
+  // programs.
+  if (obj.programs.empty() && obj.skipped.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         name_, ": no probe program: put each probe in a section such as "
                "SEC(\"cuprobe/entry/<kernel glob>\") and make it non-static"));
@@ -214,6 +221,28 @@ absl::StatusOr<uint32_t> UintField(const Btf& btf, uint32_t type, std::string_vi
   return array->nelems;
 }
 
+// The fields of a BTF map definition as cuprobe's map types mean them.
+// `value_from_type`: the value size came from __type(value, T) alone.
+void NormalizeMapSpec(uint32_t raw_type, bool value_from_type, MapSpec& spec) {
+  if (raw_type == CUPROBE_MAP_ALIAS_BPFTIME_GPU_RINGBUF) {
+    // bpftime's record count and record type, for a ring of bytes without
+    // keys; the type still names the records' fields.
+    spec.max_entries = BpftimeRingBytes(spec.max_entries, spec.value_size);
+    spec.key_size = 0;
+    spec.key_type = TypeDescription{};
+    spec.value_size = 0;
+  } else if (spec.type == CUPROBE_MAP_RINGBUF && value_from_type) {
+    // A ring's records have no fixed size (BPF's value_size is 0); its
+    // __type(value, T) only names the fields that event printers decode.
+    spec.value_size = 0;
+  }
+  if (spec.type == CUPROBE_MAP_HIST_LINEAR) {
+    // probe.h packs min | step << 16 into the 32 bits __uint can hold.
+    const uint64_t raw = spec.map_extra;
+    spec.map_extra = (raw & 0xffff) | ((raw >> 16) << 32);
+  }
+}
+
 absl::Status ElfReader::ReadBtfMaps(BpfObject& obj, uint16_t shndx) {
   if (!btf_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -280,16 +309,7 @@ absl::Status ElfReader::ReadBtfMaps(BpfObject& obj, uint16_t shndx) {
     std::optional<uint32_t> type = ResolveMapType(raw_type);
     if (!type) return fail(absl::StrCat("map type ", raw_type, " is not supported on the GPU"));
     map.spec.type = *type;
-    if (*type == CUPROBE_MAP_RINGBUF && value_from_type && !value_size_given) {
-      // A ring's records have no fixed size (BPF's value_size is 0); its
-      // __type(value, T) only names the fields that event printers decode.
-      map.spec.value_size = 0;
-    }
-    if (*type == CUPROBE_MAP_HIST_LINEAR) {
-      // probe.h packs min | step << 16 into the 32 bits __uint can hold.
-      const uint64_t raw = map.spec.map_extra;
-      map.spec.map_extra = (raw & 0xffff) | ((raw >> 16) << 32);
-    }
+    NormalizeMapSpec(raw_type, value_from_type && !value_size_given, map.spec);
     // clang leaves DATASEC offsets to the loader: the ELF symbol has the truth.
     const Symbol* sym = FindSymbol(shndx, var->name);
     if (sym == nullptr) return fail("no ELF symbol for the map");
@@ -399,8 +419,15 @@ absl::Status ElfReader::ReadPrograms(BpfObject& obj) {
       return Error(s.name, s.hdr.sh_offset,
                    absl::StrCat("code size ", s.bytes.size(), " is not a multiple of 8"));
     }
+    const std::optional<std::string> not_attached = NotAttachedReason(s.name);
     for (const Symbol& sym : symbols_) {
       if (sym.sym.st_shndx != i || ELF64_ST_TYPE(sym.sym.st_info) != STT_FUNC) continue;
+      if (not_attached) {
+        // Not decoded, nor are its relocations read: a host program may use
+        // what the GPU has not (externs, kernel helpers).
+        obj.skipped.push_back({sym.name, s.name, *not_attached});
+        continue;
+      }
       if (s.name == ".text") {
         return absl::InvalidArgumentError(absl::StrCat(
             name_, ": function '", sym.name,
@@ -577,9 +604,46 @@ std::optional<uint32_t> ResolveMapType(uint32_t type) {
     case CUPROBE_MAP_ALIAS_BPFTIME_GPU_HASH: return CUPROBE_MAP_HASH;
     case CUPROBE_MAP_ALIAS_BPFTIME_PERGPUTD_ARRAY: return CUPROBE_MAP_PERTHREAD;
     case CUPROBE_MAP_ALIAS_BPFTIME_GPU_ARRAY: return CUPROBE_MAP_ARRAY;
+    case CUPROBE_MAP_ALIAS_BPFTIME_KERNEL_SHARED_ARRAY: return CUPROBE_MAP_ARRAY;
+    case CUPROBE_MAP_ALIAS_BPFTIME_PERGPUTD_ARRAY_HOST: return CUPROBE_MAP_PERTHREAD;
+    case CUPROBE_MAP_ALIAS_BPFTIME_GPU_ARRAY_HOST: return CUPROBE_MAP_ARRAY;
     case CUPROBE_MAP_ALIAS_BPFTIME_GPU_RINGBUF: return CUPROBE_MAP_RINGBUF;
     default: return std::nullopt;
   }
+}
+
+uint32_t BpftimeRingBytes(uint32_t max_entries, uint32_t value_size) {
+  constexpr uint64_t kMinBytes = uint64_t{1} << 20;
+  const uint64_t want =
+      uint64_t{max_entries} * (RoundUp8(value_size) + CUPROBE_RING_HEADER_SIZE);
+  uint64_t bytes = kMinBytes;
+  while (bytes < want && bytes < kMaxRingBytes) bytes <<= 1;
+  return static_cast<uint32_t>(bytes);
+}
+
+std::optional<std::string> NotAttachedReason(std::string_view section) {
+  if (section == "kprobe/__directly_run") {
+    return std::string(
+        "bpftime runs it as a kernel of its own (direct run); cuprobe only attaches probes to "
+        "the application's kernels");
+  }
+  // libbpf's host (CPU) program types whose programs bpftime's examples pair
+  // with GPU probes.
+  static constexpr std::string_view kHostTypes[] = {
+      "uprobe",      "uretprobe",      "uprobe.s",   "uretprobe.s", "uprobe.multi",
+      "uretprobe.multi", "usdt",       "ksyscall",   "kretsyscall", "tracepoint",
+      "tp",          "raw_tracepoint", "raw_tp",     "tp_btf",      "fentry",
+      "fexit",       "fmod_ret",       "fentry.s",   "fexit.s",     "kprobe.multi",
+      "kretprobe.multi", "perf_event", "syscall",
+  };
+  const std::string_view type = section.substr(0, section.find('/'));
+  for (std::string_view host : kHostTypes) {
+    if (type == host) {
+      return absl::StrCat("a host program (", type,
+                          ") runs on the CPU; cuprobe runs GPU probes only");
+    }
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<BpfObject> ReadBpfObject(absl::Span<const uint8_t> bytes, std::string_view name) {

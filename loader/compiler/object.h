@@ -61,9 +61,18 @@ struct BpfProgram {
   std::vector<LineInfo> lines;          // insn_offset relative to the program, sorted
 };
 
+// A program of the object that cuprobe does not attach (NotAttachedReason):
+// read no further than its name and section.
+struct SkippedProgram {
+  std::string name;
+  std::string section;
+  std::string reason;  // why, for the warning
+};
+
 struct BpfObject {
   std::string name;  // for messages
   std::vector<BpfProgram> programs;
+  std::vector<SkippedProgram> skipped;
   std::vector<ObjectMap> maps;
   bool has_btf = false;
 
@@ -78,6 +87,19 @@ struct BpfObject {
 // Resolves bpftime's and BPF's aliases to a CUPROBE_MAP_* type, or returns
 // nullopt for a type cuprobe does not support.
 [[nodiscard]] std::optional<uint32_t> ResolveMapType(uint32_t type);
+
+// Why the programs of `section` are not attached, or nullopt for a section
+// that names a GPU attach point (or none cuprobe knows, which the verifier
+// rejects). Host programs of bpftime's examples ("uprobe/...",
+// "uretprobe/...", tracepoints, ...) run on the CPU under bpftime or the
+// kernel, and "kprobe/__directly_run" is bpftime's program launched as a
+// kernel of its own; cuprobe runs neither.
+[[nodiscard]] std::optional<std::string> NotAttachedReason(std::string_view section);
+
+// The RINGBUF bytes for bpftime's GPU ring buffer (1527), whose max_entries
+// counts records of value_size bytes (in each thread's ring): room for that
+// many records with their headers, at least 1 MiB, a power of two.
+[[nodiscard]] uint32_t BpftimeRingBytes(uint32_t max_entries, uint32_t value_size);
 
 }  // namespace cuprobe
 

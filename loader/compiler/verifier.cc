@@ -275,6 +275,13 @@ absl::Status ParseAttachPoint(std::string_view section, AttachKind* kind, std::s
     if (absl::StartsWith(section, p.prefix)) {
       *kind = p.kind;
       *glob = std::string(section.substr(p.prefix.size()));
+      // bpftime names a GPU probe that shares maps with kernel eBPF
+      // "cuda_<kernel>" (and strips the prefix): "kprobe/cuda__Z9vecAdd..."
+      // probes _Z9vecAdd.... Only before a mangled name: a kernel's own name
+      // cannot be cuda__Z... (names with "__" are reserved in C++).
+      if (!absl::StartsWith(p.prefix, "cuprobe/") && absl::StartsWith(*glob, "cuda__Z")) {
+        glob->erase(0, 5);
+      }
       if (glob->empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "section '", section, "': no kernel after '", p.prefix,

@@ -56,6 +56,10 @@ struct InsnInfo {
   // trace_printk / puts call sites.
   int32_t printk_format = -1;  // index into VerifiedProgram::printk_formats
   uint32_t printk_nargs = 0;
+  // When paths reach the call with different formats (clang merges calls
+  // that differ only in their format on the stack): all of them; the
+  // lowering tells them apart by the string's bytes. Empty otherwise.
+  std::vector<int32_t> printk_choices;
   // Calls of helpers that take a map in R1 (the lowering picks the helper's
   // specialized entry point by the map's type, abi.h 8.): the map
   // (BpfObject::maps index) when it is the same on every path, else

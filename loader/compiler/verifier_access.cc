@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -100,27 +101,61 @@ Value CtxFieldValue(AttachKind kind, int32_t field_off, int size, bool sign_exte
   return LoadedValue(size, sign_extend);
 }
 
+// Marks stack byte `at` plain data: `value` when a constant was stored
+// there, else unknown.
+void SetMiscByte(State& st, int64_t at, std::optional<uint8_t> value) {
+  st.stack[at] = Slot::kMisc;
+  st.byte_known[at] = value.has_value();
+  st.byte_value[at] = value.value_or(0);
+}
+
+// Turns the spill in slot `s` into plain data; the bytes of a spilled
+// constant stay known.
+void UnspillSlot(State& st, int64_t s) {
+  for (int i = 0; i < 8; ++i) {
+    SetMiscByte(st, s * 8 + i, KnownStackByte(st, static_cast<int>(s * 8 + i)));
+  }
+  st.spills[s] = Value();
+}
+
 // Stores `size` bytes at stack byte `at` (kStackSize + offset from r10).
-// A whole aligned 8-byte store of a register (`spilled`, else null) is a
-// spill that keeps the register's value; any other store is plain data, as
-// are then all the bytes of a spill it partly overwrites.
-void WriteStack(State& st, int64_t at, int size, const Value* spilled) {
+// A whole aligned 8-byte store of a register or constant (`stored`; null
+// for atomics) is a spill that keeps the value; any other store is plain
+// data, as are then all the bytes of a spill it partly overwrites. The
+// bytes of a stored constant stay known (KnownStackByte).
+void WriteStack(State& st, int64_t at, int size, const Value* stored) {
   const int64_t slot = at / 8;
   for (int64_t s = at / 8; s <= (at + size - 1) / 8; ++s) {
-    if (st.stack[s * 8] == Slot::kSpill) {
-      for (int i = 0; i < 8; ++i) st.stack[s * 8 + i] = Slot::kMisc;
-      st.spills[s] = Value();
-    }
+    if (st.stack[s * 8] == Slot::kSpill) UnspillSlot(st, s);
   }
-  if (size == 8 && spilled != nullptr) {
-    for (int i = 0; i < 8; ++i) st.stack[at + i] = Slot::kSpill;
-    st.spills[slot] = *spilled;
+  if (size == 8 && stored != nullptr) {
+    for (int i = 0; i < 8; ++i) {
+      st.stack[at + i] = Slot::kSpill;
+      st.byte_known[at + i] = false;
+      st.byte_value[at + i] = 0;
+    }
+    st.spills[slot] = *stored;
   } else {
-    for (int i = 0; i < size; ++i) st.stack[at + i] = Slot::kMisc;
+    const bool constant = stored != nullptr && stored->IsConst();
+    for (int i = 0; i < size; ++i) {
+      SetMiscByte(st, at + i,
+                  constant ? std::optional<uint8_t>(static_cast<uint8_t>(stored->umin >> (8 * i)))
+                           : std::nullopt);
+    }
   }
 }
 
 }  // namespace
+
+std::optional<uint8_t> KnownStackByte(const State& st, int i) {
+  if (st.stack[i] == Slot::kSpill) {
+    const Value& v = st.spills[i / 8];
+    if (!v.IsConst()) return std::nullopt;
+    return static_cast<uint8_t>(v.umin >> (8 * (i % 8)));
+  }
+  if (st.stack[i] == Slot::kMisc && st.byte_known[i]) return st.byte_value[i];
+  return std::nullopt;
+}
 
 void Verifier::RecordMem(uint32_t pc, InsnInfo::Mem kind, int32_t ctx_offset,
                          const Value* stack_ptr, int32_t insn_off, bool aligned) {
@@ -409,12 +444,8 @@ Verifier::Result Verifier::CheckMemArg(uint32_t pc, State& st, int reg, uint64_t
     if (write) {
       const int64_t at = kStackSize + v.smin;
       for (uint64_t i = 0; i < size; ++i) {
-        if (st.stack[at + i] == Slot::kSpill) {
-          const int64_t s = (at + i) / 8;
-          for (int k = 0; k < 8; ++k) st.stack[s * 8 + k] = Slot::kMisc;
-          st.spills[s] = Value();
-        }
-        st.stack[at + i] = Slot::kMisc;
+        if (st.stack[at + i] == Slot::kSpill) UnspillSlot(st, (at + i) / 8);
+        SetMiscByte(st, at + i, std::nullopt);  // the helper's output
       }
       if (size % 8 != 0 || v.smin % 8 != 0) {
         return Reject(pc, absl::StrCat(what, " must be an aligned u64 on the stack"));

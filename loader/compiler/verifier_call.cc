@@ -5,12 +5,15 @@
 // its kind and of the map's type against the helper, printk formats, and a
 // call's effect on the state (released reservations, clobbered R1-R5, R0).
 #include "loader/compiler/verifier_internal.h"
+#include "loader/compiler/bpf_helper_names.h"
 #include "probe/map_layout.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 
@@ -23,6 +26,7 @@ enum class Arg : uint8_t {
   kAnything,     // any initialised value
   kScalar,
   kCtx,
+  kCtxOrNull,    // the context or NULL (perf_event_output ignores it on the GPU)
   kMap,
   kKey,          // readable, key_size bytes of the map in r1
   kValue,        // readable, value_size bytes of the map in r1
@@ -31,7 +35,7 @@ enum class Arg : uint8_t {
   kConstSize,    // a constant scalar
   kOut64,        // writable 8 bytes
   kRecord,       // a ring-buffer record from reserve (released)
-  kFormat,       // printk format: constant string in read-only global data
+  kFormat,       // printk format: a constant string in .rodata or on the stack
   kString,       // puts: same, NUL-terminated
 };
 
@@ -62,7 +66,7 @@ constexpr HelperSpec kHelpers[] = {
     {CUPROBE_HELPER_TRACE_PRINTK, "trace_printk", {Arg::kFormat, Arg::kConstSize}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_GET_SMP_PROCESSOR_ID, "get_smp_processor_id", {}, HelperSpec::Ret::kU32},
     {CUPROBE_HELPER_GET_CURRENT_PID_TGID, "get_current_pid_tgid", {}, HelperSpec::Ret::kScalar},
-    {CUPROBE_HELPER_PERF_EVENT_OUTPUT, "perf_event_output", {Arg::kCtx, Arg::kMap, Arg::kScalar, Arg::kMemRead, Arg::kSize}, HelperSpec::Ret::kScalar},
+    {CUPROBE_HELPER_PERF_EVENT_OUTPUT, "perf_event_output", {Arg::kCtxOrNull, Arg::kMap, Arg::kScalar, Arg::kMemRead, Arg::kSize}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_RINGBUF_OUTPUT, "ringbuf_output", {Arg::kMap, Arg::kMemRead, Arg::kSize, Arg::kScalar}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_RINGBUF_RESERVE, "ringbuf_reserve", {Arg::kMap, Arg::kConstSize, Arg::kScalar}, HelperSpec::Ret::kMemOrNull},
     {CUPROBE_HELPER_RINGBUF_SUBMIT, "ringbuf_submit", {Arg::kRecord, Arg::kScalar}, HelperSpec::Ret::kVoid},
@@ -73,6 +77,11 @@ constexpr HelperSpec kHelpers[] = {
     {CUPROBE_HELPER_BPFTIME_BLOCK_DIM, "get_block_dim", {Arg::kOut64, Arg::kOut64, Arg::kOut64}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_BPFTIME_THREAD_IDX, "get_thread_idx", {Arg::kOut64, Arg::kOut64, Arg::kOut64}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_BPFTIME_MEMBAR, "membar", {}, HelperSpec::Ret::kScalar},
+    {CUPROBE_HELPER_BPFTIME_EXIT, "cuda_exit", {}, HelperSpec::Ret::kScalar},
+    {CUPROBE_HELPER_BPFTIME_GRID_DIM, "get_grid_dim", {Arg::kOut64, Arg::kOut64, Arg::kOut64}, HelperSpec::Ret::kScalar},
+    {CUPROBE_HELPER_BPFTIME_SM_ID, "get_sm_id", {}, HelperSpec::Ret::kU32},
+    {CUPROBE_HELPER_BPFTIME_WARP_ID, "get_warp_id", {}, HelperSpec::Ret::kU32},
+    {CUPROBE_HELPER_BPFTIME_LANE_ID, "get_lane_id", {}, HelperSpec::Ret::kU32},
     {CUPROBE_HELPER_MAP_ADD, "map_add", {Arg::kMap, Arg::kKey, Arg::kScalar}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_HIST_ADD, "hist_add", {Arg::kMap, Arg::kScalar, Arg::kScalar}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_GET_ARG, "get_arg", {Arg::kCtx, Arg::kScalar}, HelperSpec::Ret::kScalar},
@@ -90,6 +99,9 @@ const HelperSpec* FindHelper(int32_t id) {
 }
 
 bool IsHistMap(uint32_t t) { return t == CUPROBE_MAP_HIST_LOG2 || t == CUPROBE_MAP_HIST_LINEAR; }
+
+// Formats one printk call site may print (on different paths).
+constexpr size_t kMaxFormatsPerCall = 16;
 
 }  // namespace
 
@@ -120,11 +132,22 @@ Verifier::Result Verifier::ResolveHelper(uint32_t pc, const Insn& insn, const He
                   "probes cannot call functions: mark them static __always_inline");
   }
   *h = FindHelper(insn.imm);
-  if (*h == nullptr) {
-    return Reject(pc, absl::StrCat("unknown helper ", insn.imm, " (not available on the GPU)"),
+  if (*h != nullptr) return std::nullopt;
+  const std::string_view kernel_name = KernelHelperName(insn.imm);
+  if (!kernel_name.empty()) {
+    return Reject(pc,
+                  absl::StrCat("helper ", insn.imm, " (", kernel_name,
+                               ") exists only in the Linux kernel: it is not available on the GPU"),
                   "the GPU helpers are listed in include/cuprobe/abi.h and docs/PROBES.md");
   }
-  return std::nullopt;
+  if (insn.imm > 500 && insn.imm < 600) {
+    return Reject(pc,
+                  absl::StrCat("bpftime GPU helper ", insn.imm,
+                               " is not one cuprobe knows (it has bpftime's 501-511)"),
+                  "the GPU helpers are listed in include/cuprobe/abi.h and docs/PROBES.md");
+  }
+  return Reject(pc, absl::StrCat("unknown helper ", insn.imm, " (not available on the GPU)"),
+                "the GPU helpers are listed in include/cuprobe/abi.h and docs/PROBES.md");
 }
 
 Verifier::Result Verifier::WrongArg(uint32_t pc, const HelperSpec& h, int a, const Value& v,
@@ -153,6 +176,12 @@ Verifier::Result Verifier::CheckHelperArg(uint32_t pc, State& st, const HelperSp
     case Arg::kCtx:
       if (v.type != Type::kCtx || v.smin != 0) return WrongArg(pc, h, a, v, "the context (ctx)");
       return std::nullopt;
+    case Arg::kCtxOrNull:
+      if ((v.type == Type::kCtx && v.smin == 0 && v.smax == 0) ||
+          (v.IsConst() && v.umin == 0)) {
+        return std::nullopt;
+      }
+      return WrongArg(pc, h, a, v, "the context (ctx) or NULL");
     case Arg::kMap:
       return CheckMapArg(pc, h, a, v, call);
     case Arg::kKey:
@@ -177,7 +206,7 @@ Verifier::Result Verifier::CheckHelperArg(uint32_t pc, State& st, const HelperSp
       call.release_ref = v.ref;
       return std::nullopt;
     case Arg::kFormat:
-      if (auto r = FormatString(pc, v, st.regs[2].IsConst() ? st.regs[2].umin : UINT64_MAX,
+      if (auto r = FormatString(pc, st, v, st.regs[2].IsConst() ? st.regs[2].umin : UINT64_MAX,
                                 &call.format);
           r) {
         return r;
@@ -185,7 +214,7 @@ Verifier::Result Verifier::CheckHelperArg(uint32_t pc, State& st, const HelperSp
       call.has_format = true;
       return std::nullopt;
     case Arg::kString:
-      if (auto r = FormatString(pc, v, UINT64_MAX, &call.format); r) return r;
+      if (auto r = FormatString(pc, st, v, UINT64_MAX, &call.format); r) return r;
       call.has_format = true;
       return std::nullopt;
   }
@@ -293,17 +322,23 @@ Verifier::Result Verifier::CheckPrintk(uint32_t pc, const State& st, const Helpe
                     "print values, not pointers");
     }
   }
-  auto it = printk_at_.find(pc);
-  if (it != printk_at_.end() && it->second != format) {
-    return Reject(pc, "one printk call uses different formats on different paths");
+  std::vector<int32_t>& formats = printk_at_[pc];
+  for (int32_t k : formats) {
+    if (out_.printk_formats[k] == format) return std::nullopt;
   }
-  printk_at_[pc] = format;
+  if (formats.size() >= kMaxFormatsPerCall) {
+    return Reject(pc, absl::StrCat("one printk call prints more than ", kMaxFormatsPerCall,
+                                   " different formats on different paths"),
+                  "give each format its own bpf_printk call");
+  }
+  formats.push_back(static_cast<int32_t>(out_.printk_formats.size()));
+  out_.printk_formats.push_back(format);
   InsnInfo& info = out_.insns[pc];
   if (info.printk_format < 0) {
-    info.printk_format = static_cast<int32_t>(out_.printk_formats.size());
-    out_.printk_formats.push_back(format);
+    info.printk_format = formats[0];
+    info.printk_nargs = static_cast<uint32_t>(n);
   }
-  info.printk_nargs = static_cast<uint32_t>(n);
+  if (formats.size() > 1) info.printk_choices = formats;
   return std::nullopt;
 }
 
@@ -350,6 +385,7 @@ void Verifier::SetCallResult(State& st, const HelperSpec& h, const CallFacts& ca
       break;
   }
   if (h.id == CUPROBE_HELPER_GLOBAL_THREAD_ID) ret = Value::Unknown();
+  if (h.id == CUPROBE_HELPER_BPFTIME_LANE_ID) ret = Value::Range(0, 31);
   st.regs[0] = ret;
 }
 
@@ -378,12 +414,14 @@ void Verifier::RecordCallKey(uint32_t pc, const Value& key) {
   }
 }
 
-// The string at `v`, which must be a constant offset into .rodata and end
-// (NUL) within `size_limit` bytes.
-Verifier::Result Verifier::FormatString(uint32_t pc, const Value& v, uint64_t size_limit,
-                                        std::string* out) {
+// The string at `v`, which must be a constant offset into .rodata, or into
+// the stack where constants were stored (StackString), and end (NUL) within
+// `size_limit` bytes.
+Verifier::Result Verifier::FormatString(uint32_t pc, const State& st, const Value& v,
+                                        uint64_t size_limit, std::string* out) {
+  if (v.type == Type::kStack && v.ConstOffset()) return StackString(pc, st, v, size_limit, out);
   if (v.type != Type::kMapValue || !obj_.maps[v.map].read_only() || !v.ConstOffset()) {
-    return Reject(pc, "the format must be a constant string (in .rodata)",
+    return Reject(pc, "the format must be a constant string (in .rodata or built on the stack)",
                   "pass a string literal: bpf_printk(\"x=%d\\n\", x)");
   }
   const std::vector<uint8_t>& image = obj_.maps[v.map].spec.initial_value;
@@ -394,6 +432,41 @@ Verifier::Result Verifier::FormatString(uint32_t pc, const Value& v, uint64_t si
       out->assign(image.begin() + static_cast<int64_t>(start), image.begin() + static_cast<int64_t>(i));
       return std::nullopt;
     }
+  }
+  return Reject(pc, "the format string is not NUL-terminated within its size");
+}
+
+// A string on the stack (libbpf's bpf_printk under BPF_NO_GLOBAL_DATA, or
+// char msg[] = "..." passed to bpf_trace_printk): every byte up to the NUL
+// must hold a constant that a store put there, the same on every path (the
+// lowering writes only the format's id), and a size in R2 must be readable.
+Verifier::Result Verifier::StackString(uint32_t pc, const State& st, const Value& v,
+                                       uint64_t size_limit, std::string* out) {
+  const int64_t start = v.smin;
+  if (size_limit != UINT64_MAX) {
+    if (auto r = CheckStackRange(pc, st, start, start + static_cast<int64_t>(size_limit), false,
+                                 "the format");
+        r) {
+      return r;
+    }
+  }
+  const int64_t end = std::min<int64_t>(0, start + static_cast<int64_t>(std::min<uint64_t>(
+                                                       size_limit, kStackSize)));
+  std::string text;
+  for (int64_t off = start; off < end; ++off) {
+    const std::optional<uint8_t> byte = KnownStackByte(st, static_cast<int>(kStackSize + off));
+    if (!byte) {
+      return Reject(pc,
+                    absl::StrCat("the format on the stack at fp", start,
+                                 " is not a constant string: byte fp", off, " is not known"),
+                    "build it from a string literal (char fmt[] = \"...\") or pass the literal");
+    }
+    if (*byte == 0) {
+      *out = std::move(text);
+      if (start < out_.min_stack_offset) out_.min_stack_offset = static_cast<int32_t>(start);
+      return std::nullopt;
+    }
+    text.push_back(static_cast<char>(*byte));
   }
   return Reject(pc, "the format string is not NUL-terminated within its size");
 }

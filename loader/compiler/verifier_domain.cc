@@ -303,6 +303,8 @@ bool StateWithin(const State& old, const State& cur) {
       }
     } else if (cur.stack[i] == Slot::kSpill && cur.spills[i / 8].type != Type::kScalar) {
       return false;
+    } else if (old.byte_known[i] && KnownStackByte(cur, i) != old.byte_value[i]) {
+      return false;  // a constant byte (of a format, say) that cur may not hold
     }
   }
   return old.refs == cur.refs;

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -145,14 +146,24 @@ struct State {
   std::array<Value, kNumRegs> regs;
   std::array<Slot, kStackSize> stack{};  // byte i = fp - 512 + i
   std::array<Value, kStackSize / 8> spills;
+  // kMisc bytes that a store of a constant wrote (byte_value is 0 where
+  // byte_known is not set): a printk format built on the stack
+  // (BPF_NO_GLOBAL_DATA, char msg[] = "...") is read from them.
+  std::bitset<kStackSize> byte_known;
+  std::array<uint8_t, kStackSize> byte_value{};
   std::vector<uint32_t> refs;  // unreleased ring-buffer reservations
   bool in_loop = false;        // a back edge was taken on this path
   uint32_t loop_header = 0;
 
   bool operator==(const State& o) const {
-    return regs == o.regs && stack == o.stack && spills == o.spills && refs == o.refs;
+    return regs == o.regs && stack == o.stack && spills == o.spills &&
+           byte_known == o.byte_known && byte_value == o.byte_value && refs == o.refs;
   }
 };
+
+// Stack byte i's value when a constant was stored there (a kMisc byte of a
+// constant store, or a byte of a spilled constant), else nullopt.
+[[nodiscard]] std::optional<uint8_t> KnownStackByte(const State& st, int i);
 
 // Is every concrete state of `cur` a state of `old` (so that a path reaching
 // `cur` where `old` was explored need not go on)?
@@ -260,7 +271,10 @@ class Verifier {
   Result CheckSizedMemArg(uint32_t pc, State& st, const HelperSpec& h, int a);
   Result CheckConstSizeArg(uint32_t pc, const HelperSpec& h, int a, const Value& v,
                            CallFacts& call);
-  Result FormatString(uint32_t pc, const Value& v, uint64_t size_limit, std::string* out);
+  Result FormatString(uint32_t pc, const State& st, const Value& v, uint64_t size_limit,
+                      std::string* out);
+  Result StackString(uint32_t pc, const State& st, const Value& v, uint64_t size_limit,
+                     std::string* out);
   Result CheckPrintk(uint32_t pc, const State& st, const HelperSpec& h, const std::string& format);
   void ReleaseRecord(State& st, uint32_t ref);
   void SetCallResult(State& st, const HelperSpec& h, const CallFacts& call);
@@ -276,7 +290,7 @@ class Verifier {
   std::vector<std::pair<uint32_t, StoredState*>> incomplete_;  // (pc, entry) on current path
   std::vector<PendingBranch> pending_;
   uint32_t next_id_ = 1;
-  std::map<uint32_t, std::string> printk_at_;  // pc -> format
+  std::map<uint32_t, std::vector<int32_t>> printk_at_;  // pc -> its formats (printk_formats)
   std::set<uint32_t> call_key_seen_;           // helper calls whose key was recorded
 };
 

@@ -88,7 +88,10 @@ const Case kRejectC[] = {
     {"unknown_helper", R"(static long (*probe_read)(void *, u32, const void *) = (void *)4;
        SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
        u64 x = 0; probe_read(&x, 8, (void *)0); return x; })",
-     "unknown helper 4"},
+     "helper 4 (bpf_probe_read) exists only in the Linux kernel"},
+    {"unknown_helper_id", R"(static long (*nothing)(void) = (void *)900;
+       SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) { return nothing(); })",
+     "unknown helper 900"},
     {"key_is_scalar", R"(SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
        return bpf_map_lookup_elem(&h, (void *)(long)ctx->kernel_id) != 0; })",
      "the key (R2) is a scalar"},
@@ -169,7 +172,7 @@ const Case kRejectC[] = {
     {"get_arg_without_ctx", R"(SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
        return cuprobe_get_arg((void *)0, ctx->sm_id); })",
      "expected the context (ctx)"},
-    {"not_an_attach_point", R"(SEC("tracepoint/sched/foo") int p(struct cuprobe_ctx *ctx) {
+    {"not_an_attach_point", R"(SEC("gpu/sched/foo") int p(struct cuprobe_ctx *ctx) {
        return 0; })",
      "is not an attach point"},
     {"empty_glob", R"(SEC("cuprobe/exit/") int p(struct cuprobe_ctx *ctx) { return 0; })",
