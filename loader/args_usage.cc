@@ -35,6 +35,7 @@ EXAMPLES
   cuprobe trace -- ./vec_add
   cuprobe trace -o run1 --format table,csv,perfetto -- python3 train.py
   cuprobe run -p samples/threadhist/threadhist.bpf.c -- build/samples/vec_add
+  cuprobe run -e 'exit:vec_add* { @exits[kernel] = count(); }' -- build/samples/vec_add
   cuprobe attach 4242 -p samples/threadhist/threadhist.bpf.c --duration 10
   cuprobe inspect build/samples/vec_add
   cuprobe compile samples/threadhist/threadhist.bpf.c -o threadhist.cpb
@@ -122,6 +123,7 @@ constexpr char kRunUsage[] = R"(cuprobe run: attach eBPF probes to a program's k
 
 USAGE
   cuprobe run -p PROBE [-p PROBE...] [options] -- program [args...]
+  cuprobe run -e 'PROGRAM' [options] -- program [args...]
 
   PROBE is a C probe (.c, compiled with clang-19 -target bpf), an eBPF object
   (.o) or a compiled bundle (.cpb, from `cuprobe compile`). The probe is
@@ -141,10 +143,13 @@ USAGE
 OPTIONS
   -p, --probe PROBE       a probe (.c, .o, .cpb); several -p (sources or
                           objects) are compiled together into one bundle
+  -e PROGRAM              a bpftrace-style one-liner instead of -p, e.g.
+                          'mem:*gemm* /kind == write/ { @b[kernel] = sum(size); }'
+                          (docs/ONELINERS.md); its maps print by name
   -k, --kernels GLOB      attach to these kernels instead of the ones the
                           probe's sections name ('*' and '?' wildcards)
       --interval MS       print maps every MS milliseconds (default: 1000)
-  -e, --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
+      --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
       --quiet             no live output; final maps and the report only
       --backend B         how the probes get into the kernels (default: ptx):
                             ptx    rewrite the kernels' PTX as their modules
@@ -175,6 +180,9 @@ OPTIONS
 
 EXAMPLES
   cuprobe run -p samples/threadhist/threadhist.bpf.c -- build/samples/vec_add
+  cuprobe run -e 'exit:vec_add* { @exits[kernel] = count(); }' -- build/samples/vec_add
+  cuprobe run -e 'entry:* /tid.x == 0 && tid.y == 0/ { @sm_blocks = lhist(sm, 0, 132, 1); }' -- ./app
+  cuprobe run -e 'mem:matmul* { @addr = hist(addr & 0xffffff); }' -- build/samples/matmul
   cuprobe run -p samples/mem_trace/mem_trace.bpf.c -p samples/kernel_trace/kernel_trace.bpf.c -- ./app
   cuprobe run -p probe.bpf.c -k 'matmul*' --events json -- ./app > app.out
   cuprobe compile probe.bpf.c -o p.cpb && cuprobe run -p p.cpb -- python3 train.py
@@ -209,7 +217,8 @@ OPTIONS
   -k, --kernels GLOB      attach to these kernels instead of the sections' globs
   -d, --duration S        detach after S seconds (default: at Ctrl-C or exit)
       --interval MS       print maps every MS milliseconds (default: 1000)
-  -e, --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
+  -e PROGRAM              a one-liner instead of -p (docs/ONELINERS.md)
+      --events FORMAT     ring-buffer events as 'lines' (default) or 'json'
       --quiet             no live output; final maps only
   -o, --output PREFIX     write PREFIX.maps.txt and PREFIX.events
                           (default: cuprobe-attach)
@@ -254,6 +263,7 @@ constexpr char kCompileUsage[] = R"(cuprobe compile: verify a probe and compile 
 
 USAGE
   cuprobe compile [options] PROBE
+  cuprobe compile [options] -e 'PROGRAM'
 
   PROBE is a C probe (compiled with clang-19 -target bpf -O2 -g, with
   include/cuprobe on the include path) or an eBPF object. Every program is
@@ -262,7 +272,11 @@ USAGE
   write probes.
 
 OPTIONS
-  -o, --output FILE       the bundle (default: PROBE's name with .cpb)
+  -e PROGRAM              compile a one-liner (docs/ONELINERS.md) instead of a
+                          file; the bundle keeps it, so `cuprobe run -p` of
+                          it prints the maps as `run -e` does
+  -o, --output FILE       the bundle (default: PROBE's name with .cpb;
+                          oneliner.cpb for -e)
       --emit-ptx          also write the PTX next to the bundle (.ptx)
       --emit-llvm         also write the LLVM IR next to the bundle (.ll)
       --max-insns N       reject programs longer than N instructions (4096)
@@ -273,6 +287,7 @@ OPTIONS
 EXAMPLES
   cuprobe compile samples/threadhist/threadhist.bpf.c -o threadhist.cpb
   cuprobe compile --emit-ptx probe.bpf.c && less probe.ptx
+  cuprobe compile -e 'exit:* { @n[kernel] = count(); }' -o exits.cpb
   clang-19 -target bpf -O2 -g -Iinclude -c p.bpf.c -o p.o && cuprobe compile p.o
 )";
 
