@@ -51,6 +51,14 @@ absl::StatusOr<CompileResult> CompileOneliner(std::string_view text,
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", source));
   }
   absl::StatusOr<CompileResult> result = CompileFile(source, options);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kFailedPrecondition) {
+    // No clang: say so, nothing more (compile the one-liner where clang is,
+    // `cuprobe compile -e ... -o x.cpb`, and run the bundle).
+    return absl::Status(result.status().code(),
+                        absl::StrCat("cannot compile the one-liner: ", result.status().message(),
+                                     "; or compile it on a machine with clang-19: cuprobe "
+                                     "compile -e '...' -o oneliner.cpb, then run -p oneliner.cpb"));
+  }
   if (!result.ok()) {
     // The one-liner was accepted, so this is cuprobe's fault: say so, with
     // the C that failed.
