@@ -384,5 +384,47 @@ TEST(RunCli, BadProbeStopsBeforeTheProgramRuns) {
   EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "nothing runs with a probe that fails to verify";
 }
 
+// One-liners (docs/ONELINERS.md), compiled on the build machine by `cuprobe
+// compile -e` (build/probes/ol_*.cpb): the bundle keeps the one-liner, so
+// its maps print by kernel name and access kind. vec_add launches vec_add
+// `iterations` times over n threads, then scale once over n.
+TEST_F(Run, OnelinersCountExactlyByKernelName) {
+  const int64_t n = 1 << 20, iterations = 10;
+  const std::vector<std::string> app = {SamplePath("vec_add"), std::to_string(n),
+                                        std::to_string(iterations)};
+  std::string maps = RunProbe(Probe("ol_exits"), app);
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@exits[vec_add]: ", n * iterations, "\n"))) << maps;
+  EXPECT_THAT(maps, Not(HasSubstr("scale"))) << maps;
+
+  maps = RunProbe(Probe("ol_accesses"), app);
+  // vec_add reads a[i] and b[i] and writes c[i]; scale reads and writes x[i].
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@k[write, global]: ", n * (iterations + 1), "\n"
+                                           "@k[read, global]: ", n * (2 * iterations + 1), "\n")))
+      << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@sz:\n[4, 8)          ", n * (3 * iterations + 2))))
+      << maps;
+
+  maps = RunProbe(Probe("ol_threads"), app);
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@blocks[256, ", n / 256, "]: ", n * iterations)))
+      << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@mx[vec_add]: ", n - 1, "\n"))) << maps;
+  EXPECT_THAT(maps, HasSubstr("@mn: 0\n")) << maps;
+  EXPECT_THAT(maps, HasSubstr("@t: 127\n")) << maps;  // the mean of 0..255
+}
+
+TEST_F(Run, OnelinerPrintfPrintsOneLinePerLaunch) {
+  const int64_t n = 1 << 20;
+  std::string maps = RunProbe(Probe("ol_printf"), {SamplePath("vec_add"), std::to_string(n), "4"});
+  EXPECT_THAT(maps, HasSubstr("@g: 5\n")) << maps;  // 4 vec_add launches and scale
+  const std::string events = ReadWholeFile(prefix_ + ".events");
+  size_t lines = 0;
+  for (size_t at = 0; (at = events.find(absl::StrCat("launch of ", n, " threads\n"), at)) !=
+                      std::string::npos;
+       ++at) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 5u) << events;
+}
+
 }  // namespace
 }  // namespace cuprobe::testing
