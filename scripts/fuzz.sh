@@ -25,7 +25,7 @@ build="${CUPROBE_FUZZ_DIR:-$root/build/fuzz}"
 main="${CUPROBE_BUILD_DIR:-$root/build}"
 out="${CUPROBE_FUZZ_OUT:-$build/campaigns}"
 runs="${CUPROBE_FUZZ_RUNS:-1000000}"
-all=(image ptx bpf_object bundle maps_region segment ring_pump trace_records)
+all=(image ptx bpf_object bundle maps_region segment ring_pump trace_records oneliner)
 targets=("${@:-${all[@]}}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (one of: ${all[*]})" >&2; exit 64; }

@@ -30,7 +30,8 @@ tests=(init_state_test hook_test watcher_test module_patcher_test segment_test r
 # and a child loads it and calls InitializeInjection without a GPU.
 children=(cuprobe cuprobe_hook)
 fuzz=(image_fuzz_corpus ptx_fuzz_corpus bpf_object_fuzz_corpus bundle_fuzz_corpus
-      maps_region_fuzz_corpus segment_fuzz_corpus ring_pump_fuzz_corpus trace_records_fuzz_corpus)
+      maps_region_fuzz_corpus segment_fuzz_corpus ring_pump_fuzz_corpus trace_records_fuzz_corpus
+      oneliner_fuzz_corpus)
 
 echo "sanitize: configuring $build (address;undefined)"
 # -O1 with line tables only: ASan's recommended level, symbolized stacks, and
