@@ -176,6 +176,9 @@ class Parser {
       const char c = Peek();
       if (std::isspace(static_cast<unsigned char>(c))) break;
       if (depth == 0 && (c == ',' || c == '{' || c == '/')) break;
+      if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        return Error("a kernel glob holds no quotes, backslashes or control characters");
+      }
       if (c == '[') ++depth;
       if (c == ']' && depth > 0) --depth;
       ++pos_;

@@ -53,6 +53,7 @@ TEST(OnelinerErrors, SayWhatWasExpected) {
       {"", "expected a probe"},
       {"entry { }", "expected ':' and a kernel glob after 'entry'"},
       {"entry: { }", "expected a kernel glob after 'entry:'"},
+      {"exit:\"vec* { }", "a kernel glob holds no quotes"},
       {"entry:* @a = count(); }", "expected '{' to start the probe's block or '/'"},
       {"entry:* /tid.x == 0 { }", "'/' to close the filter"},
       {"entry:* { @a = count();", "expected '}' to close the block"},
