@@ -224,7 +224,7 @@ class Translator {
       }
       switch (s.kind) {
         case Stmt::Kind::kMapAssign:
-          if (absl::Status st = PlanMap(probe, s); !st.ok()) return st;
+          if (absl::Status st = PlanMap(s); !st.ok()) return st;
           break;
         case Stmt::Kind::kVarAssign:
           break;
@@ -302,8 +302,7 @@ class Translator {
     return b == nullptr ? KeyKind::kInt : b->key;
   }
 
-  absl::Status PlanMap(const Probe& probe, const Stmt& s) {
-    (void)probe;
+  absl::Status PlanMap(const Stmt& s) {
     if (ReservedName(s.map.name) && !s.map.name.empty()) {
       return Error(s.map.column, absl::StrCat("@", s.map.name, " cannot be a map's name (it is "
                                               "a C keyword or a name cuprobe uses); pick another"));
