@@ -83,6 +83,7 @@ for t in "${ordered[@]}" "${fuzz[@]}"; do
     segment_fuzz_corpus) args=("$corpus/segment") ;;
     ring_pump_fuzz_corpus) args=("$corpus/ring_pump") ;;
     trace_records_fuzz_corpus) args=("$corpus/trace_records") ;;
+    oneliner_fuzz_corpus) args=("$root/tests/gpu/oneliners") ;;
     *) run "$t" "$build/tests/$t" --gtest_brief=1 &
        continue ;;
   esac
