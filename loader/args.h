@@ -94,19 +94,28 @@ struct CompileArgs {
 
 // `cuprobe instrument` (loader/instrument_command.h).
 struct InstrumentCommandOptions {
-  std::string probe;          // "builtin:count" or a bundle file (.cpb)
-  std::string kernels = "*";  // glob over mangled / demangled names
+  std::string probe;  // "builtin:count" or a bundle file (.cpb)
+  // -k: a glob over mangled / demangled names that replaces every program's
+  // own; "": the bundle's globs (builtin:count: every kernel).
+  std::string kernels;
+  // --entry / --exit / --mem: the attach points to keep. None of them: a
+  // bundle's programs attach where their sections say (builtin:count needs
+  // at least one).
   bool entry = false;
   bool exit = false;
   bool mem = false;
-  // --mem-spaces: CUPROBE_SPACE_* bits (default global and generic).
-  uint32_t mem_spaces = (1u << 1) | (1u << 4);
+  // --mem-spaces: CUPROBE_SPACE_* bits replacing the memory programs' own;
+  // 0: the bundle's (builtin:count: global and generic).
+  uint32_t mem_spaces = 0;
   std::string input;          // executable, .so, fatbin, cubin or PTX
   std::string output;         // .cubin or .ptx
   std::string helpers;        // GPU helper library PTX ("": $CUPROBE_HELPER_PTX)
   bool stats = false;         // per-kernel sites and extra registers
   uint32_t sm = 90;
   uint32_t first_kernel_id = 0;
+
+  // No --entry, --exit or --mem: the bundle's own attach points.
+  bool UsesBundleAttachPoints() const { return !entry && !exit && !mem; }
 };
 
 struct CliArgs {

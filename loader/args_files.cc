@@ -197,7 +197,7 @@ absl::StatusOr<CliArgs> ParseInstrument(const std::vector<std::string>& argv, si
   }
   // A bundle's programs carry their own attach points (the flags then
   // narrow them); the built-in probe has none.
-  if (IsBuiltinProbeSpec(o.probe) && !o.entry && !o.exit && !o.mem) {
+  if (IsBuiltinProbeSpec(o.probe) && o.UsesBundleAttachPoints()) {
     return Invalid(absl::StrCat("--probe ", o.probe,
                                 " needs at least one attach point: --entry, --exit, --mem"),
                    "instrument");

@@ -296,13 +296,15 @@ constexpr char kInstrumentUsage[] = R"(cuprobe instrument: rewrite kernels with 
 USAGE
   cuprobe instrument --probe PROBE [--entry] [--exit] [--mem] [options] FILE -o OUT
 
-  A bundle's programs attach where their sections say; --entry, --exit and
-  --mem then keep only the programs of those attach points. builtin:count
-  needs at least one of them.
+  A bundle's programs attach where their sections say (cuprobe/entry/GLOB,
+  cuprobe/exit/GLOB, cuprobe/mem/GLOB), each on the kernels of its own glob
+  and, for memory programs, in its own memory spaces; --entry, --exit and
+  --mem keep only the programs of those attach points. builtin:count needs
+  at least one of them.
 
   FILE may be anything `cuprobe inspect` reads (executable, shared library,
   fatbin, cubin with PTX, PTX). The PTX best suited to --sm is rewritten: the
-  kernels --kernels selects get the probe at the attach points given, the
+  kernels the probe selects get its programs at their attach points, the
   probe and the GPU helper library are linked in, and the result is written
   as PTX (OUT ends in .ptx) or compiled for sm_<--sm> with nvJitLink (OUT
   ends in .cubin; compiled cubins are cached in ~/.cache/cuprobe).
@@ -311,13 +313,16 @@ OPTIONS
   -p, --probe PROBE       builtin:count (counts events per kernel into map 0,
                           indexed by kernel id) or a bundle file (.cpb)
   -k, --kernels GLOB      kernels to instrument, by mangled or demangled name
-                          without parameters; '*' and '?' wildcards (default: *)
+                          without parameters; '*' and '?' wildcards. Replaces
+                          every program's own glob (default: the bundle's
+                          globs; builtin:count: *)
       --entry             probe at kernel entry (a bundle: its entry programs)
       --exit              probe before every ret / exit (a bundle: its exit programs)
       --mem               probe at every global / generic load, store, atomic
                           (a bundle: its memory programs)
-      --mem-spaces LIST   spaces --mem instruments: global, generic, shared,
-                          local, const, or all (default: global,generic)
+      --mem-spaces LIST   spaces the memory programs instrument: global,
+                          generic, shared, local, const, or all (default: the
+                          bundle's own; builtin:count: global,generic)
   -o, --output OUT        OUT.cubin or OUT.ptx
       --sm N              device SM, e.g. 90 for sm_90 (default: 90)
       --helpers PTX       the GPU helper library PTX (default: $CUPROBE_HELPER_PTX,

@@ -6,6 +6,7 @@
 // and the report of what was done.
 #include "loader/instrument_command.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -77,6 +78,19 @@ absl::StatusOr<size_t> MatchingKernels(std::string_view ptx, std::string_view wh
   return matched;
 }
 
+// What selects the kernels, for messages: "--kernels 'add*'", or the
+// programs' own globs ("the probe's kernel globs 'vec_add', '*scale*'").
+std::string SelectionText(const InstrumentCommandOptions& o, const ProbeBundle& bundle) {
+  if (!o.kernels.empty()) return absl::StrCat("--kernels '", o.kernels, "'");
+  std::vector<std::string> globs;
+  for (const ProbeProgram& p : bundle.programs) {
+    const std::string quoted = absl::StrCat("'", p.kernel_glob, "'");
+    if (std::find(globs.begin(), globs.end(), quoted) == globs.end()) globs.push_back(quoted);
+  }
+  return absl::StrCat("the probe's kernel glob", globs.size() == 1 ? " " : "s ",
+                      absl::StrJoin(globs, ", "));
+}
+
 // The first PTX module of the input (for --sm) with a kernel the bundle
 // selects. A host executable or library may carry many modules.
 absl::StatusOr<InputModule> FindInputPtx(const InstrumentCommandOptions& o,
@@ -125,9 +139,10 @@ absl::StatusOr<InputModule> FindInputPtx(const InstrumentCommandOptions& o,
         " (SASS only?); kernels can only be instrumented from PTX. `cuprobe inspect ", o.input,
         "` lists what the file holds"));
   }
-  return absl::NotFoundError(absl::StrCat("no kernel of ", o.input, " matches --kernels '",
-                                          o.kernels, "' (", total_kernels, " kernel(s) with PTX for sm_",
-                                          o.sm, "; see `cuprobe inspect ", o.input, "`)"));
+  return absl::NotFoundError(absl::StrCat("no kernel of ", o.input, " matches ",
+                                          SelectionText(o, bundle), " (", total_kernels,
+                                          " kernel(s) with PTX for sm_", o.sm,
+                                          "; see `cuprobe inspect ", o.input, "`)"));
 }
 
 absl::StatusOr<std::string> HelperPtx(const InstrumentCommandOptions& o, const ProbeBundle& bundle) {
@@ -278,37 +293,39 @@ std::string FormatInstrumentReport(const InstrumentCommandOptions& o, const Inpu
   return report;
 }
 
-}  // namespace
+// builtin:count at the attach points the flags name, on -k's kernels (all
+// of them without -k).
+absl::StatusOr<ProbeBundle> LoadBuiltin(const InstrumentCommandOptions& o) {
+  BuiltinBundleOptions b;
+  if (!o.kernels.empty()) b.kernel_glob = o.kernels;
+  b.entry = o.entry;
+  b.exit = o.exit;
+  b.memory = o.mem;
+  if (o.mem_spaces != 0) b.mem_spaces = o.mem_spaces;
+  return BuiltinBundle(o.probe, b);
+}
 
-absl::StatusOr<ProbeBundle> LoadProbeBundle(const InstrumentCommandOptions& o) {
-  if (IsBuiltinProbeSpec(o.probe)) {
-    BuiltinBundleOptions b;
-    b.kernel_glob = o.kernels;
-    b.entry = o.entry;
-    b.exit = o.exit;
-    b.memory = o.mem;
-    b.mem_spaces = o.mem_spaces;
-    return BuiltinBundle(o.probe, b);
-  }
-  CUPROBE_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(o.probe, "probe bundle"));
+absl::StatusOr<ProbeBundle> ReadBundleFile(const std::string& path) {
+  CUPROBE_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path, "probe bundle"));
   absl::StatusOr<ProbeBundle> bundle = ReadBundle(
       absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   if (!bundle.ok()) {
     return absl::Status(bundle.status().code(),
-                        absl::StrCat("--probe ", o.probe, ": ", bundle.status().message()));
+                        absl::StrCat("--probe ", path, ": ", bundle.status().message()));
   }
-  // Keep the programs whose attach point --entry/--exit/--mem asks for (all
-  // of them when none is given); a --kernels other than '*' overrides the
-  // programs' own globs.
-  const bool all = !o.entry && !o.exit && !o.mem;
+  return bundle;
+}
+
+// Keeps the programs whose attach point --entry/--exit/--mem asks for; with
+// none of them, every program, each at its own attach point.
+absl::Status KeepAskedPrograms(const InstrumentCommandOptions& o, ProbeBundle* bundle) {
+  if (o.UsesBundleAttachPoints()) return absl::OkStatus();
   std::vector<ProbeProgram> kept;
   for (ProbeProgram& p : bundle->programs) {
-    bool wanted = all || (p.attach == AttachKind::kEntry && o.entry) ||
-                  (p.attach == AttachKind::kExit && o.exit) ||
-                  (p.attach == AttachKind::kMemory && o.mem);
-    if (!wanted) continue;
-    if (o.kernels != "*") p.kernel_glob = o.kernels;
-    kept.push_back(std::move(p));
+    const bool wanted = (p.attach == AttachKind::kEntry && o.entry) ||
+                        (p.attach == AttachKind::kExit && o.exit) ||
+                        (p.attach == AttachKind::kMemory && o.mem);
+    if (wanted) kept.push_back(std::move(p));
   }
   if (kept.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -316,6 +333,26 @@ absl::StatusOr<ProbeBundle> LoadProbeBundle(const InstrumentCommandOptions& o) {
         " program(s) attaches where --entry/--exit/--mem ask"));
   }
   bundle->programs = std::move(kept);
+  return absl::OkStatus();
+}
+
+// -k replaces every program's kernel glob, as `cuprobe run -k` does;
+// --mem-spaces replaces the memory programs' spaces. Without them each
+// program keeps its own.
+void ApplyOverrides(const InstrumentCommandOptions& o, ProbeBundle* bundle) {
+  for (ProbeProgram& p : bundle->programs) {
+    if (!o.kernels.empty()) p.kernel_glob = o.kernels;
+    if (o.mem_spaces != 0 && p.attach == AttachKind::kMemory) p.mem_spaces = o.mem_spaces;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ProbeBundle> LoadProbeBundle(const InstrumentCommandOptions& o) {
+  if (IsBuiltinProbeSpec(o.probe)) return LoadBuiltin(o);
+  CUPROBE_ASSIGN_OR_RETURN(ProbeBundle bundle, ReadBundleFile(o.probe));
+  CUPROBE_RETURN_IF_ERROR(KeepAskedPrograms(o, &bundle));
+  ApplyOverrides(o, &bundle);
   return bundle;
 }
 

@@ -5,13 +5,19 @@
 // link -> PTX or cubin), --stats, and the errors a user meets.
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "cuprobe/abi.h"
 #include "loader/args.h"
 #include "loader/inspect_command.h"
 #include "loader/instrument_command.h"
+#include "probe/bundle.h"
+#include "ptx_rewriter/builtin_probes.h"
 #include "ptx_rewriter/ptx_parser.h"
 #include "ptx_rewriter/settings.h"
 #include "tests/ptx_rewriter/fixtures.h"
@@ -21,6 +27,7 @@ namespace cuprobe {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kFixtures = CUPROBE_IMAGE_FIXTURE_DIR;
 
@@ -70,6 +77,58 @@ TEST(InstrumentArgsTest, RejectsIncompleteCommands) {
                        "x.ptx"}),
               HasSubstr("unknown space 'texture'"));
   EXPECT_THAT(message({"instrument", "--bogus"}), HasSubstr("unknown option '--bogus'"));
+}
+
+// No --entry/--exit/--mem with a bundle: its own attach points, globs and
+// memory spaces; -k and --mem-spaces only when given.
+TEST(InstrumentArgsTest, BundleWithoutFlagsUsesItsOwnAttachPoints) {
+  absl::StatusOr<CliArgs> a = Parse({"instrument", "-p", "probe.cpb", "app", "-o", "x.ptx"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->instrument.UsesBundleAttachPoints());
+  EXPECT_EQ(a->instrument.kernels, "") << "the programs' own globs";
+  EXPECT_EQ(a->instrument.mem_spaces, 0u) << "the programs' own spaces";
+  for (const char* flag : {"--entry", "--exit", "--mem"}) {
+    a = Parse({"instrument", "-p", "probe.cpb", flag, "app", "-o", "x.ptx"});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_FALSE(a->instrument.UsesBundleAttachPoints()) << flag;
+  }
+  // An explicit '*' is an override like any other glob.
+  a = Parse({"instrument", "-p", "probe.cpb", "-k", "*", "app", "-o", "x.ptx"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->instrument.UsesBundleAttachPoints());
+  EXPECT_EQ(a->instrument.kernels, "*");
+}
+
+// Programs for a bundle file: builtin:count's probe at each attach point,
+// with its glob and memory spaces, as `cuprobe compile` writes them from
+// sections cuprobe/entry/GLOB, cuprobe/exit/GLOB, cuprobe/mem/GLOB.
+struct Section {
+  AttachKind attach;
+  std::string glob;
+  uint32_t mem_spaces = (1u << CUPROBE_SPACE_GLOBAL) | (1u << CUPROBE_SPACE_GENERIC);
+};
+
+void WriteSectionsBundle(const std::string& path, const std::vector<Section>& sections) {
+  absl::StatusOr<ProbeBundle> b = BuiltinBundle("builtin:count", {.entry = true});
+  ASSERT_TRUE(b.ok()) << b.status();
+  const ProbeProgram proto = b->programs[0];
+  b->programs.clear();
+  b->source_name = "sections.bpf.c";
+  for (const Section& s : sections) {
+    ProbeProgram p = proto;
+    const char* point = s.attach == AttachKind::kEntry  ? "entry"
+                        : s.attach == AttachKind::kExit ? "exit"
+                                                        : "mem";
+    p.name = absl::StrCat(point, "_", b->programs.size());
+    p.section = absl::StrCat("cuprobe/", point, "/", s.glob);
+    p.attach = s.attach;
+    p.kernel_glob = s.glob;
+    p.mem_spaces = s.mem_spaces;
+    b->programs.push_back(std::move(p));
+  }
+  const std::vector<uint8_t> bytes = WriteBundle(*b);
+  testing::WriteTextFile(path, std::string_view(reinterpret_cast<const char*>(bytes.data()),
+                                                bytes.size()));
 }
 
 class InstrumentCommandTest : public ::testing::Test {
@@ -169,6 +228,107 @@ TEST_F(InstrumentCommandTest, ErrorsSayWhatToDo) {
   r = InstrumentFile(o_);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("built-in probes: builtin:count"));
+}
+
+// The report without its last line (the time it took).
+std::string WithoutTiming(const std::string& report) {
+  return report.substr(0, report.rfind("wrote "));
+}
+
+TEST_F(InstrumentCommandTest, BundleWithoutFlagsAttachesWhereItsSectionsSay) {
+  // Only an exit program: exits only, on every kernel.
+  const std::string exit_only = dir_ + "/exit.cpb";
+  ASSERT_NO_FATAL_FAILURE(WriteSectionsBundle(exit_only, {{AttachKind::kExit, "*"}}));
+  o_ = InstrumentCommandOptions{};
+  o_.probe = exit_only;
+  o_.helpers = kFixtures + "/test_helpers.ptx";
+  o_.input = kFixtures + "/kernels_sm90.ptx";
+  o_.output = dir_ + "/bundle.ptx";
+  o_.stats = true;
+  absl::StatusOr<std::string> bundle = InstrumentFile(o_);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  EXPECT_THAT(*bundle, HasSubstr("instrumented 4 kernel(s) with sections.bpf.c"));
+  EXPECT_THAT(*bundle, HasSubstr("exit sites 1"));
+  EXPECT_THAT(*bundle, Not(HasSubstr("entry ")));
+  EXPECT_THAT(*bundle, Not(HasSubstr("memory sites")));
+  const std::string bundle_ptx = testing::ReadTextFile(o_.output);
+
+  // The same as builtin:count --exit: sites, registers and PTX.
+  o_.probe = "builtin:count";
+  o_.exit = true;
+  o_.output = dir_ + "/flags.ptx";
+  absl::StatusOr<std::string> flags = InstrumentFile(o_);
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  std::string expected = WithoutTiming(*flags);
+  expected.replace(expected.find("builtin:count"), 13, "sections.bpf.c");
+  EXPECT_EQ(WithoutTiming(*bundle), expected);
+  EXPECT_EQ(bundle_ptx, testing::ReadTextFile(o_.output));
+}
+
+TEST_F(InstrumentCommandTest, BundleWithoutFlagsEqualsTheFlagsOfItsSections) {
+  // add_one at entry and exit, every kernel's memory: no flag, and the three
+  // flags, give the same report and PTX; --exit alone drops the others.
+  const std::string path = dir_ + "/mixed.cpb";
+  ASSERT_NO_FATAL_FAILURE(WriteSectionsBundle(path, {{AttachKind::kEntry, "add_one"},
+                                                     {AttachKind::kExit, "add_one"},
+                                                     {AttachKind::kMemory, "*"}}));
+  o_ = InstrumentCommandOptions{};
+  o_.probe = path;
+  o_.helpers = kFixtures + "/test_helpers.ptx";
+  o_.input = kFixtures + "/kernels_sm90.ptx";
+  o_.output = dir_ + "/out.ptx";
+  auto run = [&](bool entry, bool exit, bool mem) {
+    o_.entry = entry;
+    o_.exit = exit;
+    o_.mem = mem;
+    absl::StatusOr<std::string> r = InstrumentFile(o_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return std::pair(r.ok() ? WithoutTiming(*r) : "", testing::ReadTextFile(o_.output));
+  };
+  const auto [report, ptx] = run(false, false, false);
+  EXPECT_THAT(report, HasSubstr("instrumented 4 kernel(s) with sections.bpf.c"));
+  EXPECT_THAT(report, HasSubstr("[_Z7add_onePfi]\n           entry 1, exit sites 1, memory sites 2"));
+  EXPECT_THAT(report, HasSubstr("plain_c\n           memory sites 1"));
+  const auto [flags_report, flags_ptx] = run(true, true, true);
+  EXPECT_EQ(report, flags_report);
+  EXPECT_EQ(ptx, flags_ptx);
+  const auto [exit_report, exit_ptx] = run(false, true, false);
+  EXPECT_THAT(exit_report, HasSubstr("instrumented 1 kernel(s)"));
+  EXPECT_THAT(exit_report, HasSubstr("[_Z7add_onePfi]\n           exit sites 1\n"));
+  EXPECT_NE(ptx, exit_ptx);
+}
+
+TEST_F(InstrumentCommandTest, KernelsAndMemSpacesReplaceTheBundlesOwn) {
+  const std::string path = dir_ + "/shared.cpb";
+  ASSERT_NO_FATAL_FAILURE(WriteSectionsBundle(
+      path, {{AttachKind::kEntry, "add_one"},
+             {AttachKind::kMemory, "add_one", 1u << CUPROBE_SPACE_SHARED}}));
+  o_ = InstrumentCommandOptions{};
+  o_.probe = path;
+  o_.helpers = kFixtures + "/test_helpers.ptx";
+  o_.input = kFixtures + "/kernels_sm90.ptx";
+  o_.output = dir_ + "/out.ptx";
+  // The bundle's own: add_one only, and its global accesses are not in the
+  // memory program's spaces.
+  absl::StatusOr<std::string> r = InstrumentFile(o_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(*r, HasSubstr("instrumented 1 kernel(s)"));
+  EXPECT_THAT(*r, HasSubstr("[_Z7add_onePfi]\n           entry 1\n"));
+  // --mem-spaces replaces them; -k, even '*', replaces the globs.
+  o_.mem_spaces = 1u << CUPROBE_SPACE_GLOBAL;
+  o_.kernels = "*";
+  r = InstrumentFile(o_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(*r, HasSubstr("instrumented 4 kernel(s)"));
+  EXPECT_THAT(*r, HasSubstr("[_Z7add_onePfi]\n           entry 1, memory sites 2"));
+  // No kernel matching the bundle's globs names them, not --kernels.
+  ASSERT_NO_FATAL_FAILURE(WriteSectionsBundle(
+      path, {{AttachKind::kEntry, "nothing*"}, {AttachKind::kExit, "nada"}}));
+  o_.kernels.clear();
+  r = InstrumentFile(o_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("matches the probe's kernel globs 'nothing*', 'nada' (4 kernel(s)"));
 }
 
 TEST(InspectCommandTest, MarksInstrumentableKernels) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +28,7 @@ struct SampleCase {
   std::string probe;                // under samples/
   std::string workload;             // under build/samples/, or a path in the source tree
                                     // (tests/...: PTX a GPU run produced)
-  std::vector<std::string> attach;  // instrument's attach flags
+  std::vector<std::string> attach;  // instrument's attach flags: the probe's sections
   int kernels;                      // kernels the probe's globs select
   std::vector<std::string> expect;  // lines of the report
 };
@@ -101,6 +102,21 @@ std::vector<SampleCase> Cases() {
   };
 }
 
+// The report of `cuprobe instrument` to PTX, without its last line (the
+// file written and the time taken), and the PTX; `flags` go before the
+// workload.
+std::pair<std::string, std::string> InstrumentToPtx(const std::string& bundle,
+                                                    const std::vector<std::string>& flags,
+                                                    const std::string& workload,
+                                                    const std::string& ptx) {
+  std::vector<std::string> argv = {BuildDir() + "/bin/cuprobe", "instrument", "-p", bundle};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {workload, "-o", ptx});
+  ProcessResult r = RunProcess(argv, {{"CUPROBE_CACHE_DIR", "off"}}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.out + r.err;
+  return {r.out.substr(0, r.out.rfind("wrote ")), ReadWholeFile(ptx)};
+}
+
 class SampleOffline : public ::testing::TestWithParam<SampleCase> {
  protected:
   void SetUp() override {
@@ -140,6 +156,16 @@ TEST_P(SampleOffline, CompilesAndInstrumentsItsWorkload) {
   const std::string image = ReadWholeFile(cubin);
   ASSERT_GE(image.size(), 4u) << report;
   EXPECT_EQ(image.substr(0, 4), "\x7f" "ELF") << "an sm_90 cubin";
+
+  // Without attach flags the bundle's own sections decide: the same kernels,
+  // sites and PTX as the flags naming them.
+  const auto [own_report, own_ptx] = InstrumentToPtx(bundle, {}, workload, dir_ + "/own.ptx");
+  const auto [flags_report, flags_ptx] =
+      InstrumentToPtx(bundle, c.attach, workload, dir_ + "/flags.ptx");
+  EXPECT_THAT(own_report, HasSubstr(absl::StrCat("instrumented ", c.kernels, " kernel(s)")));
+  EXPECT_EQ(own_report, flags_report);
+  EXPECT_FALSE(own_ptx.empty());
+  EXPECT_TRUE(own_ptx == flags_ptx) << "the PTX differs";
 }
 
 // `cuprobe compile` decides C or eBPF object by content, not by name, and
