@@ -14,6 +14,7 @@
 #include "cuprobe/abi.h"
 #include "maps/gpu/helpers_ptx.h"
 #include "ptx_rewriter/compile_cache.h"
+#include "ptx_rewriter/image_pipeline.h"
 #include "ptx_rewriter/settings.h"
 #include "support/kept_forever.h"
 #include "support/log.h"
@@ -128,6 +129,7 @@ HookState Hook::Start() {
     attach_ = KeptForever(new LateAttach(seam_, *images_, *output_->AttachSession(), *tracer_,
                                          config_.pid,
                                          TritonCacheFinder(config_.ptx_search_roots)));
+    if (config_.list_kernels) ListKernelsAtLoad();
   }
   status = AddHandlers(/*tracer_launches=*/!activity_->WantsLaunchApiActivity());
   if (status.ok()) status = EnableCallbacks();
@@ -196,6 +198,26 @@ std::optional<ProbeBundle> Hook::SessionBundle() {
     return std::nullopt;
   }
   return *std::move(bundle);
+}
+
+void Hook::ListKernelsAtLoad() {
+  Tracer* tracer = tracer_;
+  CuptiSeam* seam = &seam_;
+  images_->SetLoadObserver([tracer, seam, find_ptx = TritonCacheFinder(config_.ptx_search_roots)](
+                               const ImageSource& source) {
+    ReentrancyGuard guard;  // the driver calls below are ours, not the program's
+    absl::StatusOr<uint32_t> sm = seam->CurrentDeviceSm();
+    absl::StatusOr<std::vector<CatalogKernel>> kernels =
+        CatalogImage(source, sm.ok() ? *sm : 0, find_ptx);
+    if (!kernels.ok()) {
+      CUPROBE_LOG(kDebug, "list: %s: %s", source.Describe(), kernels.status().message());
+      return;
+    }
+    for (const CatalogKernel& k : *kernels) {
+      tracer->OnKernelCataloged(k.name, k.backend == KernelBackend::kPtx ? kCatalogBackendPtx
+                                                                         : kCatalogBackendPatch);
+    }
+  });
 }
 
 void Hook::StartProbes() {

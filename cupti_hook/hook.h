@@ -166,6 +166,9 @@ class Hook final : public GpuEventSink {
   // Sets up module replacement from the session's bundle; a bad bundle only
   // turns probes off (with one message), tracing goes on.
   void StartProbes();
+  // `cuprobe list -- cmd` (HookConfig::list_kernels): each kept module
+  // image's kernels go into the trace as CatalogKernelRecords.
+  void ListKernelsAtLoad();
   // The session's bundle, or nullopt (said once) when it is not usable.
   std::optional<ProbeBundle> SessionBundle();
   // Stop's steps, in order (the file comment of hook.h).

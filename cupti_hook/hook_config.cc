@@ -125,6 +125,9 @@ HookConfig HookConfig::FromEnvironment() {
   if (const char* s = std::getenv("CUPROBE_LATE_ATTACH"); s != nullptr && std::strcmp(s, "0") == 0) {
     config.late_attach = false;
   }
+  if (const char* s = std::getenv("CUPROBE_LIST"); s != nullptr && std::strcmp(s, "1") == 0) {
+    config.list_kernels = true;
+  }
   if (const char* s = std::getenv("CUPROBE_TRACE"); s != nullptr && *s != '\0') {
     for (const std::string& word : config.SetTraceSelection(s)) {
       CUPROBE_LOG(kWarning, "CUPROBE_TRACE: ignoring unknown item '%s' (expected launches, "

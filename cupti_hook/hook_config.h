@@ -61,6 +61,10 @@ struct HookConfig {
   // CUPROBE_LATE_ATTACH=0 turns late attach off: the hook then keeps no
   // module images and never redirects a launch (cupti_hook/late_attach.h).
   bool late_attach = true;
+  // CUPROBE_LIST=1 (`cuprobe list -- cmd`): every module load publishes its
+  // kernels and their backends (CatalogKernelRecord). Needs late attach's
+  // image registry.
+  bool list_kernels = false;
   // CUPROBE_DIAG (the benchmarks' measuring switches, a list of words; not
   // a user setting) is read here and nowhere else.
   // CUPROBE_DIAG=serial-kernels:

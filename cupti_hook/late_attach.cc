@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -15,9 +16,11 @@
 #include "cupti_hook/tracer.h"
 #include "maps/gpu/helpers_ptx.h"
 #include "probe/bundle.h"
+#include "probe/trace_records.h"
 #include "ptx_rewriter/compile_cache.h"
 #include "ptx_rewriter/settings.h"
 #include "ptx_rewriter/image.h"
+#include "ptx_rewriter/image_pipeline.h"
 #include "support/kept_forever.h"
 #include "support/log.h"
 
@@ -118,16 +121,19 @@ void ImageRegistry::OnModuleApi(CUpti_CallbackId cbid, const CUpti_CallbackData*
     return;
   }
   std::shared_ptr<Kept> stale;  // a handle the driver reused: freed after the lock
-  absl::MutexLock lock(&mu_);
-  auto it = by_handle_.find(handle);
-  if (it != by_handle_.end()) {
-    stale = std::move(it->second);
-    copied_bytes_.fetch_sub(stale->counted, std::memory_order_relaxed);
-    by_handle_.erase(it);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_handle_.find(handle);
+    if (it != by_handle_.end()) {
+      stale = std::move(it->second);
+      copied_bytes_.fetch_sub(stale->counted, std::memory_order_relaxed);
+      by_handle_.erase(it);
+    }
+    // An image that was not kept leaves no entry: the handle's old image
+    // (a module unloaded without our seeing it) must not stand in for it.
+    if (kept != nullptr) by_handle_[handle] = kept;
   }
-  // An image that was not kept leaves no entry: the handle's old image
-  // (a module unloaded without our seeing it) must not stand in for it.
-  if (kept != nullptr) by_handle_[handle] = std::move(kept);
+  if (kept != nullptr && observer_) observer_(kept->source);
 }
 
 std::shared_ptr<const ImageSource> ImageRegistry::Find(const void* handle) const {
@@ -136,6 +142,16 @@ std::shared_ptr<const ImageSource> ImageRegistry::Find(const void* handle) const
   if (it == by_handle_.end()) return nullptr;
   // Aliasing constructor: the source lives as long as its Kept.
   return std::shared_ptr<const ImageSource>(it->second, &it->second->source);
+}
+
+std::vector<std::shared_ptr<const ImageSource>> ImageRegistry::Sources() const {
+  std::vector<std::shared_ptr<const ImageSource>> out;
+  absl::MutexLock lock(&mu_);
+  out.reserve(by_handle_.size());
+  for (const auto& [handle, kept] : by_handle_) {
+    out.emplace_back(kept, &kept->source);
+  }
+  return out;
 }
 
 size_t ImageRegistry::size() const {
@@ -649,6 +665,10 @@ void LateAttach::Attach(const std::string& name, uint64_t now_ns) {
                                  SessionState::kHookDisabled, why);
   };
   absl::Span<const uint8_t> shared = session->bundle_bytes();
+  if (shared.empty()) {
+    AnswerList(*session);
+    return;
+  }
   std::vector<uint8_t> bytes(shared.begin(), shared.end());
   absl::StatusOr<ProbeBundle> bundle = ReadBundle(bytes);
   if (!bundle.ok()) {
@@ -687,6 +707,57 @@ void LateAttach::Attach(const std::string& name, uint64_t now_ns) {
               attached->instrumenter->bundle().maps.size());
   attached_ = std::move(attached);
   current_.store(attached_.get(), std::memory_order_seq_cst);
+}
+
+namespace {
+
+// A record for a reader that drains while we write (`cuprobe list`): a full
+// ring is waited on, up to about a second per record, then counted lost.
+bool WriteWaiting(RecordRing& ring, RecordType type, const void* body, uint32_t size,
+                  const void* extra = nullptr, uint32_t extra_size = 0) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    if (ring.Write(static_cast<uint16_t>(type), body, size, extra, extra_size)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+}  // namespace
+
+// `cuprobe list PID`: an attacher whose session carries no bundle asks for
+// the kernels of the modules loaded so far, not to attach probes. Each goes
+// into its ring as a name and a CatalogKernelRecord; kHookStopped says the
+// list is complete.
+void LateAttach::AnswerList(Session& lister) {
+  lister.header().hook_pid.store(pid_, std::memory_order_release);
+  absl::StatusOr<uint32_t> sm = seam_.CurrentDeviceSm();
+  uint64_t next_name = 1, listed = 0, lost = 0;
+  for (const std::shared_ptr<const ImageSource>& source : images_.Sources()) {
+    absl::StatusOr<std::vector<CatalogKernel>> kernels =
+        CatalogImage(*source, sm.ok() ? *sm : 0, find_ptx_);
+    if (!kernels.ok()) {
+      CUPROBE_LOG(kDebug, "list: %s: %s", source->Describe(), kernels.status().message());
+      continue;
+    }
+    for (const CatalogKernel& k : *kernels) {
+      NameRecord name = {};
+      name.name_id = ProcessQualifiedId(pid_, next_name++);
+      name.length = static_cast<uint32_t>(std::min<size_t>(k.name.size(), 1u << 16));
+      CatalogKernelRecord rec = {};
+      rec.name_id = name.name_id;
+      rec.pid = pid_;
+      rec.backend = k.backend == KernelBackend::kPtx ? kCatalogBackendPtx : kCatalogBackendPatch;
+      const bool ok =
+          WriteWaiting(lister.ring(), RecordType::kName, &name, sizeof(name), k.name.data(),
+                       name.length) &&
+          WriteWaiting(lister.ring(), RecordType::kCatalogKernel, &rec, sizeof(rec));
+      ok ? ++listed : ++lost;
+    }
+  }
+  CUPROBE_LOG(kDebug, "list: %d kernel(s) of %d image(s) listed, %d lost", listed,
+              images_.size(), lost);
+  (void)lister.SetHookStatus(static_cast<uint32_t>(HookState::kStopped),
+                             SessionState::kHookStopped, "");
 }
 
 void LateAttach::Detach(const char* why, uint64_t now_ns) {

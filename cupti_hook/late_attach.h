@@ -44,6 +44,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -73,6 +74,14 @@ class ImageRegistry {
   // not seen or not kept.
   [[nodiscard]] std::shared_ptr<const ImageSource> Find(const void* handle) const;
   [[nodiscard]] size_t size() const;
+  // Every kept image, for `cuprobe list PID`.
+  [[nodiscard]] std::vector<std::shared_ptr<const ImageSource>> Sources() const;
+  // Called after each load whose image was kept, outside the registry's
+  // lock, on the loading thread (`cuprobe list -- cmd`). Set it before the
+  // callbacks start.
+  void SetLoadObserver(std::function<void(const ImageSource&)> observer) {
+    observer_ = std::move(observer);
+  }
   [[nodiscard]] uint64_t copied_bytes() const { return copied_bytes_.load(); }
 
  private:
@@ -80,6 +89,7 @@ class ImageRegistry {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<const void*, std::shared_ptr<Kept>> by_handle_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> copied_bytes_{0};
+  std::function<void(const ImageSource&)> observer_;
 };
 
 struct RedirectStats {
@@ -224,6 +234,7 @@ class LateAttach {
   template <typename F>
   void WithAttached(F&& f);
   void Attach(const std::string& name, uint64_t now_ns);
+  void AnswerList(Session& lister);
   void Detach(const char* why, uint64_t now_ns);
 
   CuptiSeam& seam_;

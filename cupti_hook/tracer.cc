@@ -416,6 +416,14 @@ void Tracer::OnKernelInstrumented(std::string_view name, uint32_t kernel_id) {
   Emit(RecordType::kProbeKernel, &rec, sizeof(rec));
 }
 
+void Tracer::OnKernelCataloged(std::string_view name, uint16_t backend) {
+  CatalogKernelRecord rec = {};
+  rec.name_id = InternName(name);
+  rec.pid = pid_;
+  rec.backend = backend;
+  Emit(RecordType::kCatalogKernel, &rec, sizeof(rec));
+}
+
 void Tracer::IgnoreStream(uint32_t stream_id) {
   if (stream_id == 0 || Ignored(stream_id)) return;
   int slot = ignored_count_.fetch_add(1, std::memory_order_acq_rel);

@@ -147,6 +147,9 @@ class Tracer {
 
   // A kernel the hook instrumented: publishes its name and probe kernel id.
   void OnKernelInstrumented(std::string_view name, uint32_t kernel_id);
+  // A kernel of a loaded module and its backend (kCatalogBackend*), for
+  // `cuprobe list -- cmd`: publishes its name and a CatalogKernelRecord.
+  void OnKernelCataloged(std::string_view name, uint16_t backend);
   // Activity on this CUPTI stream id is cuprobe's own (the maps' copies):
   // it is not part of the program's trace. Up to kMaxIgnoredStreams.
   void IgnoreStream(uint32_t stream_id);

@@ -35,7 +35,8 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     if (argv.size() > 2) args.help_topic = argv[2];
     if (!args.help_topic.empty() && args.help_topic != "trace" && args.help_topic != "inspect" &&
         args.help_topic != "compile" && args.help_topic != "instrument" &&
-        args.help_topic != "maps" && args.help_topic != "run" && args.help_topic != "attach") {
+        args.help_topic != "maps" && args.help_topic != "run" && args.help_topic != "attach" &&
+        args.help_topic != "list") {
       return Invalid(absl::StrCat("no help for unknown command '", args.help_topic, "'"), "");
     }
     return args;
@@ -50,6 +51,7 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   if (cmd == "inspect") return args_internal::ParseInspect(argv, 2, std::move(args));
   if (cmd == "compile") return args_internal::ParseCompile(argv, 2, std::move(args));
   if (cmd == "instrument") return args_internal::ParseInstrument(argv, 2, std::move(args));
+  if (cmd == "list") return args_internal::ParseList(argv, 2, std::move(args));
   if (cmd == "maps") {
     CUPROBE_ASSIGN_OR_RETURN(args.maps, ParseMapsArgs(argv, 2));
     args.command = args.maps.help ? Command::kHelp : Command::kMaps;

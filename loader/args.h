@@ -21,7 +21,7 @@
 namespace cuprobe {
 
 enum class Command {
-  kHelp, kVersion, kTrace, kRun, kAttach, kInspect, kCompile, kInstrument, kMaps
+  kHelp, kVersion, kTrace, kRun, kAttach, kInspect, kCompile, kInstrument, kMaps, kList
 };
 
 enum class ReportFormat { kTable, kJson, kCsv, kChrome, kPerfetto, kPrometheus };
@@ -81,6 +81,18 @@ struct InspectOptions {
   std::vector<std::string> ptx_search_roots;
 };
 
+// `cuprobe list` (loader/list_command.h): the attach points of a file's
+// kernels, of a running program's, or of a program run for the purpose.
+struct ListOptions {
+  // Which attach points: "", "GLOB" (every point of the kernels the glob
+  // selects) or "POINT:GLOB" with POINT entry, exit, mem or *.
+  std::string pattern;
+  std::string target;                // FILE, or PID / session name
+  std::vector<std::string> command;  // -- program args (instead of a target)
+  uint32_t sm = 90;                  // FILE: the device the PTX is chosen for
+  bool verbose = false;              // -v: mangled names too
+};
+
 struct CompileArgs {
   std::string input;           // probe.bpf.c or an eBPF object
   std::string oneliner;        // -e PROGRAM instead of an input
@@ -128,6 +140,7 @@ struct CliArgs {
   CompileArgs compile;
   InstrumentCommandOptions instrument;
   MapsOptions maps;
+  ListOptions list;
 };
 
 [[nodiscard]] absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& argv);

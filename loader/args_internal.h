@@ -7,6 +7,7 @@
 //   args_traced_run.cc  trace, run and attach: a program and its report
 //                       (the options of a traced run are shared);
 //   args_files.cc       inspect, compile and instrument: one input file;
+//   args_list.cc        list: a file, a running program or a program to run;
 //   args_usage.cc       the --help texts.
 // Every parser fills the CliArgs it is given and returns it; errors are
 // INVALID_ARGUMENT with a "Try 'cuprobe <topic> --help'." line (Invalid).
@@ -90,6 +91,9 @@ absl::StatusOr<T> ParseNumber(std::string_view option, std::string_view text, T 
                                                    CliArgs args);
 [[nodiscard]] absl::StatusOr<CliArgs> ParseInstrument(const std::vector<std::string>& argv,
                                                       size_t i, CliArgs args);
+// args_list.cc
+[[nodiscard]] absl::StatusOr<CliArgs> ParseList(const std::vector<std::string>& argv, size_t i,
+                                                CliArgs args);
 
 }  // namespace cuprobe::args_internal
 

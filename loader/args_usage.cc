@@ -27,6 +27,7 @@ COMMANDS
   compile   verify a C/eBPF probe and compile it to a probe bundle (.cpb) of PTX
   instrument  rewrite the kernels of a file with probes, offline, into a cubin or PTX
   maps      print the probes' maps of a running or finished session
+  list      list the attach points of a file's, a running program's or a run's kernels
 
   cuprobe <command> --help    options and examples of one command
   cuprobe --version
@@ -38,6 +39,7 @@ EXAMPLES
   cuprobe run -e 'exit:vec_add* { @exits[kernel] = count(); }' -- build/samples/vec_add
   cuprobe attach 4242 -p samples/threadhist/threadhist.bpf.c --duration 10
   cuprobe inspect build/samples/vec_add
+  cuprobe list 'mem:*gemm*' -- python3 train.py
   cuprobe compile samples/threadhist/threadhist.bpf.c -o threadhist.cpb
   cuprobe instrument --probe builtin:count --entry build/samples/vec_add -o vec_add.cubin
 
@@ -342,6 +344,49 @@ ENVIRONMENT
   CUPROBE_CACHE_DIR    compile cache directory ("off" disables it)
 )";
 
+constexpr char kListUsage[] = R"(cuprobe list: list the attach points of kernels (as `bpftrace -l`)
+
+USAGE
+  cuprobe list [options] [PATTERN] FILE
+  cuprobe list [options] [PATTERN] PID
+  cuprobe list [options] [PATTERN] -- program [args...]
+
+  Prints one line per attach point: entry:KERNEL, exit:KERNEL and mem:KERNEL,
+  then the backend `cuprobe run --backend auto` reaches the kernel through:
+    ptx     the kernel's PTX is rewritten as its module loads (every probe
+            feature; also what --backend ptx instruments)
+    patch   SASS only (cuBLAS, cuDNN, most of PyTorch): its machine code is
+            patched through the Compute Sanitizer (--backend auto or patch)
+    ?       launched, but its module's image was not kept (loaded before the
+            hook, or too large to copy)
+  KERNEL is the name kernel globs match: demangled, without parameters. A
+  count goes to stderr, so that stdout pipes into grep or wc.
+
+  FILE      an executable, shared library, fatbin, cubin or PTX file, read
+            offline (no GPU needed), as `cuprobe inspect` reads it
+  PID       a program running under `cuprobe trace` (or its session name):
+            the kernels of every module it has loaded so far
+  -- program  runs the program under the hook (its output as usual) and lists
+            the kernels of every module it loaded, with launches=N; cuprobe
+            exits with the program's exit code
+
+  PATTERN is GLOB (every point of the kernels it matches) or POINT:GLOB with
+  POINT entry, exit, mem or *; GLOB matches as in probe sections and -k
+  ('*' any run, '?' one character; mangled or demangled name).
+
+OPTIONS
+  -v, --verbose     also print each kernel's mangled name
+  --sm N            FILE: the device the PTX is chosen for (default 90)
+  -h, --help        this text
+
+EXAMPLES
+  cuprobe list build/samples/vec_add
+  cuprobe list 'exit:vec_add*' build/samples/vec_add
+  cuprobe list '*gemm*' /usr/local/cuda/lib64/libcublasLt.so
+  cuprobe list 'mem:*' -- python3 train.py --steps 1
+  cuprobe list 4242 | grep -c patch
+)";
+
 }  // namespace
 
 std::string UsageText(std::string_view topic) {
@@ -351,6 +396,7 @@ std::string UsageText(std::string_view topic) {
   if (topic == "inspect") return kInspectUsage;
   if (topic == "compile") return kCompileUsage;
   if (topic == "instrument") return kInstrumentUsage;
+  if (topic == "list") return kListUsage;
   if (topic == "maps") return std::string(MapsUsage());
   return kGeneralUsage;
 }

@@ -146,45 +146,50 @@ absl::Status ListImage(const Image& image, const std::string& where,
 
 }  // namespace
 
+absl::StatusOr<std::vector<FileImage>> FindImagesInFile(absl::Span<const uint8_t> all,
+                                                        const std::string& path) {
+  if (!IsHostElf(all)) return std::vector<FileImage>{{all, path}};
+  absl::StatusOr<std::vector<HostFatbin>> fatbins = FindFatbinsInHostElf(all);
+  if (!fatbins.ok()) {
+    return absl::Status(fatbins.status().code(),
+                        absl::StrCat(path, ": ", fatbins.status().message()));
+  }
+  std::vector<FileImage> images;
+  for (const HostFatbin& f : *fatbins) {
+    images.push_back({all.subspan(f.offset, f.size),
+                      absl::StrCat(path, " fatbin @0x", absl::Hex(f.offset))});
+  }
+  // Containers outside .nv_fatbin: modules a library loads itself.
+  absl::flat_hash_set<uint64_t> listed;
+  for (const HostFatbin& f : *fatbins) listed.insert(f.offset);
+  for (const HostFatbin& f : ScanForFatbinContainers(all)) {
+    if (listed.contains(f.offset)) continue;
+    bool inside = false;
+    for (const HostFatbin& g : *fatbins) inside |= f.offset > g.offset && f.offset < g.offset + g.size;
+    if (inside) continue;
+    images.push_back({all.subspan(f.offset, f.size),
+                      absl::StrCat(path, " fatbin @0x", absl::Hex(f.offset),
+                                   " (outside .nv_fatbin)")});
+  }
+  return images;
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
+  return ReadBytes(path);
+}
+
 absl::StatusOr<std::string> InspectFile(const InspectOptions& options) {
   CUPROBE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadBytes(options.path));
-  absl::Span<const uint8_t> all(bytes);
+  CUPROBE_ASSIGN_OR_RETURN(std::vector<FileImage> images, FindImagesInFile(bytes, options.path));
+  if (images.empty()) return absl::StrCat(options.path, ": no CUDA code (no fatbin)\n");
   Listing listing;
-  auto list = [&](absl::Span<const uint8_t> span, const std::string& where) -> absl::Status {
-    absl::StatusOr<Image> image = ReadImage(span);
+  for (const FileImage& f : images) {
+    absl::StatusOr<Image> image = ReadImage(f.bytes);
     if (!image.ok()) {
       return absl::Status(image.status().code(),
-                          absl::StrCat(where, ": ", image.status().message()));
+                          absl::StrCat(f.where, ": ", image.status().message()));
     }
-    return ListImage(*image, where, options, &listing);
-  };
-  if (IsHostElf(all)) {
-    absl::StatusOr<std::vector<HostFatbin>> fatbins = FindFatbinsInHostElf(all);
-    if (!fatbins.ok()) {
-      return absl::Status(fatbins.status().code(),
-                          absl::StrCat(options.path, ": ", fatbins.status().message()));
-    }
-    for (const HostFatbin& f : *fatbins) {
-      CUPROBE_RETURN_IF_ERROR(list(all.subspan(f.offset, f.size),
-                                   absl::StrCat(options.path, " fatbin @0x", absl::Hex(f.offset))));
-    }
-    // Containers outside .nv_fatbin: modules a library loads itself.
-    absl::flat_hash_set<uint64_t> listed;
-    for (const HostFatbin& f : *fatbins) listed.insert(f.offset);
-    int extra = 0;
-    for (const HostFatbin& f : ScanForFatbinContainers(all)) {
-      if (listed.contains(f.offset)) continue;
-      bool inside = false;
-      for (const HostFatbin& g : *fatbins) inside |= f.offset > g.offset && f.offset < g.offset + g.size;
-      if (inside) continue;
-      ++extra;
-      CUPROBE_RETURN_IF_ERROR(list(all.subspan(f.offset, f.size),
-                                   absl::StrCat(options.path, " fatbin @0x", absl::Hex(f.offset),
-                                                " (outside .nv_fatbin)")));
-    }
-    if (fatbins->empty() && extra == 0) return absl::StrCat(options.path, ": no CUDA code (no fatbin)\n");
-  } else {
-    CUPROBE_RETURN_IF_ERROR(list(all, options.path));
+    CUPROBE_RETURN_IF_ERROR(ListImage(*image, f.where, options, &listing));
   }
   absl::StrAppend(&listing.text, listing.images, " image(s), ", listing.sass_kernels,
                   " kernel(s) in SASS, ", listing.ptx_kernels,

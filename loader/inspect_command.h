@@ -15,9 +15,26 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "loader/args.h"
 
 namespace cuprobe {
+
+// A CUDA image inside a file, and where it is ("app fatbin @0x3c8").
+struct FileImage {
+  absl::Span<const uint8_t> bytes;
+  std::string where;
+};
+
+// The images of a file's bytes: a host executable's or library's fatbins
+// (its .nv_fatbin section's, then containers elsewhere in it); else the
+// bytes themselves (a fatbin, cubin or PTX file). Empty: a host ELF without
+// CUDA code.
+[[nodiscard]] absl::StatusOr<std::vector<FileImage>> FindImagesInFile(
+    absl::Span<const uint8_t> all, const std::string& path);
+
+// A file's bytes; NOT_FOUND naming the file and why.
+[[nodiscard]] absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 
 // The listing `cuprobe inspect` prints.
 [[nodiscard]] absl::StatusOr<std::string> InspectFile(const InspectOptions& options);

@@ -10,6 +10,7 @@
 #include "loader/compile_command.h"
 #include "loader/inspect_command.h"
 #include "loader/instrument_command.h"
+#include "loader/list_command.h"
 #include "loader/maps_command.h"
 #include "loader/run_command.h"
 #include "loader/trace_command.h"
@@ -72,6 +73,12 @@ int main(int argc, char** argv) {
       return Report(RunAttach(parsed->attach));
     case Command::kTrace:
       return Report(RunTrace(parsed->trace));
+    case Command::kList: {
+      absl::StatusOr<int> listed = RunList(parsed->list);
+      // Only a program that could not be started is a 2.
+      if (!listed.ok() && parsed->list.command.empty()) return Report(listed.status());
+      return Report(listed);
+    }
   }
   return 2;
 }

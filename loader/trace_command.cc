@@ -155,21 +155,27 @@ class TimelineFile {
 };
 
 // Moves records from the ring into the summary while the program runs,
-// into the Perfetto timeline (`timeline`, streamed to its file) and into
-// every record kept for a Chrome timeline (`records`); either may be
-// nullptr when not asked for. The summary's and the Perfetto timeline's
+// into the Perfetto timeline (`timeline`, streamed to its file), into
+// every record kept for a Chrome timeline (`records`) and into the caller's
+// consumer (`also`, LiveView::records); any may be nullptr when not asked
+// for. The summary's and the Perfetto timeline's
 // memory is bounded (report/trace_aggregator.h, report/trace_perfetto.h),
 // the records' is not.
 class Drainer final : public RecordConsumer {
  public:
   Drainer(Session& session, TraceAggregator& summary, PerfettoTimeline* timeline,
-          TraceData* records)
-      : session_(session), summary_(summary), timeline_(timeline), records_(records) {}
+          TraceData* records, RecordConsumer* also)
+      : session_(session), summary_(summary), timeline_(timeline), records_(records),
+        also_(also) {}
 
   void AddName(uint64_t id, std::string_view name) override {
     summary_.AddName(id, name);
     if (timeline_ != nullptr) timeline_->AddName(id, name);
     if (records_ != nullptr) records_->AddName(id, name);
+    if (also_ != nullptr) also_->AddName(id, name);
+  }
+  void AddCatalogKernel(const CatalogKernelRecord& r) override {
+    if (also_ != nullptr) also_->AddCatalogKernel(r);
   }
   void AddProcess(const ProcessRecord& r) override { Tee(r, &RecordConsumer::AddProcess); }
   void AddLaunch(const LaunchRecord& r) override { Tee(r, &RecordConsumer::AddLaunch); }
@@ -225,6 +231,7 @@ class Drainer final : public RecordConsumer {
     (summary_.*add)(r);
     if (timeline_ != nullptr) (timeline_->*add)(r);
     if (records_ != nullptr) (records_->*add)(r);
+    if (also_ != nullptr) (also_->*add)(r);
   }
 
  public:
@@ -236,6 +243,7 @@ class Drainer final : public RecordConsumer {
   TraceAggregator& summary_;
   PerfettoTimeline* timeline_;
   TraceData* records_;
+  RecordConsumer* also_;
   TraceCounters counters_;
   std::mutex mu_;
   std::atomic<bool> stop_{false};
@@ -460,7 +468,7 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   const bool chrome = wants(ReportFormat::kChrome);
   TraceData records;
   Drainer drainer(session, data, timeline ? &timeline->timeline() : nullptr,
-                  chrome ? &records : nullptr);
+                  chrome ? &records : nullptr, live.records);
   drainer.Start();
   std::vector<std::pair<std::string, std::string>> env = HookEnvironment(options, hook, session);
   env.insert(env.end(), extra_env.begin(), extra_env.end());

@@ -42,6 +42,9 @@ struct LiveView {
   std::function<void(Session&)> on_drain;
   // After the program exited, before the report is written.
   std::function<void(Session&, const TraceAggregator&)> on_exit;
+  // Every record drained also goes here (on the drain thread, then on the
+  // caller's after the program exited); nullptr: nowhere else.
+  RecordConsumer* records = nullptr;
 };
 
 // Variables for the program's environment beyond those of a trace (run's

@@ -47,6 +47,10 @@ enum class RecordType : uint16_t {
   // see (ctx->kernel_id). Added without a version bump: readers that predate
   // it count it as an unknown type and go on.
   kProbeKernel = 7,
+  // CatalogKernelRecord: a kernel of a loaded module and the backend probes
+  // would reach it through (`cuprobe list`). Added without a version bump,
+  // as kProbeKernel.
+  kCatalogKernel = 8,
 };
 
 // What API call a LaunchRecord describes: a driver call (launch callbacks,
@@ -92,6 +96,18 @@ struct ProbeKernelRecord {
   uint32_t kernel_id;  // what probes of this kernel see as ctx->kernel_id
   uint32_t pid;
   uint64_t name_id;    // the kernel's mangled name (NameRecord)
+};
+
+// CatalogKernelRecord::backend: as ptx_rewriter/image_pipeline.h's
+// KernelBackend.
+inline constexpr uint16_t kCatalogBackendPtx = 1;    // rewritten from its PTX
+inline constexpr uint16_t kCatalogBackendPatch = 2;  // SASS only: patched
+
+struct CatalogKernelRecord {
+  uint64_t name_id;  // the kernel's mangled name (NameRecord)
+  uint32_t pid;
+  uint16_t backend;  // kCatalogBackend*
+  uint16_t reserved;
 };
 
 struct ProcessRecord {
@@ -173,6 +189,7 @@ static_assert(sizeof(RecordHeader) == 8);
 static_assert(sizeof(NameRecord) == 16);
 static_assert(sizeof(ProcessRecord) == 24);
 static_assert(sizeof(ProbeKernelRecord) == 16);
+static_assert(sizeof(CatalogKernelRecord) == 16);
 static_assert(sizeof(LaunchRecord) == 80);
 static_assert(offsetof(LaunchRecord, grid) == 48);
 static_assert(offsetof(LaunchRecord, api) == 76);

@@ -182,6 +182,44 @@ std::vector<std::string> PtxEntryNames(std::string_view ptx) {
   return names;
 }
 
+absl::StatusOr<std::vector<CatalogKernel>> CatalogImage(
+    const ImageSource& source, uint32_t sm, const PtxSourceFinder& find_ptx) {
+  std::vector<uint8_t> file_bytes;
+  CUPROBE_ASSIGN_OR_RETURN(Image image, ReadSource(source, &file_bytes));
+  return CatalogImage(image, sm, find_ptx);
+}
+
+std::vector<CatalogKernel> CatalogImage(const Image& image, uint32_t sm,
+                                        const PtxSourceFinder& find_ptx) {
+  // The PTX backend's kernels: those of the PTX the pipeline would rewrite.
+  absl::flat_hash_set<std::string> with_ptx;
+  std::optional<std::string> ptx;
+  if (const ImageEntry* entry = PickPtxFor(image, sm); entry != nullptr) {
+    absl::StatusOr<std::string> text = ExtractPtx(*entry);
+    if (text.ok()) ptx = *std::move(text);
+  } else if (image.format == ImageFormat::kCubin && find_ptx) {
+    ptx = find_ptx(image.bytes);
+  }
+  std::vector<std::string> ptx_kernels;
+  if (ptx.has_value()) ptx_kernels = PtxEntryNames(*ptx);
+  with_ptx.insert(ptx_kernels.begin(), ptx_kernels.end());
+
+  std::vector<CatalogKernel> out;
+  absl::flat_hash_set<std::string> listed;
+  auto add = [&](const std::string& name) {
+    if (!listed.insert(name).second) return;
+    out.push_back({name, with_ptx.contains(name) ? KernelBackend::kPtx : KernelBackend::kPatch});
+  };
+  for (const ImageEntry& e : image.entries) {
+    if (!e.is_elf()) continue;
+    absl::StatusOr<std::vector<std::string>> names = KernelNames(e);
+    if (!names.ok()) continue;
+    for (const std::string& n : *names) add(n);
+  }
+  for (const std::string& n : ptx_kernels) add(n);
+  return out;
+}
+
 PtxSourceFinder TritonCacheFinder(std::vector<std::string> roots) {
   return [roots = std::move(roots)](absl::Span<const uint8_t> cubin) -> std::optional<std::string> {
     std::error_code ec;

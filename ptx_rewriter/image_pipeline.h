@@ -34,6 +34,8 @@
 
 namespace cuprobe {
 
+struct Image;  // ptx_rewriter/image.h
+
 // What the driver was asked to load.
 struct ImageSource {
   const void* live = nullptr;  // in-memory image (wrapper, fatbin, cubin or PTX)
@@ -96,6 +98,27 @@ struct ImagePipeline {
 // The kernel names of PTX text: the identifier after each `.entry` (a cheap
 // scan; the rewriter makes the real decision).
 [[nodiscard]] std::vector<std::string> PtxEntryNames(std::string_view ptx);
+
+// The backend `cuprobe run --backend auto` gives a kernel: the PTX one when
+// the image's PTX for the device (or the PTX `find_ptx` finds for a bare
+// cubin) has the kernel; the patch one (its SASS, through the Compute
+// Sanitizer) otherwise.
+enum class KernelBackend : uint8_t { kPtx = 1, kPatch = 2 };
+
+struct CatalogKernel {
+  std::string name;  // mangled
+  KernelBackend backend = KernelBackend::kPatch;
+};
+
+// Every kernel of an image, once each (`cuprobe list`, and the hook's
+// answer to it): the kernels of its cubins' symbol tables and of its PTX for
+// `sm`, in that order. An error only when the image cannot be read; an
+// unreadable cubin or PTX entry leaves its kernels out.
+[[nodiscard]] absl::StatusOr<std::vector<CatalogKernel>> CatalogImage(
+    const ImageSource& source, uint32_t sm, const PtxSourceFinder& find_ptx);
+// The same for an image already read (a file's bytes: `cuprobe list FILE`).
+[[nodiscard]] std::vector<CatalogKernel> CatalogImage(const Image& image, uint32_t sm,
+                                                      const PtxSourceFinder& find_ptx);
 
 }  // namespace cuprobe
 

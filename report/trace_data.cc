@@ -77,6 +77,8 @@ std::string_view RecordTypeName(uint16_t type) {
       return "ProcessRecord";
     case RecordType::kProbeKernel:
       return "ProbeKernelRecord";
+    case RecordType::kCatalogKernel:
+      return "CatalogKernelRecord";
   }
   return "unknown record";
 }
@@ -105,6 +107,9 @@ absl::Status DecodeRecord(uint16_t type, absl::Span<const uint8_t> body,
     case RecordType::kProbeKernel:
       need = sizeof(ProbeKernelRecord);
       break;
+    case RecordType::kCatalogKernel:
+      need = sizeof(CatalogKernelRecord);
+      break;
     default:
       ++counters.unknown_type;
       return absl::OkStatus();
@@ -131,6 +136,9 @@ absl::Status DecodeRecord(uint16_t type, absl::Span<const uint8_t> body,
       break;
     case RecordType::kProbeKernel:
       consumer.AddProbeKernel(LoadRecord<ProbeKernelRecord>(body));
+      break;
+    case RecordType::kCatalogKernel:
+      consumer.AddCatalogKernel(LoadRecord<CatalogKernelRecord>(body));
       break;
     case RecordType::kName:
       break;  // handled above

@@ -59,6 +59,8 @@ class RecordConsumer {
   virtual void AddMemcpy(const MemcpyRecord& record) = 0;
   virtual void AddMemset(const MemsetRecord& record) = 0;
   virtual void AddProbeKernel(const ProbeKernelRecord& record) = 0;
+  // `cuprobe list`'s records; reports have no use for them.
+  virtual void AddCatalogKernel(const CatalogKernelRecord& record) { (void)record; }
 };
 
 struct TraceCounters {

@@ -28,8 +28,11 @@
 namespace cuprobe::testing {
 namespace {
 
+using ::testing::ContainsRegex;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 std::string Cuprobe() { return BuildDir() + "/bin/cuprobe"; }
 // Probes run from the bundles the build compiled (build/probes/*.cpb): the
@@ -362,6 +365,57 @@ TEST_F(Run, LateAttachInstrumentsARunningProgram) {
   // Redirected launches are still traced under the kernel's name.
   std::smatch row;
   ASSERT_TRUE(std::regex_search(traced.err, row, std::regex(R"(\n[^\n]*\b151\b[^\n]*vec_add\()")))
+      << traced.err;
+}
+
+// `cuprobe list -- program`: the kernels of every module the program loaded,
+// with the backend each gets and its launches, after the program's own
+// output and with its exit code. mixed's add_two is SASS only (patch).
+TEST_F(Run, ListOfAProgramHasItsKernelsBackendsAndLaunches) {
+  ProcessResult native = RunProcess({SamplePath("mixed"), "4096", "3"});
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  ProcessResult r = RunProcess({Cuprobe(), "list", "--", SamplePath("mixed"), "4096", "3"}, {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith(native.out)) << "the program's own output comes first";
+  EXPECT_THAT(r.out, ContainsRegex("\nentry:add_one +ptx  launches=3\n")) << r.out;
+  EXPECT_THAT(r.out, ContainsRegex("\nmem:add_two +patch  launches=3\n")) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("6 attach point(s) of 2 kernel(s): 1 ptx, 1 patch")) << r.err;
+  r = RunProcess({Cuprobe(), "list", "exit:*one", "--", SamplePath("mixed"), "4096", "3"}, {}, 120);
+  EXPECT_THAT(r.out, EndsWith("\nexit:add_one  ptx  launches=3\n")) << r.out;
+}
+
+// `cuprobe list PID`: a program running under `cuprobe trace` answers with
+// the kernels of the modules it has loaded; nothing else about it changes.
+TEST_F(Run, ListOfARunningProgram) {
+  const std::vector<std::string> app = {SamplePath("vec_add"), "65536", "101", "20"};
+  ProcessResult traced;
+  std::thread program([&] {
+    std::vector<std::string> argv = {Cuprobe(), "trace", "-o", dir_ + "/listed", "--"};
+    argv.insert(argv.end(), app.begin(), app.end());
+    traced = RunProcess(argv, {}, 120);
+  });
+  int pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    pid = FindProcess(app);
+    if (pid == 0) ::usleep(10000);
+  }
+  ProcessResult list;
+  // The hook answers once the program initialized CUDA and loaded vec_add's
+  // module (at its first launch, with lazy loading): retry until then.
+  for (int attempt = 0; pid != 0 && attempt < 100; ++attempt) {
+    list = RunProcess({Cuprobe(), "list", "-v", std::to_string(pid)}, {}, 60);
+    if (list.exit_code == 0 && absl::StrContains(list.out, "vec_add")) break;
+    ::usleep(20000);
+  }
+  program.join();
+  ASSERT_NE(pid, 0) << "the traced program was not found";
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("entry:vec_add  ptx  _Z7vec_addPKfS0_Pfi\n")) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("mem:scale      ptx  _Z5scalePffi\n")) << list.out;
+  EXPECT_THAT(list.out, Not(HasSubstr("launches="))) << list.out;
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  std::smatch row;
+  EXPECT_TRUE(std::regex_search(traced.err, row, std::regex(R"(\n[^\n]*\b101\b[^\n]*vec_add\()")))
       << traced.err;
 }
 

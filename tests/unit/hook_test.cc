@@ -216,6 +216,12 @@ TEST(HookConfig, ReadsEnvironment) {
   ::setenv("CUPROBE_DIAG", "no-prewarm,no-linger", 1);
   EXPECT_TRUE(HookConfig::FromEnvironment().no_prewarm);
   ::unsetenv("CUPROBE_DIAG");
+  EXPECT_FALSE(c.list_kernels) << "module loads publish their kernels only for `cuprobe list`";
+  ::setenv("CUPROBE_LIST", "1", 1);
+  EXPECT_TRUE(HookConfig::FromEnvironment().list_kernels);
+  ::setenv("CUPROBE_LIST", "yes", 1);
+  EXPECT_FALSE(HookConfig::FromEnvironment().list_kernels);
+  ::unsetenv("CUPROBE_LIST");
   EXPECT_FALSE(c.capture_profiler_api) << "the whole run by default";
   ::setenv("CUPROBE_CAPTURE_RANGE", "cudaProfilerApi", 1);
   EXPECT_TRUE(HookConfig::FromEnvironment().capture_profiler_api);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "probe/bundle.h"
+#include "probe/trace_records.h"
 #include "ptx_rewriter/image.h"
 #include "tests/test_paths.h"
 #include "tests/test_process.h"
@@ -319,6 +321,21 @@ TEST(LaunchRedirector, LeavesAloneWhatItCannotInstrument) {
 // The attach protocol over real segments: the program's session receives
 // the request; the attacher's session carries the bundle and gets the
 // hook's answers.
+// `cuprobe list -- cmd`: the observer sees each kept image once, after the
+// load, and nothing of a load whose image was not kept.
+TEST(ImageRegistry, ObserverSeesEachKeptLoad) {
+  ImageRegistry registry;
+  std::vector<std::string> seen;
+  registry.SetLoadObserver([&](const ImageSource& source) {
+    seen.emplace_back(static_cast<const char*>(source.live));
+  });
+  const std::string ptx = ".version 9.0\n.target sm_90\n.address_size 64\n";
+  LoadModule(registry, ptx.c_str(), reinterpret_cast<CUmodule>(0x79));
+  LoadModule(registry, "not an image", reinterpret_cast<CUmodule>(0x7a));
+  EXPECT_THAT(seen, ElementsAre(ptx));
+  EXPECT_EQ(registry.Sources().size(), 1u);
+}
+
 class LateAttachProtocol : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -470,6 +487,43 @@ TEST_F(LateAttachProtocol, BadRequestsAttachNothing) {
   EXPECT_FALSE(attach_->attached());
   EXPECT_EQ(probes_.back().session_state(), static_cast<uint32_t>(SessionState::kHookDisabled));
   EXPECT_THAT(probes_.back().HookReason(), ::testing::HasSubstr("probe bundle is not usable"));
+}
+
+// `cuprobe list PID`: a session without a bundle is a list request. The
+// hook writes every kept image's kernels, with their backend, into its ring
+// and says kHookStopped; nothing is attached.
+TEST_F(LateAttachProtocol, AListRequestIsAnsweredWithEveryLoadedKernel) {
+  LoadVecAdd(reinterpret_cast<CUmodule>(0x600));
+  absl::StatusOr<Session> lister = Session::Create({.ring_capacity = 1 << 16});
+  ASSERT_TRUE(lister.ok()) << lister.status();
+  probes_.push_back(*std::move(lister));
+  Session& l = probes_.back();
+  ASSERT_TRUE(program_->RequestAttach(l.name()).ok());
+  attach_->Poll(1);
+  EXPECT_FALSE(attach_->attached());
+  EXPECT_EQ(l.session_state(), static_cast<uint32_t>(SessionState::kHookStopped));
+  EXPECT_EQ(l.header().hook_pid.load(), 4242u);
+
+  std::map<uint64_t, std::string> names;
+  std::vector<std::pair<std::string, uint16_t>> kernels;
+  l.ring().Drain([&](uint16_t type, absl::Span<const uint8_t> body) {
+    if (type == static_cast<uint16_t>(RecordType::kName)) {
+      NameRecord n;
+      std::memcpy(&n, body.data(), sizeof(n));
+      names[n.name_id] = std::string(reinterpret_cast<const char*>(body.data()) + sizeof(n),
+                                     n.length);
+    } else if (type == static_cast<uint16_t>(RecordType::kCatalogKernel)) {
+      CatalogKernelRecord r;
+      std::memcpy(&r, body.data(), sizeof(r));
+      EXPECT_EQ(r.pid, 4242u);
+      kernels.emplace_back(names.at(r.name_id), r.backend);
+    }
+  });
+  // vec_add is built for sm_90 with its PTX: both kernels are the PTX
+  // backend's.
+  EXPECT_THAT(kernels, ::testing::UnorderedElementsAre(
+                           std::pair<std::string, uint16_t>(kVecAdd, kCatalogBackendPtx),
+                           std::pair<std::string, uint16_t>(kScale, kCatalogBackendPtx)));
 }
 
 TEST_F(LateAttachProtocol, AnAttacherThatDiedIsDetached) {
