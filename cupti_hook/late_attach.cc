@@ -548,6 +548,7 @@ struct LateAttach::Attached {
   std::unique_ptr<DeviceMaps> maps;
   std::unique_ptr<LaunchRedirector> redirector;
   uint32_t attacher_pid = 0;
+  std::atomic<uint32_t> next_name{0};  // name ids in the attacher's ring
 };
 
 namespace {
@@ -680,9 +681,26 @@ void LateAttach::Attach(const std::string& name, uint64_t now_ns) {
   attached->attacher_pid = attacher_pid;
   std::vector<MapSpec> specs = bundle->maps;
   Tracer* tracer = &tracer_;
+  Attached* to = attached.get();
+  const uint32_t pid = pid_;
   attached->instrumenter = std::make_unique<BundleInstrumenter>(
       *std::move(bundle), HelpersPtx(), CompileCache(CurrentRewriterSettings().cache_dir), find_ptx_,
-      [tracer](std::string_view kernel, uint32_t id) { tracer->OnKernelInstrumented(kernel, id); });
+      [tracer, to, pid](std::string_view kernel, uint32_t id) {
+        tracer->OnKernelInstrumented(kernel, id);
+        // The attacher names the kernels of its maps from these.
+        NameRecord name = {};
+        name.name_id = ProcessQualifiedId(pid, to->next_name.fetch_add(1) + 1);
+        name.length = static_cast<uint32_t>(std::min<size_t>(kernel.size(), 1u << 16));
+        ProbeKernelRecord rec = {};
+        rec.kernel_id = id;
+        rec.pid = pid;
+        rec.name_id = name.name_id;
+        if (to->session.ring().Write(static_cast<uint16_t>(RecordType::kName), &name,
+                                     sizeof(name), kernel.data(), name.length)) {
+          (void)to->session.ring().Write(static_cast<uint16_t>(RecordType::kProbeKernel), &rec,
+                                         sizeof(rec));
+        }
+      });
   CuptiSeam* seam = &seam_;
   attached->maps = std::make_unique<DeviceMaps>(
       std::move(specs), &attached->session, [seam, tracer](CUcontext c, CUstream s) {

@@ -13,10 +13,12 @@
 #include <set>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "cuprobe/abi.h"
 #include "loader/compiler/compiler.h"
 #include "loader/maps_command.h"
@@ -27,6 +29,7 @@
 #include "maps/map_print.h"
 #include "maps/map_reader.h"
 #include "probe/kernel_glob.h"
+#include "report/trace_data.h"
 #include "report/trace_report.h"
 #include "support/log.h"
 #include "support/status_macros.h"
@@ -71,11 +74,48 @@ std::string EventJson(const MapSpec& map, absl::Span<const uint8_t> body) {
   return out;
 }
 
+// The names of instrumented kernels (ctx->kernel_id -> base name) as their
+// records arrive, so that live prints name kernels: added on the thread that
+// drains the session's record ring, read on the live view's. The first
+// process's name of an id wins when several took turns with the maps.
+class LiveKernelNames final : public RecordConsumer {
+ public:
+  void AddName(uint64_t id, std::string_view name) override {
+    absl::MutexLock lock(&mu_);
+    names_[id] = std::string(name);
+  }
+  void AddProbeKernel(const ProbeKernelRecord& r) override {
+    absl::MutexLock lock(&mu_);
+    auto it = names_.find(r.name_id);
+    if (it != names_.end()) by_id_.emplace(r.kernel_id, KernelBaseName(it->second));
+  }
+  void AddProcess(const ProcessRecord&) override {}
+  void AddLaunch(const LaunchRecord&) override {}
+  void AddKernel(const KernelRecord&) override {}
+  void AddMemcpy(const MemcpyRecord&) override {}
+  void AddMemset(const MemsetRecord&) override {}
+
+  std::string Find(uint32_t kernel_id) const {
+    absl::MutexLock lock(&mu_);
+    auto it = by_id_.find(kernel_id);
+    return it == by_id_.end() ? std::string() : it->second;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::string> names_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, std::string> by_id_ ABSL_GUARDED_BY(mu_);
+};
+
 // Everything the live view and the end of the run share.
 class LivePrinter {
  public:
-  LivePrinter(const RunOptions& options, const ProbeBundle& bundle)
-      : options_(options), bundle_(bundle) {
+  // `drains_records`: the printer consumes the session's record ring itself
+  // (`cuprobe attach`: the probe session's ring carries only the names of
+  // the kernels instrumented); otherwise the run's drainer hands it the
+  // records (records()).
+  LivePrinter(const RunOptions& options, const ProbeBundle& bundle, bool drains_records = false)
+      : options_(options), bundle_(bundle), drains_records_(drains_records) {
     if (!bundle.oneliner.empty()) {
       absl::StatusOr<oneliner::Translation> t = oneliner::TranslateOneliner(bundle.oneliner);
       if (t.ok()) oneliner_ = *std::move(t);
@@ -93,7 +133,11 @@ class LivePrinter {
     }
     if (!Attach(session)) return;
     DrainEvents(/*print=*/!options_.quiet);
+    if (drains_records_) DrainRecords(session);
   }
+
+  // Where the run's drainer hands the session's records (LiveView::records).
+  RecordConsumer* records() { return &live_names_; }
 
   // Live: maps (unless quiet) and events.
   void Interval(Session& session) {
@@ -120,6 +164,7 @@ class LivePrinter {
       return;
     }
     DrainEvents(/*print=*/!options_.quiet);
+    if (drains_records_) DrainRecords(session);
     FormatEvents(/*print=*/false);  // what --quiet left
     std::string text;
     if (data != nullptr) RememberKernelNames(*data);
@@ -194,7 +239,7 @@ class LivePrinter {
     if (!oneliner_.has_value()) return FormatSessionMaps(*reader_, PlainMaps());
     return oneliner::FormatOnelinerMaps(*oneliner_, *reader_, [this](uint32_t id) {
       auto it = kernel_names_.find(id);
-      return it == kernel_names_.end() ? std::string() : it->second;
+      return it == kernel_names_.end() ? live_names_.Find(id) : it->second;
     });
   }
 
@@ -204,6 +249,13 @@ class LivePrinter {
     for (const ProbeKernelRecord& k : data.probe_kernels()) {
       kernel_names_.emplace(k.kernel_id, KernelBaseName(data.Name(k.name_id)));
     }
+  }
+
+  void DrainRecords(Session& session) {
+    TraceCounters counters;
+    session.ring().Drain([&](uint16_t type, absl::Span<const uint8_t> body) {
+      (void)DecodeRecord(type, body, live_names_, counters);
+    });
   }
 
   bool HasPlainMaps() const {
@@ -287,7 +339,9 @@ class LivePrinter {
   const RunOptions& options_;
   const ProbeBundle& bundle_;
   std::optional<oneliner::Translation> oneliner_;
+  const bool drains_records_;
   std::map<uint32_t, std::string> kernel_names_;
+  LiveKernelNames live_names_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::optional<MapReader> reader_;
   std::string attach_error_;
@@ -309,7 +363,8 @@ class LivePrinter {
 }  // namespace
 
 struct ProbePrinter::Impl {
-  Impl(const RunOptions& options, const ProbeBundle& bundle) : printer(options, bundle) {}
+  Impl(const RunOptions& options, const ProbeBundle& bundle)
+      : printer(options, bundle, /*drains_records=*/true) {}
   LivePrinter printer;
 };
 
@@ -514,6 +569,7 @@ absl::StatusOr<int> RunRun(const RunOptions& options) {
   live.drain_interval_ms = kRingDrainIntervalMs;
   live.on_drain = [&printer](Session& s) { printer.Drain(s); };
   live.on_exit = [&printer](Session& s, const TraceAggregator& data) { printer.Final(s, &data); };
+  live.records = printer.records();
   return RunTracedProgram(trace, std::move(session_options), live, RunEnvironment(options));
 }
 

@@ -466,6 +466,18 @@ TEST_F(Run, OnelinersCountExactlyByKernelName) {
   EXPECT_THAT(maps, HasSubstr("@t: 127\n")) << maps;  // the mean of 0..255
 }
 
+// Live prints name kernels as the final one does: the names arrive with the
+// trace's records while the program runs.
+TEST_F(Run, OnelinerLiveMapsNameTheirKernels) {
+  const std::vector<std::string> app = {SamplePath("vec_add"), "65536", "30", "20"};
+  (void)RunProbe(Probe("ol_exits"), app, {"--interval", "100"});
+  const size_t live = last_.err.find("--- maps at ");
+  ASSERT_NE(live, std::string::npos) << last_.err;
+  const std::string live_part = last_.err.substr(live, last_.err.find("--- final maps") - live);
+  EXPECT_THAT(live_part, HasSubstr("@exits[vec_add]: ")) << live_part;
+  EXPECT_THAT(live_part, Not(HasSubstr("kernel#"))) << live_part;
+}
+
 TEST_F(Run, OnelinerPrintfPrintsOneLinePerLaunch) {
   const int64_t n = 1 << 20;
   std::string maps = RunProbe(Probe("ol_printf"), {SamplePath("vec_add"), std::to_string(n), "4"});

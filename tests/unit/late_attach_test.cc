@@ -336,6 +336,33 @@ TEST(ImageRegistry, ObserverSeesEachKeptLoad) {
   EXPECT_EQ(registry.Sources().size(), 1u);
 }
 
+// What a session's record ring holds of names, instrumented kernels and
+// list entries.
+struct RingContents {
+  std::map<uint64_t, std::string> names;
+  std::vector<ProbeKernelRecord> probe_kernels;
+  std::vector<CatalogKernelRecord> catalog;
+};
+
+RingContents DrainRing(Session& s) {
+  RingContents out;
+  s.ring().Drain([&](uint16_t type, absl::Span<const uint8_t> body) {
+    if (type == static_cast<uint16_t>(RecordType::kName)) {
+      NameRecord n;
+      std::memcpy(&n, body.data(), sizeof(n));
+      out.names[n.name_id] =
+          std::string(reinterpret_cast<const char*>(body.data()) + sizeof(n), n.length);
+    } else if (type == static_cast<uint16_t>(RecordType::kProbeKernel)) {
+      out.probe_kernels.emplace_back();
+      std::memcpy(&out.probe_kernels.back(), body.data(), sizeof(ProbeKernelRecord));
+    } else if (type == static_cast<uint16_t>(RecordType::kCatalogKernel)) {
+      out.catalog.emplace_back();
+      std::memcpy(&out.catalog.back(), body.data(), sizeof(CatalogKernelRecord));
+    }
+  });
+  return out;
+}
+
 class LateAttachProtocol : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -426,6 +453,11 @@ TEST_F(LateAttachProtocol, AttachRedirectsAndDetachWaitsAndAnswers) {
   EXPECT_EQ(attach_->stats()->launches_redirected, 2u);
 
   EXPECT_EQ(seam_.recorded_events.size(), 2u) << "each redirected launch marks its stream";
+  // The attacher learns the instrumented kernel's name, for its prints.
+  RingContents ring = DrainRing(probes);
+  ASSERT_EQ(ring.probe_kernels.size(), 1u);
+  EXPECT_EQ(ring.probe_kernels[0].pid, 4242u);
+  EXPECT_EQ(ring.names.at(ring.probe_kernels[0].name_id), kVecAdd);
 
   ASSERT_TRUE(program_->RequestDetach().ok());
   attach_->Poll(3);
@@ -504,21 +536,12 @@ TEST_F(LateAttachProtocol, AListRequestIsAnsweredWithEveryLoadedKernel) {
   EXPECT_EQ(l.session_state(), static_cast<uint32_t>(SessionState::kHookStopped));
   EXPECT_EQ(l.header().hook_pid.load(), 4242u);
 
-  std::map<uint64_t, std::string> names;
+  RingContents ring = DrainRing(l);
   std::vector<std::pair<std::string, uint16_t>> kernels;
-  l.ring().Drain([&](uint16_t type, absl::Span<const uint8_t> body) {
-    if (type == static_cast<uint16_t>(RecordType::kName)) {
-      NameRecord n;
-      std::memcpy(&n, body.data(), sizeof(n));
-      names[n.name_id] = std::string(reinterpret_cast<const char*>(body.data()) + sizeof(n),
-                                     n.length);
-    } else if (type == static_cast<uint16_t>(RecordType::kCatalogKernel)) {
-      CatalogKernelRecord r;
-      std::memcpy(&r, body.data(), sizeof(r));
-      EXPECT_EQ(r.pid, 4242u);
-      kernels.emplace_back(names.at(r.name_id), r.backend);
-    }
-  });
+  for (const CatalogKernelRecord& r : ring.catalog) {
+    EXPECT_EQ(r.pid, 4242u);
+    kernels.emplace_back(ring.names.at(r.name_id), r.backend);
+  }
   // vec_add is built for sm_90 with its PTX: both kernels are the PTX
   // backend's.
   EXPECT_THAT(kernels, ::testing::UnorderedElementsAre(
