@@ -368,6 +368,53 @@ TEST_F(Run, LateAttachInstrumentsARunningProgram) {
       << traced.err;
 }
 
+// A probe written as bpftime's GPU examples are (tests/gpu/probes/
+// bpftime_idioms.bpf.c), unchanged semantics on the GPU: exact entry and
+// exit counts through bpf_map_lookup_elem; one printk line per format per
+// launch although clang merged the two calls; one perf-event record per
+// block through map type 1527 with a NULL context; and helper 507, which
+// ends the upper half of scale's threads before they scale (so vec_add
+// reports exactly those results wrong, and their exit probe never runs).
+TEST_F(Run, BpftimeIdiomsRunOnTheGpu) {
+  const int n = 65536, iterations = 3, blocks = n / 256;
+  const std::string prefix = dir_ + "/bpftime";
+  ProcessResult r = RunProcess({Cuprobe(), "run", "-p", Probe("bpftime_idioms"), "--events",
+                                "json", "--quiet", "-o", prefix, "--format", "json", "--",
+                                SamplePath("vec_add"), std::to_string(n),
+                                std::to_string(iterations)},
+                               {}, 300);
+  EXPECT_EQ(r.exit_code, 1) << "vec_add checks its results: " << r.err;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("vec_add: FAILED: ", n / 2, " of ", n,
+                                            " results wrong")))
+      << r.err;
+  const std::string maps = ReadWholeFile(prefix + ".maps.txt");
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@counts[0]: ", n * iterations, "\n"))) << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@counts[1]: ", n * iterations, "\n"))) << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat("@counts[2]: ", n / 2, "\n"))) << maps;
+
+  const std::string events = ReadWholeFile(prefix + ".events");
+  auto occurrences = [&](const std::string& what) {
+    size_t count = 0;
+    for (size_t at = 0; (at = events.find(what, at)) != std::string::npos; ++at) ++count;
+    return count;
+  };
+  EXPECT_EQ(occurrences("even thread 0!"), size_t{iterations}) << events;
+  EXPECT_EQ(occurrences("odd thread 1"), size_t{iterations}) << events;
+  ProcessResult py = RunProcess(
+      {"python3", "-c",
+       "import json,sys,collections,struct\n"
+       "c=collections.Counter()\n"
+       "for l in open(sys.argv[1]):\n"
+       "  e=json.loads(l)\n"
+       "  if e.get('map')!='blocks': continue\n"
+       "  b,t=struct.unpack('<QQ',bytes.fromhex(e['hex']))\n"
+       "  c[(b,t)]+=1\n"
+       "print(len(c), sorted(collections.Counter(c.values()).items()), sorted({t for _,t in c}))\n",
+       prefix + ".events"});
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_EQ(py.out, absl::StrCat(blocks, " [(", iterations, ", ", blocks, ")] [256]\n")) << events;
+}
+
 // `cuprobe list -- program`: the kernels of every module the program loaded,
 // with the backend each gets and its launches, after the program's own
 // output and with its exit code. mixed's add_two is SASS only (patch).
