@@ -76,9 +76,58 @@ std::optional<Site> MatchSite(const std::vector<Statement>& body, size_t i) {
   return std::nullopt;
 }
 
+// A load of a parameter: `ld.param.T d, [name]` or `ld.param.T d,
+// [name+K]`, scalar, unguarded or not.
+struct ParamLoad {
+  size_t param = 0;
+  uint32_t offset = 0;  // bytes into the parameter
+  uint32_t bits = 0;    // T's width
+  bool is_signed = false;
+};
+
+// The width of a scalar PTX type (u8..u64, s*, b*, f*); 0 for others.
+uint32_t TypeBits(std::string_view type) {
+  if (type.size() < 2 || (type[0] != 'u' && type[0] != 's' && type[0] != 'b' && type[0] != 'f')) {
+    return 0;
+  }
+  uint32_t bits = 0;
+  if (!absl::SimpleAtoi(type.substr(1), &bits)) return 0;
+  return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? bits : 0;
+}
+
+std::optional<ParamLoad> MatchParamLoad(const Statement& s, const std::vector<std::string_view>& ops,
+                                        const std::vector<std::string>& names) {
+  if (s.Op() != "ld" || !s.HasModifier("param") || ops.size() != 2 || s.HasModifier("v2") ||
+      s.HasModifier("v4")) {
+    return std::nullopt;
+  }
+  std::string_view where = ops[1];
+  if (!absl::ConsumePrefix(&where, "[") || !absl::ConsumeSuffix(&where, "]")) return std::nullopt;
+  ParamLoad load;
+  const size_t plus = where.find('+');
+  if (plus != std::string_view::npos) {
+    if (!absl::SimpleAtoi(where.substr(plus + 1), &load.offset)) return std::nullopt;
+    where = absl::StripAsciiWhitespace(where.substr(0, plus));
+  }
+  const size_t dot = s.opcode.rfind('.');
+  const std::string_view type = s.opcode.substr(dot + 1);
+  load.bits = TypeBits(type);
+  load.is_signed = !type.empty() && type[0] == 's';
+  if (load.bits == 0) return std::nullopt;
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (where != names[k]) continue;
+    load.param = k;
+    return load;
+  }
+  return std::nullopt;
+}
+
 // What inlining a function needs, computed once per function.
 struct Callee {
   bool ok = false;
+  // Parameters read in part (`ld.param.u16 %rs, [p+2]`): a site must pass
+  // an immediate for them, whose part is folded into a move.
+  bool needs_immediate[kArgs] = {};
   // Identifier renames, with "@" standing for the site's prefix.
   std::vector<std::pair<std::string, std::string>> renames;
   std::vector<std::string> param_names;  // index = argument
@@ -98,6 +147,32 @@ uint32_t RegBits(std::string_view type) {
 
 bool IsImmediate(std::string_view operand) {
   return !operand.empty() && (absl::ascii_isdigit(operand[0]) || operand[0] == '-');
+}
+
+// The value of an immediate operand as the kernel editor writes them
+// (decimal, 0x hex, optionally negative).
+std::optional<uint64_t> ImmediateValue(std::string_view text) {
+  bool negative = absl::ConsumePrefix(&text, "-");
+  uint64_t v = 0;
+  if (absl::ConsumePrefix(&text, "0x") || absl::ConsumePrefix(&text, "0X")) {
+    if (!absl::SimpleHexAtoi(text, &v)) return std::nullopt;
+  } else if (!absl::SimpleAtoi(text, &v)) {
+    return std::nullopt;
+  }
+  return negative ? ~v + 1 : v;
+}
+
+// The bytes [offset, offset + bits/8) of a little-endian `param_bits`
+// value, extended (by sign when `is_signed`) to `dst_bits`, as PTX text.
+std::string FoldedPart(uint64_t value, const ParamLoad& load, uint32_t dst_bits) {
+  uint64_t part = value >> (8 * load.offset);
+  if (load.bits < 64) {
+    const uint64_t mask = (uint64_t{1} << load.bits) - 1;
+    part &= mask;
+    if (load.is_signed && (part >> (load.bits - 1)) != 0) part |= ~mask;
+  }
+  if (dst_bits < 64) part &= (uint64_t{1} << dst_bits) - 1;
+  return absl::StrCat(part);
 }
 
 Callee Analyze(const Function& f) {
@@ -141,14 +216,17 @@ Callee Analyze(const Function& f) {
       case StatementKind::kPrototype:
         return c;
       case StatementKind::kInstruction: {
-        // A parameter may only be read whole by ld.param [name].
+        // A parameter may only be read by ld.param: whole, or in part
+        // (then sites must pass it as an immediate).
         for (size_t k = 0; k < c.param_names.size(); ++k) {
           if (!absl::StrContains(s.operands, c.param_names[k])) continue;
           const std::vector<std::string_view> ops = SplitOperands(s.operands);
-          const bool whole_load = s.Op() == "ld" && s.HasModifier("param") && ops.size() == 2 &&
-                                  ops[1] == absl::StrCat("[", c.param_names[k], "]") &&
-                                  absl::EndsWith(s.opcode, absl::StrCat(c.param_bits[k]));
-          if (!whole_load) return c;
+          const std::optional<ParamLoad> load = MatchParamLoad(s, ops, c.param_names);
+          if (!load.has_value() || load->param != k || !s.guard.empty() ||
+              8 * load->offset + load->bits > c.param_bits[k]) {
+            return c;
+          }
+          if (load->offset != 0 || load->bits != c.param_bits[k]) c.needs_immediate[k] = true;
         }
         break;
       }
@@ -180,31 +258,36 @@ std::optional<std::vector<Statement>> Expand(Module& m, const Function& f, const
     if (s.kind == StatementKind::kDirective) continue;  // .loc, .pragma of the callee
     if (s.IsInstruction()) {
       const std::vector<std::string_view> ops = SplitOperands(s.operands);
-      if (s.Op() == "ld" && s.HasModifier("param") && ops.size() == 2) {
-        bool replaced = false;
-        for (size_t k = 0; k < callee.param_names.size(); ++k) {
-          if (ops[1] != absl::StrCat("[", callee.param_names[k], "]")) continue;
-          const std::string original(ops[0]);
-          const auto width = callee.reg_bits.find(original);
-          if (!s.guard.empty() || width == callee.reg_bits.end()) return std::nullopt;
-          std::string dst = original;
-          if (std::optional<std::string> r = RenameIdentifiers(dst, renames)) dst = *r;
-          const uint32_t bits = callee.param_bits[k];
-          const std::string& arg = site.args[k];
-          if (width->second == bits || (width->second == 64 && IsImmediate(arg))) {
-            // An immediate argument (kernel id, site index, 0) is small and
-            // not negative: the same value at either width.
-            absl::StrAppend(&text, "mov.b", width->second, " ", dst, ", ", arg, ";\n");
-          } else if (width->second == 64 && bits == 32) {
-            // ld.param.u32 / .s32 into a 64-bit register extends.
-            absl::StrAppend(&text, "cvt.", s.HasModifier("s32") ? "s64.s32 " : "u64.u32 ", dst,
-                            ", ", arg, ";\n");
-          } else {
-            return std::nullopt;
-          }
-          replaced = true;
+      if (std::optional<ParamLoad> load = MatchParamLoad(s, ops, callee.param_names)) {
+        const size_t k = load->param;
+        const std::string original(ops[0]);
+        const auto width = callee.reg_bits.find(original);
+        if (!s.guard.empty() || width == callee.reg_bits.end()) return std::nullopt;
+        std::string dst = original;
+        if (std::optional<std::string> r = RenameIdentifiers(dst, renames)) dst = *r;
+        const uint32_t bits = callee.param_bits[k];
+        const std::string& arg = site.args[k];
+        if (load->offset != 0 || load->bits != bits) {
+          // A part of the argument: folded when the site passes a constant.
+          const std::optional<uint64_t> value =
+              IsImmediate(arg) ? ImmediateValue(arg) : std::nullopt;
+          if (!value.has_value()) return std::nullopt;
+          absl::StrAppend(&text, "mov.b", width->second, " ", dst, ", ",
+                          FoldedPart(*value, *load, width->second), ";\n");
+          continue;
         }
-        if (replaced) continue;
+        if (width->second == bits || (width->second == 64 && IsImmediate(arg))) {
+          // An immediate argument (kernel id, site index, 0) is small and
+          // not negative: the same value at either width.
+          absl::StrAppend(&text, "mov.b", width->second, " ", dst, ", ", arg, ";\n");
+        } else if (width->second == 64 && bits == 32) {
+          // ld.param.u32 / .s32 into a 64-bit register extends.
+          absl::StrAppend(&text, "cvt.", s.HasModifier("s32") ? "s64.s32 " : "u64.u32 ", dst,
+                          ", ", arg, ";\n");
+        } else {
+          return std::nullopt;
+        }
+        continue;
       }
       if (!callee.retval.empty() && s.Op() == "st" && s.HasModifier("param") &&
           !ops.empty() && absl::StartsWith(ops[0], absl::StrCat("[", callee.retval))) {

@@ -15,9 +15,13 @@
 // optionally guarded. It becomes a block with F's registers, labels and local
 // variables renamed for the site, F's parameter loads turned into moves of
 // the call's arguments, its return value dropped and each `ret` a branch to
-// the block's end. A site is left as a call when F has no body, reads a
-// parameter other than with one `ld.param` of its whole size, or declares
-// something this pass does not rename; F itself stays in the module.
+// the block's end. A parameter read in part (LLVM narrows `(mem_info >> 16)
+// & 0xf` to `ld.param.u16 %rs, [p+2]`) is folded from the site's immediate
+// argument (mem_info, kernel id and site index are constants at every
+// site). A site is left as a call when F has no body, reads a parameter
+// other than with scalar `ld.param`s, reads in part an argument the site
+// does not pass as an immediate, or declares something this pass does not
+// rename; F itself stays in the module.
 #ifndef CUPROBE_PTX_REWRITER_INLINE_PASS_H_
 #define CUPROBE_PTX_REWRITER_INLINE_PASS_H_
 

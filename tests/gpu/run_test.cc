@@ -513,6 +513,35 @@ TEST_F(Run, OnelinersCountExactlyByKernelName) {
   EXPECT_THAT(maps, HasSubstr("@t: 127\n")) << maps;  // the mean of 0..255
 }
 
+// Address-reading probes give the same maps inlined (the default: their
+// partial reads of mem_info folded at each site) as called at every access
+// (CUPROBE_INLINE=0): addr_hist's page histogram and the one-liner
+// `@a = hist(addr)`, on vec_add and the tiled matmul.
+TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
+  const std::vector<std::vector<std::string>> apps = {
+      {SamplePath("vec_add"), "1048576", "3"}, {SamplePath("matmul"), "512", "2"}};
+  for (const std::vector<std::string>& app : apps) {
+    for (const char* probe : {"addr_hist", "ol_addr_hist"}) {
+      SCOPED_TRACE(absl::StrCat(app[0], " ", probe));
+      const std::string inlined = RunProbe(Probe(probe), app);
+      const std::string called = RunProbe(Probe(probe), app, {}, {{"CUPROBE_INLINE", "0"}});
+      EXPECT_FALSE(inlined.empty());
+      EXPECT_EQ(inlined, called);
+    }
+  }
+  // vec_add's accesses, all in the histogram: 3 per thread per vec_add
+  // launch, 2 in scale.
+  const std::string maps = RunProbe(Probe("ol_addr_hist"), apps[0]);
+  uint64_t total = 0;
+  std::smatch m;
+  std::string rest = maps;
+  while (std::regex_search(rest, m, std::regex(R"([\)\]] +(\d+) \|)"))) {
+    total += std::stoull(m[1]);
+    rest = m.suffix();
+  }
+  EXPECT_EQ(total, uint64_t{1048576} * (3 * 3 + 2)) << maps;
+}
+
 // Live prints name kernels as the final one does: the names arrive with the
 // trace's records while the program runs.
 TEST_F(Run, OnelinerLiveMapsNameTheirKernels) {

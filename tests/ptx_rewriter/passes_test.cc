@@ -462,12 +462,89 @@ TEST(InlinePassTest, CompiledReferenceProbesReplaceTheirCalls) {
   // What the probe compiler emits: helper calls in nested blocks, guarded
   // returns, 64-bit arguments (kernel_trace: ring reserve/submit; mem_trace:
   // HASH adds; count_entries and vec_add_args: maps, args, printk).
-  for (const char* name : {"kernel_trace", "mem_trace", "empty", "count_entries", "vec_add_args"}) {
+  // addr_hist and mem_regions read only a part of mem_info (LLVM narrows
+  // the space test to `ld.param.u16 [p+2]`): folded from the site's
+  // immediate.
+  for (const char* name : {"kernel_trace", "mem_trace", "empty", "count_entries", "vec_add_args",
+                           "addr_hist", "mem_regions"}) {
     SCOPED_TRACE(name);
     const ProbeBundle bundle = testing::CompiledProbeBundle(name);
     ASSERT_FALSE(bundle.programs.empty());
     ExpectInlined(bundle, HelpersPtx(), 1);
   }
+}
+
+// A probe site as ProbeCallText writes it, calling `p` with mem_info
+// `info` (an immediate or a register).
+std::string PartialReadModule(std::string_view info) {
+  return absl::StrCat(R"(.version 8.0
+.target sm_90
+.address_size 64
+.func (.param .b32 r) p(.param .b64 a, .param .b32 b, .param .b32 c, .param .b32 d, .param .b64 e)
+{
+.reg .b16 %rs<4>;
+.reg .b32 %r<3>;
+ld.param.u16 %rs1, [b+2];
+ld.param.u8 %rs2, [b+1];
+ld.param.s8 %rs3, [b+3];
+ld.param.u16 %r1, [b];
+ld.param.u32 %r2, [c];
+st.param.b32 [r], 0;
+ret;
+}
+.visible .entry k(.param .u32 k_param_0)
+{
+.reg .b32 %q<2>;
+ld.param.u32 %q1, [k_param_0];
+{
+.param .b64 __cp_a0;
+.param .b32 __cp_a1;
+.param .b32 __cp_a2;
+.param .b32 __cp_a3;
+.param .b64 __cp_a4;
+.param .b32 __cp_ret;
+st.param.b64 [__cp_a0], 0;
+st.param.b32 [__cp_a1], )", info, R"(;
+st.param.b32 [__cp_a2], 7;
+st.param.b32 [__cp_a3], 0;
+st.param.b64 [__cp_a4], 0;
+call (__cp_ret), p, (__cp_a0, __cp_a1, __cp_a2, __cp_a3, __cp_a4);
+}
+ret;
+}
+)");
+}
+
+TEST(InlinePassTest, PartsOfAnImmediateArgumentAreFolded) {
+  // 0xf2345678: bytes 78 56 34 f2, little-endian as the parameter is.
+  // The module's statements point into their source text: keep it.
+  const std::string decimal = PartialReadModule("4063516280");
+  absl::StatusOr<Module> m = ParsePtx(decimal);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(InlineProbeCalls(*m), 1u);
+  const std::string out = PrintPtx(*m);
+  EXPECT_THAT(out, HasSubstr("mov.b16 %__ci0_rs1, 62004;"));  // 0xf234
+  EXPECT_THAT(out, HasSubstr("mov.b16 %__ci0_rs2, 86;"));     // 0x56
+  EXPECT_THAT(out, HasSubstr("mov.b16 %__ci0_rs3, 65522;"));  // (s8)0xf2 = -14
+  EXPECT_THAT(out, HasSubstr("mov.b32 %__ci0_r1, 22136;"));   // 0x5678
+  EXPECT_THAT(out, HasSubstr("mov.b32 %__ci0_r2, 7;"));       // whole, as before
+  EXPECT_THAT(out, Not(HasSubstr("call (__cp_ret)")));
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(out);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status() << "\n" << out;
+  // Hex immediates fold the same.
+  const std::string hex = PartialReadModule("0xf2345678");
+  m = ParsePtx(hex);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(InlineProbeCalls(*m), 1u);
+  EXPECT_THAT(PrintPtx(*m), HasSubstr("mov.b16 %__ci0_rs1, 62004;"));
+}
+
+TEST(InlinePassTest, APartOfARegisterArgumentStaysACall) {
+  const std::string text = PartialReadModule("%q1");
+  absl::StatusOr<Module> m = ParsePtx(text);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(InlineProbeCalls(*m), 0u);
+  EXPECT_THAT(PrintPtx(*m), HasSubstr("call (__cp_ret), p"));
 }
 
 TEST(InlinePassTest, AFunctionThatTakesAParameterAddressStaysACall) {
