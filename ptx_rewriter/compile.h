@@ -32,7 +32,7 @@ namespace cuprobe {
 
 // Bumped whenever the rewriter's output for the same inputs changes, so old
 // cache entries stop matching.
-inline constexpr char kRewriterVersion[] = "cuprobe-rewriter 6";
+inline constexpr char kRewriterVersion[] = "cuprobe-rewriter 7";
 
 struct InstrumentedModule {
   std::vector<uint8_t> cubin;  // empty when no kernel was instrumented
