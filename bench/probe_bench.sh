@@ -33,8 +33,11 @@ for ((r = 0; r < rounds * ptx_rows; r++)); do
     bench_case "$1.kernel_trace_check_first" CUPROBE_RING_DATA=device -- "$cuprobe" run \
       --quiet --trace launches -p "$build/probes/kernel_trace.cpb" -o "$tmp/r" --format json \
       -- "$work" "$@"
-    # addr_hist with its probe called, not inlined (CUPROBE_INLINE=0).
+    # addr_hist with its probe called, not inlined (CUPROBE_INLINE=0), and
+    # with its probe placed after each access (CUPROBE_MEM_PROBE_AFTER=1).
     bench_case "$1.addr_hist_called" CUPROBE_INLINE=0 -- "$cuprobe" run --quiet \
+      --trace launches -p "$build/probes/addr_hist.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    bench_case "$1.addr_hist_after" CUPROBE_MEM_PROBE_AFTER=1 -- "$cuprobe" run --quiet \
       --trace launches -p "$build/probes/addr_hist.cpb" -o "$tmp/r" --format json -- "$work" "$@"
     # mem_trace and threadhist with every site calling its probe (no site
     # or thread-range counters).
@@ -125,10 +128,11 @@ for w in ("vec_add", "matmul"):
         print("| %s | %s | %d | %.5f | %.3f | %s | %s |" %
               (w, p, len(v), m, m / b, "<= %.2f" % t if t else "",
                ("yes" if m / b <= t else "**no**") if t else ""))
-    v = rows.get("%s.addr_hist_called" % w)
-    if v:
-        m = statistics.median(v)
-        print("| %s | addr_hist, CUPROBE_INLINE=0 | %d | %.5f | %.3f | | |" % (w, len(v), m, m / b))
+    for suffix, label in (("called", "CUPROBE_INLINE=0"), ("after", "CUPROBE_MEM_PROBE_AFTER=1")):
+        v = rows.get("%s.addr_hist_%s" % (w, suffix))
+        if v:
+            m = statistics.median(v)
+            print("| %s | addr_hist, %s | %d | %.5f | %.3f | | |" % (w, label, len(v), m, m / b))
     v = rows.get("%s.kernel_trace_check_first" % w)
     if v:
         m = statistics.median(v)

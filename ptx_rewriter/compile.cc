@@ -220,6 +220,7 @@ absl::StatusOr<std::string> InstrumentCacheKey(std::string_view module_ptx,
   for (const std::string& s : skip) key.Add("skip", s);
   key.Add("compile.sm", uint64_t{compile.sm});
   key.Add("inline", uint64_t{InliningEnabled() ? 1u : 0u});
+  key.Add("mem_after", uint64_t{CurrentRewriterSettings().mem_probes_after ? 1u : 0u});
   key.Add("register_cap", uint64_t{RegisterCapEnabled() ? kRegisterCap : 0u});
   key.Add("site_counters", uint64_t{options.site_counters && SiteCountersEnabled() ? 1u : 0u});
   for (const std::string& e : compile.extra) key.Add("compile.extra", e);

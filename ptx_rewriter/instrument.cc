@@ -28,8 +28,12 @@ absl::Status RewriteKernel(Module& module, Function& kernel, const KernelProbes&
   KernelEditor editor(module, kernel);
   CUPROBE_ASSIGN_OR_RETURN(std::string args, RunContextPass(editor, probes, stats));
   CUPROBE_RETURN_IF_ERROR(RunEntryPass(editor, probes, args, stats));
+  // Memory before exit: a probe placed after an access just before a `ret`
+  // goes in at the ret's index, ahead of the exit probes and counter
+  // flushes there (the editor keeps the order of inserts at one index).
+  CUPROBE_RETURN_IF_ERROR(RunMemoryPass(editor, probes, args, stats,
+                                        CurrentRewriterSettings().mem_probes_after));
   CUPROBE_RETURN_IF_ERROR(RunExitPass(editor, probes, args, stats));
-  CUPROBE_RETURN_IF_ERROR(RunMemoryPass(editor, probes, args, stats));
   CUPROBE_RETURN_IF_ERROR(RunSiteCounterPass(editor, probes));
   return editor.Finish();
 }

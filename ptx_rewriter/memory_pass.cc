@@ -2,6 +2,7 @@
 #include "ptx_rewriter/memory_pass.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -136,7 +137,7 @@ std::optional<MemoryAccess> ClassifyMemoryAccess(const Statement& s) {
 }
 
 absl::Status RunMemoryPass(KernelEditor& editor, const KernelProbes& probes,
-                           std::string_view args, PassStats* stats) {
+                           std::string_view args, PassStats* stats, bool after) {
   if (probes.memory.empty()) return absl::OkStatus();
   const std::vector<Statement>& body = editor.kernel().body;
   const std::string scratch = editor.ScratchRegister(".b64", 0);
@@ -154,6 +155,14 @@ absl::Status RunMemoryPass(KernelEditor& editor, const KernelProbes& probes,
     if (!FormAddress(editor, access->address, scratch, &ptx, &addr)) {
       ++stats->memory_sites_skipped;
       continue;
+    }
+    // After the access: the address is kept in the scratch register, which
+    // the access does not write.
+    std::string address_ptx;
+    if (after) {
+      if (addr != scratch) absl::StrAppend(&ptx, "mov.b64 ", scratch, ", ", addr, ";\n");
+      addr = scratch;
+      address_ptx = std::exchange(ptx, std::string());
     }
     const uint32_t info = CUPROBE_MEM_INFO(access->size > 0xffff ? 0xffff : access->size,
                                            access->space, access->kind);
@@ -177,7 +186,12 @@ absl::Status RunMemoryPass(KernelEditor& editor, const KernelProbes& probes,
       }
       ptx += ProbeCallText(call);
     }
-    CUPROBE_RETURN_IF_ERROR(editor.InsertBefore(i, std::move(ptx)));
+    if (after) {
+      CUPROBE_RETURN_IF_ERROR(editor.InsertBefore(i, std::move(address_ptx)));
+      CUPROBE_RETURN_IF_ERROR(editor.InsertBefore(i + 1, std::move(ptx)));
+    } else {
+      CUPROBE_RETURN_IF_ERROR(editor.InsertBefore(i, std::move(ptx)));
+    }
     ++stats->memory_sites;
   }
   return absl::OkStatus();

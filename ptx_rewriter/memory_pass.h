@@ -1,9 +1,9 @@
 // File: ptx_rewriter/memory_pass.h
 //
-// The memory pass: calls every memory probe of a kernel before each load,
-// store and atomic of the spaces the probe asks for (ProbeProgram::mem_spaces;
-// default global and generic) with the access's effective address and
-// CUPROBE_MEM_INFO(size, space, kind). Instructions: ld, ldu, st, atom, red
+// The memory pass: calls every memory probe of a kernel before (or, with
+// `after`, after) each load, store and atomic of the spaces the probe asks
+// for (ProbeProgram::mem_spaces; default global and generic) with the
+// access's effective address and CUPROBE_MEM_INFO(size, space, kind). Instructions: ld, ldu, st, atom, red
 // with every modifier (.nc, .volatile, .relaxed.gpu, .L2::cache_hint, ...);
 // vector accesses count whole (ld.v4.f32 is 16 bytes); a predicated access
 // calls the probe under its predicate. ld.param / st.param are never memory
@@ -33,6 +33,13 @@
 //   }
 //   @%p1 ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd4+16];
 //
+// With `after` (CUPROBE_MEM_PROBE_AFTER=1, a switch to compare the two
+// placements) the address is formed in the scratch register before the
+// access, always (even `[%rd4]` is copied: the access may overwrite its
+// base), and the probe runs after it: the kernel's load issues first and
+// the probe's work can fill its latency. The probe sees the same address,
+// size, space and kind; it does not run for an access that faults.
+//
 // Not instrumented (docs/REWRITER.md): cp.async / cp.async.bulk, tensor
 // memory (wmma.load/store, ldmatrix, stmatrix, tma), multimem, texture and
 // surface instructions, and accesses inside non-inlined .func callees.
@@ -61,7 +68,8 @@ struct MemoryAccess {
 [[nodiscard]] std::optional<MemoryAccess> ClassifyMemoryAccess(const Statement& instruction);
 
 [[nodiscard]] absl::Status RunMemoryPass(KernelEditor& editor, const KernelProbes& probes,
-                                         std::string_view args, PassStats* stats);
+                                         std::string_view args, PassStats* stats,
+                                         bool after = false);
 
 }  // namespace cuprobe
 

@@ -51,6 +51,9 @@ RewriterSettings RewriterSettings::FromEnvironment(const Lookup& env) {
   s.site_counters = On(env("CUPROBE_SITE_COUNTERS"));
   s.inline_probes = On(env("CUPROBE_INLINE"));
   s.register_cap = On(env("CUPROBE_REGISTER_CAP"));
+  if (const char* a = env("CUPROBE_MEM_PROBE_AFTER"); a != nullptr) {
+    s.mem_probes_after = std::string_view(a) == "1";
+  }
   const char* compiler = env("CUPROBE_PTX_COMPILER");
   s.use_ptxas = !(compiler != nullptr && std::string_view(compiler) == "nvjitlink");
   if (const char* h = env("CUDA_HOME"); Set(h)) s.cuda_home = h;

@@ -28,6 +28,9 @@ struct RewriterSettings {
   bool site_counters = true;
   // CUPROBE_INLINE=0: probe calls stay calls.
   bool inline_probes = true;
+  // CUPROBE_MEM_PROBE_AFTER=1: memory probes run after their access, not
+  // before (ptx_rewriter/memory_pass.h).
+  bool mem_probes_after = false;
   // CUPROBE_REGISTER_CAP=0: no occupancy guard on instrumented kernels.
   bool register_cap = true;
   // CUPROBE_PTX_COMPILER=nvjitlink: compile with nvJitLink rather than the

@@ -158,6 +158,15 @@ TEST_F(Run, MemTraceCountsMatchTheWorkloadsExactly) {
                                   {}, {{"CUPROBE_SITE_COUNTERS", "0"}});
     EXPECT_EQ(AccessCounts(called, "accesses"), count) << called;
     EXPECT_EQ(AccessCounts(called, "bytes"), bytes) << called;
+    // Probes placed after their access (CUPROBE_MEM_PROBE_AFTER=1) count the
+    // same.
+    std::string after = RunProbe(Probe("mem_trace"),
+                                 {SamplePath("vec_add"), std::to_string(n),
+                                  std::to_string(iterations)},
+                                 {}, {{"CUPROBE_SITE_COUNTERS", "0"},
+                                      {"CUPROBE_MEM_PROBE_AFTER", "1"}});
+    EXPECT_EQ(AccessCounts(after, "accesses"), count) << after;
+    EXPECT_EQ(AccessCounts(after, "bytes"), bytes) << after;
   }
   {
     const uint64_t n = 512, iterations = 3, tile = 16;
@@ -515,7 +524,8 @@ TEST_F(Run, OnelinersCountExactlyByKernelName) {
 
 // Address-reading probes give the same maps inlined (the default: their
 // partial reads of mem_info folded at each site) as called at every access
-// (CUPROBE_INLINE=0): addr_hist's page histogram and the one-liner
+// (CUPROBE_INLINE=0) and as placed after their access
+// (CUPROBE_MEM_PROBE_AFTER=1): addr_hist's page histogram and the one-liner
 // `@a = hist(addr)`, on vec_add and the tiled matmul.
 TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
   const std::vector<std::vector<std::string>> apps = {
@@ -525,8 +535,11 @@ TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
       SCOPED_TRACE(absl::StrCat(app[0], " ", probe));
       const std::string inlined = RunProbe(Probe(probe), app);
       const std::string called = RunProbe(Probe(probe), app, {}, {{"CUPROBE_INLINE", "0"}});
+      const std::string after =
+          RunProbe(Probe(probe), app, {}, {{"CUPROBE_MEM_PROBE_AFTER", "1"}});
       EXPECT_FALSE(inlined.empty());
       EXPECT_EQ(inlined, called);
+      EXPECT_EQ(inlined, after) << "a probe after its access sees the same address";
     }
   }
   // vec_add's accesses, all in the histogram: 3 per thread per vec_add

@@ -36,6 +36,7 @@
 #include "ptx_rewriter/kernel_editor.h"
 #include "ptx_rewriter/memory_pass.h"
 #include "ptx_rewriter/ptx_parser.h"
+#include "ptx_rewriter/settings.h"
 #include "tests/ptx_rewriter/passes_test_util.h"
 #include "tests/ptx_rewriter/ptx_test_util.h"
 
@@ -140,6 +141,85 @@ TEST(MemoryPassTest, GoldenAllSpaces) {
   EXPECT_THAT(r.ptx, HasSubstr(absl::StrCat(
                          "st.param.b32 [__cp_a1], ",
                          CUPROBE_MEM_INFO(4, CUPROBE_SPACE_SHARED, CUPROBE_ACCESS_STORE), ";")));
+}
+
+// CUPROBE_MEM_PROBE_AFTER=1 for one test.
+class MemProbesAfter {
+ public:
+  MemProbesAfter() : saved_(CurrentRewriterSettings()) {
+    RewriterSettings s = saved_;
+    s.mem_probes_after = true;
+    SetRewriterSettings(std::move(s));
+  }
+  ~MemProbesAfter() { SetRewriterSettings(saved_); }
+
+ private:
+  RewriterSettings saved_;
+};
+
+TEST(MemoryPassTest, GoldenAfterTheAccess) {
+  MemProbesAfter after;
+  InstrumentResult r;
+  ExpectGolden("passes_input.ptx", TestBundle({Program("mem", AttachKind::kMemory, "on_mem")}),
+               "memory_after_access.after.ptx", &r);
+  EXPECT_EQ(r.instrumented[0].stats.memory_sites, 5u);
+  // [%rd2] is copied: the access may overwrite its base.
+  EXPECT_THAT(r.ptx, HasSubstr("mov.b64 %__cp_d0, %rd2;"));
+  EXPECT_THAT(r.ptx, Not(HasSubstr("st.param.b64 [__cp_a0], %rd2;")));
+  // The address is formed before the access, the call comes after it.
+  const size_t add = r.ptx.find("add.s64 %__cp_d0, %rd4, 16;");
+  const size_t load = r.ptx.find("ld.global.v4.f32");
+  const size_t call = r.ptx.find("call (__cp_ret), on_mem,");
+  ASSERT_NE(add, std::string::npos);
+  EXPECT_LT(add, load);
+  EXPECT_LT(load, call);
+}
+
+// An access that overwrites its own base, just before the kernel's `ret`:
+// the probe sees the address the access used, and runs before the exit
+// probe.
+TEST(MemoryPassTest, AfterTheAccessKeepsTheAddressAndPrecedesTheExitProbe) {
+  MemProbesAfter after;
+  const std::string module = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_param_0)
+{
+	.reg .b64 %rd<3>;
+	ld.param.u64 %rd1, [k_param_0];
+	ld.global.u64 %rd1, [%rd1];
+	st.global.u64 [%rd1+8], %rd1;
+	ret;
+}
+)";
+  const std::string helper = Golden("test_helper.ptx");
+  InstrumentOptions options;
+  options.helper_ptx = helper;
+  options.site_counters = false;
+  absl::StatusOr<InstrumentResult> r = InstrumentPtx(
+      module, TestBundle({Program("mem", AttachKind::kMemory, "on_mem"),
+                          Program("exit", AttachKind::kExit, "on_exit")}),
+      options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string& ptx = r->ptx;
+  const size_t copy = ptx.find("mov.b64 %__cp_d0, %rd1;");
+  const size_t load = ptx.find("ld.global.u64 %rd1, [%rd1];");
+  const size_t first_call = ptx.find("call (__cp_ret), on_mem,");
+  const size_t add = ptx.find("add.s64 %__cp_d0, %rd1, 8;");
+  const size_t store = ptx.find("st.global.u64 [%rd1+8], %rd1;");
+  const size_t second_call = ptx.find("call (__cp_ret), on_mem,", first_call + 1);
+  const size_t exit_call = ptx.find("call (__cp_ret), on_exit,");
+  for (size_t at : {copy, load, first_call, add, store, second_call, exit_call}) {
+    ASSERT_NE(at, std::string::npos) << ptx;
+  }
+  EXPECT_LT(copy, load) << ptx;
+  EXPECT_LT(load, first_call) << ptx;
+  EXPECT_LT(first_call, add) << ptx;
+  EXPECT_LT(add, store) << ptx;
+  EXPECT_LT(store, second_call) << ptx;
+  EXPECT_LT(second_call, exit_call) << ptx;
+  absl::StatusOr<std::string> ptxas = testing::RunPtxas(ptx);
+  EXPECT_TRUE(ptxas.ok()) << ptxas.status() << "\n" << ptx;
 }
 
 TEST(ContextPassTest, GoldenArgsCopy) {
