@@ -210,8 +210,14 @@ std::vector<CatalogKernel> CatalogImage(const Image& image, uint32_t sm,
     if (!listed.insert(name).second) return;
     out.push_back({name, with_ptx.contains(name) ? KernelBackend::kPtx : KernelBackend::kPatch});
   };
+  // The cubins the driver would pick from on this device: those built for
+  // exactly its SM, else all (a fatbin of other SMs' SASS, or a bare cubin).
+  // Decompressing every architecture's cubin of a large library costs
+  // seconds and names the same kernels.
+  bool exact = false;
+  for (const ImageEntry& e : image.entries) exact |= e.is_elf() && e.sm_arch == sm;
   for (const ImageEntry& e : image.entries) {
-    if (!e.is_elf()) continue;
+    if (!e.is_elf() || (exact && e.sm_arch != sm)) continue;
     absl::StatusOr<std::vector<std::string>> names = KernelNames(e);
     if (!names.ok()) continue;
     for (const std::string& n : *names) add(n);

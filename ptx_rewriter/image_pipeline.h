@@ -111,8 +111,8 @@ struct CatalogKernel {
 };
 
 // Every kernel of an image, once each (`cuprobe list`, and the hook's
-// answer to it): the kernels of its cubins' symbol tables and of its PTX for
-// `sm`, in that order. An error only when the image cannot be read; an
+// answer to it): the kernels of its cubins' symbol tables (those for `sm`
+// when it has any, else all) and of its PTX for `sm`, in that order. An error only when the image cannot be read; an
 // unreadable cubin or PTX entry leaves its kernels out.
 [[nodiscard]] absl::StatusOr<std::vector<CatalogKernel>> CatalogImage(
     const ImageSource& source, uint32_t sm, const PtxSourceFinder& find_ptx);
