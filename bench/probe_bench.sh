@@ -39,6 +39,13 @@ for ((r = 0; r < rounds * ptx_rows; r++)); do
       --trace launches -p "$build/probes/addr_hist.cpb" -o "$tmp/r" --format json -- "$work" "$@"
     bench_case "$1.addr_hist_after" CUPROBE_MEM_PROBE_AFTER=1 -- "$cuprobe" run --quiet \
       --trace launches -p "$build/probes/addr_hist.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    # kernel_trace split into its parts (issue 39): every record dropped at
+    # the SM's hint (what a block pays without writing), and records
+    # committed at GPU rather than system scope.
+    for v in drop_always gpu_commit; do
+      bench_case "$1.kernel_trace_$v" -- "$cuprobe" run --quiet --trace launches \
+        -p "$build/probes/kernel_trace_$v.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    done
     # mem_trace and threadhist with every site calling its probe (no site
     # or thread-range counters).
     for p in mem_trace threadhist; do
@@ -133,6 +140,12 @@ for w in ("vec_add", "matmul"):
         if v:
             m = statistics.median(v)
             print("| %s | addr_hist, %s | %d | %.5f | %.3f | | |" % (w, label, len(v), m, m / b))
+    for v_name, label in (("drop_always", "every record dropped (CUPROBE_DIAG_RING_DROP=always)"),
+                          ("gpu_commit", "GPU-scope commit (CUPROBE_DIAG_RING_COMMIT=gpu)")):
+        v = rows.get("%s.kernel_trace_%s" % (w, v_name))
+        if v:
+            m = statistics.median(v)
+            print("| %s | kernel_trace, %s | %d | %.5f | %.3f | | |" % (w, label, len(v), m, m / b))
     v = rows.get("%s.kernel_trace_check_first" % w)
     if v:
         m = statistics.median(v)
