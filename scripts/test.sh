@@ -4,7 +4,8 @@
 # and runs the whole ctest suite, then the CPU test binaries (and the
 # CLI they start) under ASan and UBSan (scripts/sanitize.sh). GPU
 # tests skip (reported as skipped) on a machine without a GPU. CI (.ci/run)
-# calls exactly this script.
+# calls exactly this script, with CUPROBE_GPU_TESTS=OFF (it has no GPU:
+# the GPU tests are not built there).
 #
 #   scripts/test.sh                  # everything
 #   CUPROBE_BUILD_DIR=/tmp/b scripts/test.sh
@@ -17,7 +18,9 @@ jobs="$(nproc)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/check-layers.sh"
 echo "test: configuring $build"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUPROBE_WERROR=ON >/dev/null
+# CUPROBE_GPU_TESTS=OFF (CI, which has no GPU) leaves the GPU tests unbuilt.
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUPROBE_WERROR=ON \
+      "-DCUPROBE_BUILD_GPU_TESTS=${CUPROBE_GPU_TESTS:-ON}" >/dev/null
 echo "test: building with $jobs jobs"
 cmake --build "$build" -j "$jobs"
 echo "test: built in ${SECONDS}s; running ctest"
