@@ -214,8 +214,7 @@ void Hook::ListKernelsAtLoad() {
       return;
     }
     for (const CatalogKernel& k : *kernels) {
-      tracer->OnKernelCataloged(k.name, k.backend == KernelBackend::kPtx ? kCatalogBackendPtx
-                                                                         : kCatalogBackendPatch);
+      tracer->OnKernelCataloged(k.name, CatalogBackendCode(k.backend));
     }
   });
 }

@@ -764,7 +764,7 @@ void LateAttach::AnswerList(Session& lister) {
       CatalogKernelRecord rec = {};
       rec.name_id = name.name_id;
       rec.pid = pid_;
-      rec.backend = k.backend == KernelBackend::kPtx ? kCatalogBackendPtx : kCatalogBackendPatch;
+      rec.backend = CatalogBackendCode(k.backend);
       const bool ok =
           WriteWaiting(lister.ring(), RecordType::kName, &name, sizeof(name), k.name.data(),
                        name.length) &&

@@ -174,6 +174,15 @@ absl::StatusOr<std::vector<FileImage>> FindImagesInFile(absl::Span<const uint8_t
   return images;
 }
 
+absl::StatusOr<Image> ReadFileImage(const FileImage& f) {
+  absl::StatusOr<Image> image = ReadImage(f.bytes);
+  if (!image.ok()) {
+    return absl::Status(image.status().code(),
+                        absl::StrCat(f.where, ": ", image.status().message()));
+  }
+  return image;
+}
+
 absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
   return ReadBytes(path);
 }
@@ -184,12 +193,8 @@ absl::StatusOr<std::string> InspectFile(const InspectOptions& options) {
   if (images.empty()) return absl::StrCat(options.path, ": no CUDA code (no fatbin)\n");
   Listing listing;
   for (const FileImage& f : images) {
-    absl::StatusOr<Image> image = ReadImage(f.bytes);
-    if (!image.ok()) {
-      return absl::Status(image.status().code(),
-                          absl::StrCat(f.where, ": ", image.status().message()));
-    }
-    CUPROBE_RETURN_IF_ERROR(ListImage(*image, f.where, options, &listing));
+    CUPROBE_ASSIGN_OR_RETURN(Image image, ReadFileImage(f));
+    CUPROBE_RETURN_IF_ERROR(ListImage(image, f.where, options, &listing));
   }
   absl::StrAppend(&listing.text, listing.images, " image(s), ", listing.sass_kernels,
                   " kernel(s) in SASS, ", listing.ptx_kernels,

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "loader/args.h"
+#include "ptx_rewriter/image.h"
 
 namespace cuprobe {
 
@@ -32,6 +33,9 @@ struct FileImage {
 // CUDA code.
 [[nodiscard]] absl::StatusOr<std::vector<FileImage>> FindImagesInFile(
     absl::Span<const uint8_t> all, const std::string& path);
+
+// The image a FileImage holds; an error names where it is.
+[[nodiscard]] absl::StatusOr<Image> ReadFileImage(const FileImage& f);
 
 // A file's bytes; NOT_FOUND naming the file and why.
 [[nodiscard]] absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);

@@ -258,13 +258,9 @@ absl::StatusOr<std::vector<ListedKernel>> ListFileKernels(
       ptx_search_roots.empty() ? PtxSourceFinder() : TritonCacheFinder(ptx_search_roots);
   KernelSet set;
   for (const FileImage& f : images) {
-    absl::StatusOr<Image> image = ReadImage(f.bytes);
-    if (!image.ok()) {
-      return absl::Status(image.status().code(),
-                          absl::StrCat(f.where, ": ", image.status().message()));
-    }
-    for (const CatalogKernel& k : CatalogImage(*image, sm, find_ptx)) {
-      set.Add(k.name, k.backend == KernelBackend::kPtx ? kCatalogBackendPtx : kCatalogBackendPatch);
+    CUPROBE_ASSIGN_OR_RETURN(Image image, ReadFileImage(f));
+    for (const CatalogKernel& k : CatalogImage(image, sm, find_ptx)) {
+      set.Add(k.name, CatalogBackendCode(k.backend));
     }
   }
   return set.Take();

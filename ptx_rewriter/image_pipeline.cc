@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "cuprobe/abi.h"
 #include "probe/kernel_glob.h"
+#include "probe/trace_records.h"
 #include "ptx_rewriter/compile.h"
 #include "ptx_rewriter/content_hash.h"
 #include "ptx_rewriter/image.h"
@@ -181,6 +182,9 @@ std::vector<std::string> PtxEntryNames(std::string_view ptx) {
   }
   return names;
 }
+
+static_assert(CatalogBackendCode(KernelBackend::kPtx) == kCatalogBackendPtx &&
+              CatalogBackendCode(KernelBackend::kPatch) == kCatalogBackendPatch);
 
 absl::StatusOr<std::vector<CatalogKernel>> CatalogImage(
     const ImageSource& source, uint32_t sm, const PtxSourceFinder& find_ptx) {

@@ -105,6 +105,12 @@ struct ImagePipeline {
 // Sanitizer) otherwise.
 enum class KernelBackend : uint8_t { kPtx = 1, kPatch = 2 };
 
+// The CatalogKernelRecord::backend code of a backend (probe/trace_records.h
+// numbers them the same).
+[[nodiscard]] constexpr uint16_t CatalogBackendCode(KernelBackend backend) {
+  return static_cast<uint16_t>(backend);
+}
+
 struct CatalogKernel {
   std::string name;  // mangled
   KernelBackend backend = KernelBackend::kPatch;
