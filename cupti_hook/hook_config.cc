@@ -116,7 +116,7 @@ HookConfig HookConfig::FromEnvironment() {
   if (const char* s = std::getenv("CUPROBE_OUTPUT"); s != nullptr && *s != '\0') {
     config.output = s;
   } else {
-    config.output = absl::StrCat("cuprobe-", config.pid, ".json");
+    config.output = absl::StrCat("cuprobe-", config.pid, ".pftrace");
   }
   if (const char* s = std::getenv("CUPROBE_INTERVAL_MS"); s != nullptr) {
     uint32_t ms = 0;

@@ -43,7 +43,7 @@ struct HookConfig {
   // injection path was set by hand: standalone mode).
   std::string session;
   // CUPROBE_OUTPUT: where standalone mode writes its trace
-  // (default ./cuprobe-<pid>.json).
+  // (default ./cuprobe-<pid>.pftrace; a path ending in .json gets Chrome JSON).
   std::string output;
   // CUPROBE_INTERVAL_MS: watcher period.
   uint32_t interval_ms = 100;

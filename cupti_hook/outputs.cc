@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "report/trace_chrome.h"
 #include "report/trace_report.h"
@@ -85,13 +86,27 @@ void SessionOutput::Release() {
 
 std::string SessionOutput::Describe() const { return absl::StrCat("session ", session_.name()); }
 
+absl::StatusOr<TraceOutput*> StandaloneOutput::Open(const std::string& path) {
+  if (absl::EndsWith(path, ".json")) return new StandaloneOutput(path, nullptr);
+  absl::StatusOr<std::unique_ptr<PerfettoTimelineFile>> file = PerfettoTimelineFile::Open(path);
+  if (!file.ok()) return file.status();
+  return new StandaloneOutput(path, std::move(*file));
+}
+
 bool StandaloneOutput::Write(uint16_t type, const void* body, uint32_t body_size,
                              const void* extra, uint32_t extra_size) {
-  std::vector<uint8_t> bytes(body_size + extra_size);
-  std::memcpy(bytes.data(), body, body_size);
-  if (extra_size > 0) std::memcpy(bytes.data() + body_size, extra, extra_size);
+  std::vector<uint8_t> joined;
+  absl::Span<const uint8_t> bytes(static_cast<const uint8_t*>(body), body_size);
+  if (extra_size > 0) {  // a name record's text follows its body
+    joined.resize(body_size + extra_size);
+    std::memcpy(joined.data(), body, body_size);
+    std::memcpy(joined.data() + body_size, extra, extra_size);
+    bytes = absl::MakeConstSpan(joined);
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  return data_.Add(type, absl::MakeConstSpan(bytes)).ok();
+  if (finished_) return false;
+  if (perfetto_ == nullptr) return data_.Add(type, bytes).ok();
+  return DecodeRecord(type, bytes, perfetto_->timeline(), counters_).ok();
 }
 
 void StandaloneOutput::PublishStats(const TracerStats& stats, uint64_t now_ns) {
@@ -101,17 +116,29 @@ void StandaloneOutput::PublishStats(const TracerStats& stats, uint64_t now_ns) {
 
 absl::Status StandaloneOutput::Finish() {
   std::lock_guard<std::mutex> lock(mu_);
-  data_.AddDropped(dropped_);
-  absl::Status s = WriteFile(path_, FormatChromeTrace(data_));
+  if (finished_) return absl::OkStatus();
+  finished_ = true;
+  if (dropped_ > 0) {
+    CUPROBE_LOG(kWarning, "%d trace records were dropped; the timeline misses them", dropped_);
+  }
+  if (perfetto_ == nullptr) {
+    data_.AddDropped(dropped_);
+    absl::Status s = WriteFile(path_, FormatChromeTrace(data_));
+    if (s.ok()) {
+      CUPROBE_LOG(kInfo, "wrote trace of %d kernels to %s", data_.kernels().size(), path_);
+    }
+    return s;
+  }
+  absl::Status s = perfetto_->Close();
   if (s.ok()) {
-    CUPROBE_LOG(kInfo, "wrote trace of %d kernels to %s", data_.kernels().size(), path_);
+    CUPROBE_LOG(kInfo, "wrote trace of %d kernels to %s", perfetto_->timeline().kernels(), path_);
   }
   return s;
 }
 
 absl::StatusOr<TraceOutput*> MakeTraceOutput(const HookConfig& config) {
   if (!config.session.empty()) return SessionOutput::Open(config.session, config.pid);
-  return new StandaloneOutput(config.output);
+  return StandaloneOutput::Open(config.output);
 }
 
 }  // namespace cuprobe

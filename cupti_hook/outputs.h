@@ -5,9 +5,12 @@
 //   SessionOutput     the session segment created by `cuprobe trace`
 //                     (CUPROBE_SESSION): records go to its ring, status and
 //                     stats to its header, for the CLI to read live.
-//   StandaloneOutput  CUDA_INJECTION64_PATH set by hand: records are kept in
-//                     the process and written as a Chrome/Perfetto trace to
-//                     CUPROBE_OUTPUT at exit.
+//   StandaloneOutput  CUDA_INJECTION64_PATH set by hand: the timeline goes to
+//                     CUPROBE_OUTPUT (default ./cuprobe-<pid>.pftrace),
+//                     streamed as a Perfetto trace while the program runs,
+//                     in bounded memory; a path ending in .json gets a
+//                     Chrome JSON timeline instead, kept in memory until
+//                     exit (for short runs).
 //
 //   absl::StatusOr<TraceOutput*> out = MakeTraceOutput(HookConfig::FromEnvironment());
 #ifndef CUPROBE_CUPTI_HOOK_OUTPUTS_H_
@@ -22,6 +25,7 @@
 #include "cupti_hook/trace_output.h"
 #include "maps/segment.h"
 #include "report/trace_data.h"
+#include "report/trace_perfetto.h"
 
 namespace cuprobe {
 
@@ -49,7 +53,9 @@ class SessionOutput final : public TraceOutput {
 
 class StandaloneOutput final : public TraceOutput {
  public:
-  explicit StandaloneOutput(std::string path) : path_(std::move(path)) {}
+  // Opens the timeline at `path` (a Perfetto file is created now, so an
+  // unwritable path fails here, before anything is traced).
+  static absl::StatusOr<TraceOutput*> Open(const std::string& path);
 
   bool Write(uint16_t type, const void* body, uint32_t body_size, const void* extra,
              uint32_t extra_size) override;
@@ -60,9 +66,17 @@ class StandaloneOutput final : public TraceOutput {
   std::string Describe() const override { return "file " + path_; }
 
  private:
+  StandaloneOutput(std::string path, std::unique_ptr<PerfettoTimelineFile> perfetto)
+      : path_(std::move(path)), perfetto_(std::move(perfetto)) {}
+
   const std::string path_;
   std::mutex mu_;
+  // The streamed timeline; null for a Chrome timeline, which keeps every
+  // record in `data_` until Finish.
+  std::unique_ptr<PerfettoTimelineFile> perfetto_;
+  bool finished_ = false;
   TraceData data_;
+  TraceCounters counters_;  // the Perfetto timeline's decode counts
   uint64_t dropped_ = 0;
 };
 

@@ -101,59 +101,6 @@ std::string ReportPath(const TraceOptions& o, ReportFormat f) {
   return o.output;
 }
 
-// The Perfetto timeline's file, written as the records are drained.
-class TimelineFile {
- public:
-  static absl::StatusOr<std::unique_ptr<TimelineFile>> Open(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot write report '", path, "': ", std::strerror(errno)));
-    }
-    return std::unique_ptr<TimelineFile>(new TimelineFile(path, f));
-  }
-  TimelineFile(const TimelineFile&) = delete;
-  TimelineFile& operator=(const TimelineFile&) = delete;
-  // Without Close (the program never ran): no file is left behind.
-  ~TimelineFile() {
-    if (file_ == nullptr) return;
-    std::fclose(file_);
-    ::unlink(path_.c_str());
-  }
-
-  PerfettoTimeline& timeline() { return timeline_; }
-
-  // Writes the rest and closes the file; logs what was written.
-  absl::Status Close() {
-    absl::Status s = timeline_.Finish();
-    if (std::fclose(file_) != 0 && s.ok()) {
-      s = absl::DataLossError(
-          absl::StrCat("cannot write report '", path_, "': ", std::strerror(errno)));
-    }
-    file_ = nullptr;
-    if (s.ok()) {
-      CUPROBE_LOG(kInfo, "wrote %s", path_);
-    } else {
-      CUPROBE_LOG(kError, "%s", s.message());
-    }
-    return s;
-  }
-
- private:
-  TimelineFile(std::string path, std::FILE* file)
-      : path_(std::move(path)), file_(file), timeline_([this](std::string_view bytes) {
-          if (std::fwrite(bytes.data(), 1, bytes.size(), file_) == bytes.size()) {
-            return absl::OkStatus();
-          }
-          return absl::DataLossError(
-              absl::StrCat("cannot write report '", path_, "': ", std::strerror(errno)));
-        }) {}
-
-  std::string path_;
-  std::FILE* file_;
-  PerfettoTimeline timeline_;
-};
-
 // Moves records from the ring into the summary while the program runs,
 // into the Perfetto timeline (`timeline`, streamed to its file), into
 // every record kept for a Chrome timeline (`records`) and into the caller's
@@ -390,7 +337,7 @@ std::string FormatReport(ReportFormat f, const TraceSummary& summary,
     case ReportFormat::kJson: return FormatSummaryJson(summary);
     case ReportFormat::kCsv: return FormatKernelSummaryCsv(summary.kernels);
     case ReportFormat::kChrome: return records != nullptr ? FormatChromeTrace(*records) : "";
-    case ReportFormat::kPerfetto: return "";  // streamed (TimelineFile)
+    case ReportFormat::kPerfetto: return "";  // streamed (PerfettoTimelineFile)
     case ReportFormat::kPrometheus: return FormatPrometheus(summary, PrometheusLabels(data));
   }
   return std::string();
@@ -455,10 +402,10 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   auto wants = [&](ReportFormat f) {
     return std::find(options.formats.begin(), options.formats.end(), f) != options.formats.end();
   };
-  std::unique_ptr<TimelineFile> timeline;
+  std::unique_ptr<PerfettoTimelineFile> timeline;
   if (wants(ReportFormat::kPerfetto)) {
     CUPROBE_ASSIGN_OR_RETURN(timeline,
-                             TimelineFile::Open(ReportPath(options, ReportFormat::kPerfetto)));
+                             PerfettoTimelineFile::Open(ReportPath(options, ReportFormat::kPerfetto)));
   }
   session_options.ring_capacity = options.ring_bytes;
   CUPROBE_ASSIGN_OR_RETURN(Session session, Session::Create(session_options));
@@ -501,7 +448,13 @@ absl::StatusOr<int> RunTracedProgram(const TraceOptions& options, SessionOptions
   // A report that could not be written was logged; the exit code stays the
   // program's.
   (void)WriteReports(options, summary, data, chrome ? &records : nullptr);
-  if (timeline) (void)timeline->Close();
+  if (timeline) {
+    if (absl::Status s = timeline->Close(); s.ok()) {
+      CUPROBE_LOG(kInfo, "wrote %s", timeline->path());
+    } else {
+      CUPROBE_LOG(kError, "%s", s.message());
+    }
+  }
   if (options.keep_session) {
     CUPROBE_LOG(kInfo, "kept session %s", Session::ShmPath(session.name()));
   } else {

@@ -1,7 +1,11 @@
 // File: report/trace_perfetto.cc
 #include "report/trace_perfetto.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
@@ -138,6 +142,42 @@ void PerfettoTimeline::AddMemset(const MemsetRecord& m) {
   const uint64_t track =
       GpuTrackOf(ProcessOf(m.correlation_id), m.device, m.stream_id, m.start_ns, m.end_ns);
   writer_.Slice(track, m.start_ns, m.end_ns, kMemsetOperationName, "");
+}
+
+absl::StatusOr<std::unique_ptr<PerfettoTimelineFile>> PerfettoTimelineFile::Open(
+    const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write report '", path, "': ", std::strerror(errno)));
+  }
+  return std::unique_ptr<PerfettoTimelineFile>(new PerfettoTimelineFile(path, f));
+}
+
+PerfettoTimelineFile::PerfettoTimelineFile(std::string path, std::FILE* file)
+    : path_(std::move(path)), file_(file), timeline_([this](std::string_view bytes) {
+        if (std::fwrite(bytes.data(), 1, bytes.size(), file_) == bytes.size()) {
+          return absl::OkStatus();
+        }
+        return absl::DataLossError(
+            absl::StrCat("cannot write report '", path_, "': ", std::strerror(errno)));
+      }) {}
+
+PerfettoTimelineFile::~PerfettoTimelineFile() {
+  if (file_ == nullptr) return;
+  std::fclose(file_);
+  ::unlink(path_.c_str());
+}
+
+absl::Status PerfettoTimelineFile::Close() {
+  if (file_ == nullptr) return absl::FailedPreconditionError("timeline file closed twice");
+  absl::Status s = timeline_.Finish();
+  if (std::fclose(file_) != 0 && s.ok()) {
+    s = absl::DataLossError(
+        absl::StrCat("cannot write report '", path_, "': ", std::strerror(errno)));
+  }
+  file_ = nullptr;
+  return s;
 }
 
 }  // namespace cuprobe

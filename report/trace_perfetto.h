@@ -27,7 +27,9 @@
 #define CUPROBE_REPORT_TRACE_PERFETTO_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <deque>
+#include <memory>
 #include <map>
 #include <string>
 #include <string_view>
@@ -38,6 +40,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "report/perfetto_writer.h"
 #include "report/trace_data.h"
 
@@ -109,6 +112,35 @@ class PerfettoTimeline final : public RecordConsumer {
   std::deque<uint64_t> flow_order_;
   uint64_t kernels_ = 0;
   uint32_t last_pid_ = 0;
+};
+
+// A PerfettoTimeline streamed into a file (`cuprobe trace --format
+// perfetto`, and the hook's standalone mode). The file is opened before
+// anything runs, so an unwritable path is an error up front; dropped
+// without Close (the program never ran), it leaves no file behind.
+//
+//   absl::StatusOr<std::unique_ptr<PerfettoTimelineFile>> f = PerfettoTimelineFile::Open(path);
+//   DecodeRecord(type, body, (*f)->timeline(), counters);
+//   absl::Status s = (*f)->Close();
+class PerfettoTimelineFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<PerfettoTimelineFile>> Open(const std::string& path);
+  PerfettoTimelineFile(const PerfettoTimelineFile&) = delete;
+  PerfettoTimelineFile& operator=(const PerfettoTimelineFile&) = delete;
+  ~PerfettoTimelineFile();
+
+  PerfettoTimeline& timeline() { return timeline_; }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+  // Writes the rest and closes the file: the first write error, if any.
+  absl::Status Close();
+
+ private:
+  PerfettoTimelineFile(std::string path, std::FILE* file);
+
+  std::string path_;
+  std::FILE* file_;
+  PerfettoTimeline timeline_;
 };
 
 }  // namespace cuprobe

@@ -379,7 +379,25 @@ TEST_F(Trace, ExitCodeAndSignalPassThrough) {
   EXPECT_EQ(killed.term_signal, SIGTERM) << killed.err;
 }
 
-TEST_F(Trace, StandaloneModeWritesItsOwnTrace) {
+TEST_F(Trace, StandaloneModeStreamsItsOwnPerfettoTimeline) {
+  std::string out = dir_ + "/standalone.pftrace";
+  ProcessResult r = RunProcess({SamplePath("vec_add"), "4096", "7"},
+                               {{"CUDA_INJECTION64_PATH", HookPath()}, {"CUPROBE_OUTPUT", out}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<PerfettoTrace> t = ReadPerfettoTrace(ReadWholeFile(out));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::map<std::string, int> slices;
+  size_t flows_in = 0;
+  for (const PerfettoSlice& s : t->slices) {
+    ++slices[s.name];
+    flows_in += s.flows_in.size();
+  }
+  EXPECT_EQ(slices["vec_add(float const*, float const*, float*, int)"], 7);
+  EXPECT_EQ(slices["scale(float*, float, int)"], 1);
+  EXPECT_EQ(flows_in, 8u) << "each kernel is joined to its launch";
+}
+
+TEST_F(Trace, StandaloneModeWritesChromeJsonForAJsonPath) {
   std::string out = dir_ + "/standalone.json";
   ProcessResult r = RunProcess({SamplePath("vec_add"), "4096", "7"},
                                {{"CUDA_INJECTION64_PATH", HookPath()}, {"CUPROBE_OUTPUT", out}});

@@ -59,6 +59,18 @@ class RecordStream {
     NameRecord r{id, static_cast<uint32_t>(name.size()), 0};
     Put(RecordType::kName, r, name);
   }
+  // Calls fn(type, body) for every record, in order (body with its padding).
+  template <typename Fn>
+  void ForEachRecord(Fn fn) const {
+    size_t at = 0;
+    while (at < bytes_.size()) {
+      RecordHeader h;
+      std::memcpy(&h, bytes_.data() + at, sizeof(h));
+      ASSERT_GE(h.size, sizeof(h));
+      fn(h.type, absl::Span<const uint8_t>(bytes_.data() + at + sizeof(h), h.size - sizeof(h)));
+      at += h.size;
+    }
+  }
   // Decodes the stream as the ring consumer does, into any consumer.
   void FeedTo(RecordConsumer& consumer) const {
     size_t at = 0;

@@ -200,7 +200,7 @@ TEST(HookConfig, ReadsEnvironment) {
   ::setenv("CUPROBE_INTERVAL_MS", "0", 1);  // out of range: default
   c = HookConfig::FromEnvironment();
   EXPECT_EQ(c.session, "");
-  EXPECT_EQ(c.output, absl::StrCat("cuprobe-", ::getpid(), ".json"));
+  EXPECT_EQ(c.output, absl::StrCat("cuprobe-", ::getpid(), ".pftrace"));
   EXPECT_EQ(c.interval_ms, 100u);
   ::unsetenv("CUPROBE_INTERVAL_MS");
   EXPECT_FALSE(c.launch_api_activity) << "launch callbacks by default";
