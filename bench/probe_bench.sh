@@ -46,9 +46,15 @@ for ((r = 0; r < rounds * ptx_rows; r++)); do
       bench_case "$1.kernel_trace_$v" -- "$cuprobe" run --quiet --trace launches \
         -p "$build/probes/kernel_trace_$v.cpb" -o "$tmp/r" --format json -- "$work" "$@"
     done
-    # mem_trace and threadhist with every site calling its probe (no site
-    # or thread-range counters).
-    for p in mem_trace threadhist; do
+    # addr_hist split into its parts: the site reading the address
+    # (addr_touch), and one hot ARRAY counter added at every access
+    # (mem_count called per access: the warp grouping and one atomic per
+    # warp, no address).
+    bench_case "$1.addr_touch" -- "$cuprobe" run --quiet --trace launches \
+      -p "$build/probes/addr_touch.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    # mem_trace, threadhist and mem_count with every site calling its probe
+    # (no site or thread-range counters).
+    for p in mem_trace threadhist mem_count; do
       bench_case "$1.${p}_calls" CUPROBE_SITE_COUNTERS=0 -- "$cuprobe" run --quiet \
         --trace launches -p "$build/probes/$p.cpb" -o "$tmp/r" --format json -- "$work" "$@"
     done
@@ -108,7 +114,7 @@ for line in open(sys.argv[1]):
     name, s = line.split("\t")
     rows[name].append(float(s))
 targets = {"empty": 1.03, "threadhist": 1.10, "kernel_trace": 1.15, "mem_trace": 1.5,
-           "addr_hist": None, "mem_regions": None, "ol_addr_hist": None}
+           "addr_hist": None, "mem_regions": None, "ol_addr_hist": None, "addr_touch": None}
 # Issue 39's targets, per workload where they differ.
 workload_targets = {("vec_add", "kernel_trace"): 1.05,
                     ("vec_add", "addr_hist"): 2.0, ("matmul", "addr_hist"): 1.3,
@@ -151,7 +157,7 @@ for w in ("vec_add", "matmul"):
         m = statistics.median(v)
         print("| %s | kernel_trace, CUPROBE_RING_DATA=device | %d | %.5f | %.3f | | |" %
               (w, len(v), m, m / b))
-    for p in ("mem_trace", "threadhist"):
+    for p in ("mem_trace", "threadhist", "mem_count"):
         v = rows.get("%s.%s_calls" % (w, p))
         if v:
             print("| %s | %s, CUPROBE_SITE_COUNTERS=0 | %d | %.5f | %.3f | | |" %
