@@ -6,14 +6,16 @@
 #
 #   bench/probe_bench.sh [RESULTS_DIR]
 #   CUPROBE_BENCH_ONLY=patch bench/probe_bench.sh   # the patch backend's rows alone
+#   CUPROBE_BENCH_ONLY=ptx bench/probe_bench.sh     # the PTX backend's rows alone
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init probes.tsv "${1:-}"
 rounds="${CUPROBE_BENCH_ROUNDS:-5}"
 work="$build/bench/probe_workload"
 
-ptx_rows=1
+ptx_rows=1 patch_rows=1
 [[ "${CUPROBE_BENCH_ONLY:-}" == patch ]] && ptx_rows=0
+[[ "${CUPROBE_BENCH_ONLY:-}" == ptx ]] && patch_rows=0
 for ((r = 0; r < rounds * ptx_rows; r++)); do
   for w in "vec_add 16777216 50" "matmul 2048 10"; do
     set -- $w
@@ -73,7 +75,7 @@ done
 # The patch backend (Compute Sanitizer): on cuBLAS sgemm (PyTorch, SASS
 # only; issue 36's targets) and on vec_add, whose PTX the ptx rows above
 # rewrite, so the two backends compare on one kernel.
-if python3 -c 'import torch' 2>/dev/null; then
+if (( patch_rows )) && python3 -c 'import torch' 2>/dev/null; then
   for ((r = 0; r < rounds; r++)); do
     sgemm=(python3 "$root/bench/sgemm_loop.py" --n 4096 --iters 50)
     bench_case sgemm.native -- "${sgemm[@]}"
@@ -93,7 +95,7 @@ if python3 -c 'import torch' 2>/dev/null; then
     done
   done
 fi
-for ((r = 0; r < rounds; r++)); do
+for ((r = 0; r < rounds * patch_rows; r++)); do
   (( ptx_rows )) || bench_case vec_add.native -- "$work" vec_add 16777216 50
   for p in empty threadhist mem_trace; do
     bench_case "vec_add.patch.$p" -- "$cuprobe" run --quiet --backend patch --trace launches \
