@@ -555,6 +555,37 @@ TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
   EXPECT_EQ(total, uint64_t{1048576} * (3 * 3 + 2)) << maps;
 }
 
+// samples/mem_trace/addr_trace: every global access is one event, none
+// lost below the ring's capacity: vec_add's 3 accesses per thread per
+// launch (two loads, a store) and scale's 2 (a load, a store), each with
+// its lane and a warp id that holds 32 lanes.
+TEST_F(Run, AddressTraceHasEveryAccess) {
+  const int n = 1 << 16, launches = 3;
+  std::string maps = RunProbe(Probe("addr_trace"),
+                              {SamplePath("vec_add"), std::to_string(n), std::to_string(launches)},
+                              {"--events", "json", "--quiet"});
+  ProcessResult r = RunProcess(
+      {"python3", "-c",
+       "import json,sys,collections,struct\n"
+       "kinds=collections.Counter(); lanes=collections.Counter(); bad=0\n"
+       "for l in open(sys.argv[1]):\n"
+       "  e=json.loads(l)\n"
+       "  if e.get('map')!='accesses': continue\n"
+       "  a,k,w,sm,size,kind,lane=struct.unpack('<QIIHBBB3x',bytes.fromhex(e['hex']))\n"
+       "  kinds[kind]+=1; lanes[(k,w,lane)]+=1\n"
+       "  bad+=size!=4 or lane>31 or a==0\n"
+       "warps=collections.Counter((k,w) for k,w,l in lanes)\n"
+       "print(sorted(kinds.items()), bad, max(warps.values()))\n",
+       prefix_ + ".events"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int64_t loads = int64_t{n} * (2 * launches + 1), stores = int64_t{n} * (launches + 1);
+  EXPECT_EQ(r.out, absl::StrCat("[(", CUPROBE_ACCESS_LOAD, ", ", loads, "), (",
+                                CUPROBE_ACCESS_STORE, ", ", stores, ")] 0 32\n"))
+      << maps;
+  EXPECT_THAT(maps, HasSubstr(absl::StrCat(loads + stores, " records delivered, 0 dropped")))
+      << maps;
+}
+
 // Live prints name kernels as the final one does: the names arrive with the
 // trace's records while the program runs.
 TEST_F(Run, OnelinerLiveMapsNameTheirKernels) {
