@@ -20,6 +20,8 @@
 #include "llvm/IR/PassManager.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/IR/IntrinsicInst.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -357,6 +359,34 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> LowerToLlvm(llvm::LLVMContext& con
   return module;
 }
 
+namespace {
+
+// A shuffle of a constant returns that constant, whichever lane it reads:
+// LLVM does not know this of the NVVM intrinsic, so a warp-uniform check
+// of a constant (UniformAdd's delta, mostly 1) would keep two shuffles and
+// a compare at every site. Run at the pipeline's peephole points, after
+// constants have propagated into the shuffles.
+struct FoldShufflesOfConstants : llvm::PassInfoMixin<FoldShufflesOfConstants> {
+  llvm::PreservedAnalyses run(llvm::Function& f, llvm::FunctionAnalysisManager&) {
+    bool changed = false;
+    for (llvm::BasicBlock& block : f) {
+      for (llvm::Instruction& insn : llvm::make_early_inc_range(block)) {
+        auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(&insn);
+        if (call == nullptr || call->getIntrinsicID() != llvm::Intrinsic::nvvm_shfl_sync_idx_i32 ||
+            !llvm::isa<llvm::Constant>(call->getArgOperand(1))) {
+          continue;
+        }
+        call->replaceAllUsesWith(call->getArgOperand(1));
+        call->eraseFromParent();
+        changed = true;
+      }
+    }
+    return changed ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
+  }
+};
+
+}  // namespace
+
 absl::Status OptimizeModule(llvm::Module& module, llvm::TargetMachine* machine) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -368,6 +398,9 @@ absl::Status OptimizeModule(llvm::Module& module, llvm::TargetMachine* machine) 
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.registerPeepholeEPCallback([](llvm::FunctionPassManager& fpm, llvm::OptimizationLevel) {
+    fpm.addPass(FoldShufflesOfConstants());
+  });
   llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
   mpm.run(module, mam);
   std::string err;

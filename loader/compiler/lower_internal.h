@@ -142,6 +142,21 @@ class FunctionLowering {
   // memory at `address`, an i64): the warp does not wait for it.
   void AddNoReturn(llvm::Value* address, llvm::Value* delta);
   llvm::Value* KeyValue(uint32_t pc, uint32_t bytes);
+  // map_add on an ARRAY and hist_add on a HIST_* map on the GPU: when every
+  // active lane passes the same key (or value) and delta, the first lane
+  // adds delta x lanes inline, to its SM's copy of the value; otherwise, and
+  // whenever the inline checks refuse (a bad map, an index out of range, a
+  // bucket that needs a 64-bit division), every lane calls `slow` (the
+  // type's helper, which groups, counts errors and answers exactly).
+  llvm::Value* UniformAdd(const DescRef& map, uint32_t type, llvm::Value* key, llvm::Value* delta,
+                          const std::function<llvm::Value*()>& slow);
+  // The inline target check of UniformAdd (i1) and, where it holds, the
+  // u64 the add goes to before sharding.
+  llvm::Value* UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key);
+  llvm::Value* UniformAddTarget(const DescRef& map, uint32_t type, llvm::Value* key);
+  llvm::Value* Shfl64(llvm::Value* mask, llvm::Value* v, llvm::Value* lane);
+  llvm::Value* LinearMin(const DescRef& map);
+  llvm::Value* LinearStep(const DescRef& map);
   const ObjectMap* CallMap(uint32_t pc) const;
   bool LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0);
 

@@ -219,6 +219,140 @@ void FunctionLowering::CountError(const DescRef& map) {
   b_.SetInsertPoint(after);
 }
 
+llvm::Value* FunctionLowering::Shfl64(llvm::Value* mask, llvm::Value* v, llvm::Value* lane) {
+  auto shfl = [&](llvm::Value* word) {
+    return b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, {},
+                                            {mask, word, lane, b_.getInt32(31)}),
+                         I64());
+  };
+  llvm::Value* lo = shfl(b_.CreateTrunc(v, I32()));
+  llvm::Value* hi = shfl(b_.CreateTrunc(b_.CreateLShr(v, 32), I32()));
+  return b_.CreateOr(lo, b_.CreateShl(hi, 32));
+}
+
+// HIST_LINEAR's min (s32, map_extra's low half) and step (u32, its high
+// half), each loaded on its own: splitting one 64-bit load makes LLVM emit
+// a scoped temporary register, which the inline pass does not rename.
+llvm::Value* FunctionLowering::LinearMin(const DescRef& map) {
+  return b_.CreateSExt(DescLoad(map, offsetof(cuprobe_map_desc, map_extra), I32()), I64());
+}
+
+llvm::Value* FunctionLowering::LinearStep(const DescRef& map) {
+  return DescLoad(map, offsetof(cuprobe_map_desc, map_extra) + 4, I32());
+}
+
+llvm::Value* FunctionLowering::UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key) {
+  llvm::Value* max = DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
+  llvm::Value* ok = DescHeadOk(map, type);
+  if (type == CUPROBE_MAP_ARRAY) {
+    llvm::Value* value_size = DescLoad(map, offsetof(cuprobe_map_desc, value_size), I32());
+    ok = b_.CreateAnd(ok, b_.CreateICmpUGE(value_size, b_.getInt32(8)));
+    return b_.CreateAnd(ok, b_.CreateICmpULT(b_.CreateTrunc(key, I32()), max));
+  }
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(max, b_.getInt32(0)));
+  if (type == CUPROBE_MAP_HIST_LOG2) return ok;
+  // A bucket between min and the last one whose offset passes 32 bits
+  // needs a 64-bit division: the helper's.
+  llvm::Value* min = LinearMin(map);
+  llvm::Value* step = LinearStep(map);
+  llvm::Value* below =
+      b_.CreateOr(b_.CreateICmpSLT(key, min), b_.CreateICmpEQ(step, b_.getInt32(0)));
+  llvm::Value* diff = b_.CreateSub(key, min);
+  llvm::Value* last = b_.CreateSub(max, b_.getInt32(1));
+  llvm::Value* last_start = b_.CreateSelect(
+      b_.CreateICmpEQ(last, b_.getInt32(0)), C64(0),
+      b_.CreateMul(b_.CreateZExt(b_.CreateSub(last, b_.getInt32(1)), I64()),
+                   b_.CreateZExt(step, I64())));
+  llvm::Value* wide = b_.CreateAnd(b_.CreateICmpULT(diff, last_start),
+                                   b_.CreateICmpUGT(diff, C64(0xffffffffull)));
+  return b_.CreateAnd(ok, b_.CreateNot(b_.CreateAnd(b_.CreateNot(below), wide)));
+}
+
+llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t type,
+                                                llvm::Value* key) {
+  llvm::Value* values = DescLoad(map, offsetof(cuprobe_map_desc, values), I64());
+  if (type == CUPROBE_MAP_ARRAY) {
+    llvm::Value* stride = DescLoad(map, offsetof(cuprobe_map_desc, value_stride), I32());
+    return b_.CreateAdd(values, b_.CreateMul(b_.CreateAnd(key, C64(0xffffffffull)),
+                                             b_.CreateZExt(stride, I64())));
+  }
+  llvm::Value* max = DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
+  llvm::Value* last = b_.CreateSub(max, b_.getInt32(1));
+  llvm::Value* bucket;
+  if (type == CUPROBE_MAP_HIST_LOG2) {
+    // 64 - clz(value): 0 for 0, floor(log2(value)) + 1 otherwise.
+    llvm::Value* clz = b_.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, key, b_.getFalse());
+    bucket = b_.CreateTrunc(b_.CreateSub(C64(64), clz), I32());
+  } else {
+    llvm::Value* min = LinearMin(map);
+    llvm::Value* step = LinearStep(map);
+    llvm::Value* zero_step = b_.CreateICmpEQ(step, b_.getInt32(0));
+    llvm::Value* below = b_.CreateOr(b_.CreateICmpSLT(key, min), zero_step);
+    llvm::Value* diff = b_.CreateSub(key, min);
+    llvm::Value* last_start = b_.CreateSelect(
+        b_.CreateICmpEQ(last, b_.getInt32(0)), C64(0),
+        b_.CreateMul(b_.CreateZExt(b_.CreateSub(last, b_.getInt32(1)), I64()),
+                     b_.CreateZExt(step, I64())));
+    // (UniformAddOk sent offsets past 32 bits below the last bucket to the
+    // helper; the divisor is never 0 where the quotient is used.)
+    llvm::Value* quotient = b_.CreateUDiv(b_.CreateTrunc(diff, I32()),
+                                          b_.CreateSelect(zero_step, b_.getInt32(1), step));
+    bucket = b_.CreateSelect(
+        below, b_.getInt32(0),
+        b_.CreateSelect(b_.CreateICmpUGE(diff, last_start), last,
+                        b_.CreateAdd(quotient, b_.getInt32(1))));
+  }
+  bucket = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, bucket, last);
+  return b_.CreateAdd(values, b_.CreateShl(b_.CreateZExt(bucket, I64()), 3));
+}
+
+llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llvm::Value* key,
+                                          llvm::Value* delta,
+                                          const std::function<llvm::Value*()>& slow) {
+  if (target_ != LowerTarget::kNvptx || !ConstDesc(map)) return slow();
+  llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+  llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+  llvm::Value* leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
+  llvm::Value* same =
+      b_.CreateAnd(b_.CreateICmpEQ(key, Shfl64(active, key, leader)),
+                   b_.CreateICmpEQ(delta, Shfl64(active, delta, leader)));
+  llvm::Value* uniform =
+      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_vote_all_sync, {}, {active, same});
+  llvm::Value* fast = b_.CreateAnd(uniform, UniformAddOk(map, type, key));
+  llvm::BasicBlock* fast_block = llvm::BasicBlock::Create(ctx_, "map.uniform", fn_);
+  llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.uniform.lead", fn_);
+  llvm::BasicBlock* slow_block = llvm::BasicBlock::Create(ctx_, "map.grouped", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
+  b_.CreateCondBr(fast, fast_block, slow_block);
+
+  b_.SetInsertPoint(fast_block);
+  b_.CreateCondBr(b_.CreateICmpEQ(lane, leader), lead, done);
+
+  // The first lane adds for all: to its SM's copy of the value
+  // (maps/map_algo_desc.h ValueShard; one copy unless the map is add-only).
+  b_.SetInsertPoint(lead);
+  llvm::Value* sm = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_smid, {}, {});
+  llvm::Value* shard_mask = DescLoad(map, offsetof(cuprobe_map_desc, shard_mask), I32());
+  llvm::Value* shard_bytes = DescLoad(map, offsetof(cuprobe_map_desc, shard_bytes), I64());
+  llvm::Value* shard = b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, shard_mask), I64()), shard_bytes);
+  llvm::Value* lanes = b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
+  AddNoReturn(b_.CreateAdd(UniformAddTarget(map, type, key), shard), b_.CreateMul(delta, lanes));
+  llvm::BasicBlock* lead_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(slow_block);
+  llvm::Value* r = slow();
+  llvm::BasicBlock* slow_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(done);
+  llvm::PHINode* r0 = b_.CreatePHI(I64(), 3);
+  r0->addIncoming(C64(0), fast_block);
+  r0->addIncoming(C64(0), lead_end);
+  r0->addIncoming(r, slow_end);
+  return r0;
+}
+
 // The key of the map helper call at `pc` (R2 points to it) as an integer of
 // `bytes` (1..8) bytes, zero-extended: read from the stack's alloca when the
 // verifier saw it at one constant stack offset (so the stack is never
@@ -301,9 +435,14 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
           *r0 = value.error;
           return true;
         }
-        case CUPROBE_MAP_ARRAY:
-          *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY, {Reg(1), KeyValue(pc, 4), Reg(3)});
+        case CUPROBE_MAP_ARRAY: {
+          llvm::Value* key = KeyValue(pc, 4);
+          llvm::Value* delta = Reg(3);
+          *r0 = UniformAdd(ref, type, key, delta, [&] {
+            return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_ARRAY, {Reg(1), key, delta});
+          });
           return true;
+        }
         case CUPROBE_MAP_PERWARP:
           *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_PERWARP, {Reg(1), KeyValue(pc, 4), Reg(3)});
           return true;
@@ -318,16 +457,16 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
         default:
           return false;
       }
-    case CUPROBE_HELPER_HIST_ADD:
-      if (type == CUPROBE_MAP_HIST_LOG2) {
-        *r0 = call(CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2, {Reg(1), Reg(2), Reg(3)});
-        return true;
-      }
-      if (type == CUPROBE_MAP_HIST_LINEAR) {
-        *r0 = call(CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, {Reg(1), Reg(2), Reg(3)});
-        return true;
-      }
-      return false;
+    case CUPROBE_HELPER_HIST_ADD: {
+      if (type != CUPROBE_MAP_HIST_LOG2 && type != CUPROBE_MAP_HIST_LINEAR) return false;
+      const char* helper = type == CUPROBE_MAP_HIST_LOG2 ? CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2
+                                                         : CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR;
+      llvm::Value* value = Reg(2);
+      llvm::Value* count = Reg(3);
+      *r0 = UniformAdd(ref, type, value, count,
+                       [&] { return call(helper, {Reg(1), value, count}); });
+      return true;
+    }
     default:
       return false;
   }

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "cuprobe/abi.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "maps/map_print.h"
 #include "tests/gpu/map_lines.h"
 #include "tests/gpu/probe_expectations.h"
 #include "tests/test_paths.h"
@@ -554,6 +556,49 @@ TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
     rest = m.suffix();
   }
   EXPECT_EQ(total, uint64_t{1048576} * (3 * 3 + 2)) << maps;
+}
+
+// tests/gpu/probes/uniform_adds: the compiler's warp-uniform adds (the
+// first lane adds for its warp) give exactly what a per-lane add would,
+// next to keys that differ per lane (the helper's grouping), a uniform key
+// out of range, and values below, inside and past a linear histogram.
+TEST_F(Run, UniformAddsAreExact) {
+  const int n = 1 << 16, launches = 2, threads = 256, blocks = n / threads;
+  const std::string maps =
+      RunProbe(Probe("uniform_adds"), {SamplePath("vec_add"), std::to_string(n),
+                                       std::to_string(launches)});
+  const uint64_t per_warp = uint64_t{32} * blocks * launches;
+  for (int w = 0; w < 8; ++w) {
+    const uint64_t want = w == 7 ? per_warp - 32 * launches : per_warp;  // block 0's is refused
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@warp_slots[", w, "]: ", want, "\n"))) << maps;
+  }
+  for (int slot = 0; slot < 5; ++slot) {
+    uint64_t lanes = 0;
+    for (int t = 0; t < threads; ++t) lanes += t % 5 == slot;
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@lane_slots[", slot, "]: ",
+                                             2 * lanes * blocks * launches, "\n")))
+        << maps;
+  }
+  // Linear buckets: min 40, step 16, 10 buckets (0: below 40; 9: 168 and up).
+  auto linear = [](int64_t v) -> size_t {
+    if (v < 40) return 0;
+    return std::min<size_t>(9, 1 + static_cast<size_t>((v - 40) / 16));
+  };
+  std::vector<uint64_t> warp_linear(10), lane_linear(10), warp_log2(12);
+  for (int t = 0; t < threads; ++t) {
+    const int w = t / 32;
+    warp_linear[linear(w * 40 + 4)] += uint64_t{blocks} * launches;
+    lane_linear[linear(t)] += uint64_t{blocks} * launches;
+    warp_log2[w == 0 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(w))] +=
+        uint64_t{blocks} * launches;
+  }
+  EXPECT_THAT(maps, HasSubstr("@warp_linear:\n" + FormatLinearHistogram(warp_linear,
+                                                                        40 | uint64_t{16} << 32)))
+      << maps;
+  EXPECT_THAT(maps, HasSubstr("@lane_linear:\n" + FormatLinearHistogram(lane_linear,
+                                                                        40 | uint64_t{16} << 32)))
+      << maps;
+  EXPECT_THAT(maps, HasSubstr("@warp_log2:\n" + FormatLog2Histogram(warp_log2))) << maps;
 }
 
 // samples/mem_trace/addr_trace: every global access is one event, none

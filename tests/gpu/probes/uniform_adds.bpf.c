@@ -1,0 +1,61 @@
+// The compiler's warp-uniform add (loader/compiler/lower_map.cc UniformAdd)
+// against the helpers' grouped add, on every vec_add thread's entry: ARRAY
+// adds and HIST_LINEAR / HIST_LOG2 adds whose key is the same across a warp
+// (the first lane adds for all) and whose key differs per lane (the
+// helper), with a warp-uniform key out of range (refused) and values below
+// min, in range and past the last bucket (Run.UniformAddsAreExact).
+#include "cuprobe/probe.h"
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 8);
+} warp_slots SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 8);
+} lane_slots SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HIST_LINEAR);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 10);
+  __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(40, 16));
+} warp_linear SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HIST_LINEAR);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 10);
+  __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(40, 16));
+} lane_linear SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HIST_LOG2);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 12);
+} warp_log2 SEC(".maps");
+
+SEC("cuprobe/entry/vec_add")
+int uniform_adds(struct cuprobe_ctx *ctx) {
+  u32 t = ctx->thread_idx[0];
+  u32 w = t >> 5;  // the warp in its block: the same for all its lanes
+  u32 slot = w;
+  if (ctx->block_idx[0] == 0 && w == 7) slot = 100;  // out of range: refused
+  cuprobe_map_add(&warp_slots, &slot, 1);
+  u32 lane_slot = t % 5;
+  cuprobe_map_add(&lane_slots, &lane_slot, 2);
+  cuprobe_hist_linear(&warp_linear, (u64)w * 40 + 4);
+  cuprobe_hist_linear(&lane_linear, t);
+  cuprobe_hist_log2(&warp_log2, w);
+  return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
