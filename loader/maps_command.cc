@@ -228,8 +228,14 @@ absl::StatusOr<std::string> FormatSessionMaps(MapReader& reader, const MapsOptio
       out += FormatRingStats(info.spec.name, stats) + "\n";
       continue;
     }
-    CUPROBE_ASSIGN_OR_RETURN(MapSnapshot snapshot, reader.Snapshot(i));
-    out += FormatMap(snapshot);
+    // A map that cannot be read says why in its place; the others print.
+    absl::StatusOr<MapSnapshot> snapshot = reader.Snapshot(i);
+    if (!snapshot.ok()) {
+      absl::StrAppendFormat(&out, "@%s: (not readable: %s)\n\n", info.spec.name,
+                            snapshot.status().message());
+      continue;
+    }
+    out += FormatMap(*snapshot);
   }
   return out;
 }

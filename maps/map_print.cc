@@ -181,6 +181,9 @@ std::string FormatBytes(absl::Span<const uint8_t> bytes, const TypeDescription& 
     if (f.offset > bytes.size() || f.size > bytes.size() - f.offset) continue;
     parts.push_back(absl::StrCat(f.name, ": ", Scalar(bytes.subspan(f.offset, f.size), f.type)));
   }
+  // Bytes too short for any field of the type (a record smaller than the
+  // map's declared value, as bpftime's examples emit): the bytes themselves.
+  if (parts.empty() && !bytes.empty()) return Hex(bytes);
   return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
 }
 

@@ -574,18 +574,28 @@ absl::StatusOr<SnapshotBytes> MapsRegion::ReadSnapshot(size_t i, int max_attempt
   MapEntry* e = entry(i);
   SnapshotBytes out;
   out.bytes.resize(info.snapshot_size);
+  bool always_writing = true;  // every attempt found the snapshot being written
   for (int attempt = 0; attempt < max_attempts; ++attempt) {
     const uint64_t before = e->seq.load(std::memory_order_acquire);
     if ((before & 1) != 0) {
       sched_yield();
       continue;
     }
+    always_writing = false;
     // A racy copy by design (seqlock): validated by the second read of seq.
     std::memcpy(out.bytes.data(), base_ + info.snapshot_offset, info.snapshot_size);
     out.generation = e->generation.load(std::memory_order_relaxed);
     out.publish_ns = e->publish_ns.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e->seq.load(std::memory_order_relaxed) == before) return out;
+  }
+  if (always_writing) {
+    // A writer that died mid-copy (the program killed by a signal while its
+    // hook published) leaves seq odd until the next snapshot, if any.
+    return absl::UnavailableError(absl::StrFormat(
+        "map '%s': its snapshot is half-written (the program ended while the hook was "
+        "publishing it, e.g. killed by a signal); its last values are lost",
+        info.spec.name));
   }
   return absl::UnavailableError(absl::StrFormat(
       "map '%s': no consistent snapshot after %d attempts (the hook publishes continuously?)",

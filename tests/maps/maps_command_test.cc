@@ -97,6 +97,10 @@ TEST(MapPrint, ValuesByTheirBtfFields) {
   EXPECT_EQ(FormatBytes(bytes, t), "{pid: 4242, delta: -3, comm: \"bash\", ts: 123456789}");
   EXPECT_EQ(FormatBytes(absl::MakeConstSpan(bytes, 4), {}), "4242");
   EXPECT_EQ(FormatBytes(absl::MakeConstSpan(bytes, 3), {}), "92 10 00");
+  // A record shorter than every field of its type (bpftime's examples
+  // declare a 1 KiB value and emit 32 bytes) shows its bytes.
+  TypeDescription big{"struct big_struct", 1024, {{"s", "char[1024]", 0, 1024}}};
+  EXPECT_EQ(FormatBytes(absl::MakeConstSpan(bytes, 3), big), "92 10 00");
   EXPECT_EQ(PowerOfTwoLabel(1024), "1K");
   EXPECT_EQ(PowerOfTwoLabel(1536), "1536");
   EXPECT_EQ(PowerOfTwoLabel(uint64_t{1} << 40), "1T");
@@ -269,6 +273,20 @@ TEST_F(MapsCommand, CliPrintsTheSessionsMaps) {
 // `cuprobe maps --set`: the CLI waits until the hook (here a thread
 // publishing as the watcher does) applied the write, and says so; the map
 // then holds it. Bad assignments are refused with the reason.
+// A program killed while its hook published a map leaves that map's
+// snapshot half-written: the map says so in its place and the others print.
+TEST_F(MapsCommand, AHalfWrittenSnapshotLosesOnlyItsOwnMap) {
+  (void)session_->maps().BeginSnapshot(1);  // @lat, never finished
+  absl::StatusOr<MapReader> reader = MapReader::Open(session_->name());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<std::string> text = FormatSessionMaps(*reader, MapsOptions{});
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("@counts[1]: 30\n")) << *text;
+  EXPECT_THAT(*text, HasSubstr("@lat: (not readable: map 'lat': its snapshot is half-written"))
+      << *text;
+  EXPECT_THAT(*text, HasSubstr("@cfg: 99\n")) << *text;
+}
+
 TEST_F(MapsCommand, CliSetWritesAnArrayEntryThroughTheHook) {
   const std::string cli = std::string(CUPROBE_BINARY_DIR) + "/bin/cuprobe";
   std::atomic<bool> stop{false};

@@ -313,7 +313,9 @@ TEST(MapsRegion, WriterThatDiedMidSnapshotDoesNotWedgeTheNextOne) {
   absl::StatusOr<MapsRegion> region = MapsRegion::Attach(r.base(), r.size, true);
   ASSERT_TRUE(region.ok());
   (void)region->BeginSnapshot(0);  // and never ends
-  EXPECT_EQ(region->ReadSnapshot(0, 10).status().code(), absl::StatusCode::kUnavailable);
+  absl::Status torn = region->ReadSnapshot(0, 10).status();
+  EXPECT_EQ(torn.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(torn.message(), ::testing::HasSubstr("'a': its snapshot is half-written")) << torn;
   std::memset(region->BeginSnapshot(0), 7, region->map(0).snapshot_size);
   region->EndSnapshot(0, 123);
   absl::StatusOr<SnapshotBytes> snap = region->ReadSnapshot(0);
