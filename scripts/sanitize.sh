@@ -23,7 +23,7 @@ tests=(init_state_test hook_test watcher_test module_patcher_test segment_test r
        ptx_rewriter_instrument_command_test source_policy_test maps_command_test
        samples_offline_test real_seam_test cuda_device_memory_test device_maps_test
        switchboard_test ptx_rewriter_image_pipeline_test hook_library_test kernel_patcher_test
-       ptx_rewriter_patch_module_test)
+       ptx_rewriter_patch_module_test standalone_output_test)
 # hook_library_test checks the sanitized hook: it still exports
 # InitializeInjection alone and needs no libstdc++, abseil or libcuda (the
 # sanitizers' runtimes are among its NEEDED entries, which the test allows),
