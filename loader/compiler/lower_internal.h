@@ -155,8 +155,13 @@ class FunctionLowering {
   llvm::Value* UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key);
   llvm::Value* UniformAddTarget(const DescRef& map, uint32_t type, llvm::Value* key);
   llvm::Value* Shfl64(llvm::Value* mask, llvm::Value* v, llvm::Value* lane);
-  llvm::Value* LinearMin(const DescRef& map);
-  llvm::Value* LinearStep(const DescRef& map);
+  struct LinearBucket {
+    llvm::Value* step;        // i32
+    llvm::Value* below;       // i1: bucket 0 (value < min, or step 0)
+    llvm::Value* diff;        // i64: value - min
+    llvm::Value* last_start;  // i64: the last bucket's offset from min
+  };
+  LinearBucket LinearBucketOf(const DescRef& map, llvm::Value* value, llvm::Value* last);
   const ObjectMap* CallMap(uint32_t pc) const;
   bool LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0);
 

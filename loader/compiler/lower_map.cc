@@ -233,12 +233,23 @@ llvm::Value* FunctionLowering::Shfl64(llvm::Value* mask, llvm::Value* v, llvm::V
 // HIST_LINEAR's min (s32, map_extra's low half) and step (u32, its high
 // half), each loaded on its own: splitting one 64-bit load makes LLVM emit
 // a scoped temporary register, which the inline pass does not rename.
-llvm::Value* FunctionLowering::LinearMin(const DescRef& map) {
-  return b_.CreateSExt(DescLoad(map, offsetof(cuprobe_map_desc, map_extra), I32()), I64());
-}
-
-llvm::Value* FunctionLowering::LinearStep(const DescRef& map) {
-  return DescLoad(map, offsetof(cuprobe_map_desc, map_extra) + 4, I32());
+// With the rest of HistBucketOf's arithmetic for `value` and the last
+// bucket `last` (max_entries - 1): below min (or step 0), the offset from
+// min, and where the last bucket starts.
+FunctionLowering::LinearBucket FunctionLowering::LinearBucketOf(const DescRef& map,
+                                                                llvm::Value* value,
+                                                                llvm::Value* last) {
+  LinearBucket l;
+  llvm::Value* min =
+      b_.CreateSExt(DescLoad(map, offsetof(cuprobe_map_desc, map_extra), I32()), I64());
+  l.step = DescLoad(map, offsetof(cuprobe_map_desc, map_extra) + 4, I32());
+  l.below = b_.CreateOr(b_.CreateICmpSLT(value, min), b_.CreateICmpEQ(l.step, b_.getInt32(0)));
+  l.diff = b_.CreateSub(value, min);
+  l.last_start = b_.CreateSelect(
+      b_.CreateICmpEQ(last, b_.getInt32(0)), C64(0),
+      b_.CreateMul(b_.CreateZExt(b_.CreateSub(last, b_.getInt32(1)), I64()),
+                   b_.CreateZExt(l.step, I64())));
+  return l;
 }
 
 llvm::Value* FunctionLowering::UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key) {
@@ -253,19 +264,10 @@ llvm::Value* FunctionLowering::UniformAddOk(const DescRef& map, uint32_t type, l
   if (type == CUPROBE_MAP_HIST_LOG2) return ok;
   // A bucket between min and the last one whose offset passes 32 bits
   // needs a 64-bit division: the helper's.
-  llvm::Value* min = LinearMin(map);
-  llvm::Value* step = LinearStep(map);
-  llvm::Value* below =
-      b_.CreateOr(b_.CreateICmpSLT(key, min), b_.CreateICmpEQ(step, b_.getInt32(0)));
-  llvm::Value* diff = b_.CreateSub(key, min);
-  llvm::Value* last = b_.CreateSub(max, b_.getInt32(1));
-  llvm::Value* last_start = b_.CreateSelect(
-      b_.CreateICmpEQ(last, b_.getInt32(0)), C64(0),
-      b_.CreateMul(b_.CreateZExt(b_.CreateSub(last, b_.getInt32(1)), I64()),
-                   b_.CreateZExt(step, I64())));
-  llvm::Value* wide = b_.CreateAnd(b_.CreateICmpULT(diff, last_start),
-                                   b_.CreateICmpUGT(diff, C64(0xffffffffull)));
-  return b_.CreateAnd(ok, b_.CreateNot(b_.CreateAnd(b_.CreateNot(below), wide)));
+  const LinearBucket l = LinearBucketOf(map, key, b_.CreateSub(max, b_.getInt32(1)));
+  llvm::Value* wide = b_.CreateAnd(b_.CreateICmpULT(l.diff, l.last_start),
+                                   b_.CreateICmpUGT(l.diff, C64(0xffffffffull)));
+  return b_.CreateAnd(ok, b_.CreateNot(b_.CreateAnd(b_.CreateNot(l.below), wide)));
 }
 
 llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t type,
@@ -284,22 +286,15 @@ llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t typ
     llvm::Value* clz = b_.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, key, b_.getFalse());
     bucket = b_.CreateTrunc(b_.CreateSub(C64(64), clz), I32());
   } else {
-    llvm::Value* min = LinearMin(map);
-    llvm::Value* step = LinearStep(map);
-    llvm::Value* zero_step = b_.CreateICmpEQ(step, b_.getInt32(0));
-    llvm::Value* below = b_.CreateOr(b_.CreateICmpSLT(key, min), zero_step);
-    llvm::Value* diff = b_.CreateSub(key, min);
-    llvm::Value* last_start = b_.CreateSelect(
-        b_.CreateICmpEQ(last, b_.getInt32(0)), C64(0),
-        b_.CreateMul(b_.CreateZExt(b_.CreateSub(last, b_.getInt32(1)), I64()),
-                     b_.CreateZExt(step, I64())));
+    const LinearBucket l = LinearBucketOf(map, key, last);
     // (UniformAddOk sent offsets past 32 bits below the last bucket to the
     // helper; the divisor is never 0 where the quotient is used.)
-    llvm::Value* quotient = b_.CreateUDiv(b_.CreateTrunc(diff, I32()),
-                                          b_.CreateSelect(zero_step, b_.getInt32(1), step));
+    llvm::Value* zero_step = b_.CreateICmpEQ(l.step, b_.getInt32(0));
+    llvm::Value* quotient = b_.CreateUDiv(b_.CreateTrunc(l.diff, I32()),
+                                          b_.CreateSelect(zero_step, b_.getInt32(1), l.step));
     bucket = b_.CreateSelect(
-        below, b_.getInt32(0),
-        b_.CreateSelect(b_.CreateICmpUGE(diff, last_start), last,
+        l.below, b_.getInt32(0),
+        b_.CreateSelect(b_.CreateICmpUGE(l.diff, l.last_start), last,
                         b_.CreateAdd(quotient, b_.getInt32(1))));
   }
   bucket = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, bucket, last);
