@@ -45,6 +45,13 @@ for ((r = 0; r < rounds * ptx_rows; r++)); do
       --trace launches -p "$build/probes/addr_hist.cpb" -o "$tmp/r" --format json -- "$work" "$@"
     bench_case "$1.addr_hist_after" CUPROBE_MEM_PROBE_AFTER=1 -- "$cuprobe" run --quiet \
       --trace launches -p "$build/probes/addr_hist.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    # addr_hist and mem_regions with their warp-uniform adds (the first lane
+    # adds for the warp) called from every lane instead (compiled with
+    # CUPROBE_UNIFORM_ADDS=0: samples/CMakeLists.txt).
+    for p in addr_hist mem_regions; do
+      bench_case "$1.${p}_grouped" -- "$cuprobe" run --quiet --trace launches \
+        -p "$build/probes/${p}_grouped.cpb" -o "$tmp/r" --format json -- "$work" "$@"
+    done
     # kernel_trace split into its parts (issue 39): every record dropped at
     # the SM's hint (what a block pays without writing), and records
     # committed at GPU rather than system scope.
@@ -154,6 +161,12 @@ for w in ("vec_add", "matmul"):
         if v:
             m = statistics.median(v)
             print("| %s | addr_hist, %s | %d | %.5f | %.3f | | |" % (w, label, len(v), m, m / b))
+    for p in ("addr_hist", "mem_regions"):
+        v = rows.get("%s.%s_grouped" % (w, p))
+        if v:
+            m = statistics.median(v)
+            print("| %s | %s, every lane calls (CUPROBE_UNIFORM_ADDS=0) | %d | %.5f | %.3f | | |" %
+                  (w, p, len(v), m, m / b))
     for v_name, label in (("drop_always", "every record dropped (CUPROBE_DIAG_RING_DROP=always)"),
                           ("gpu_commit", "GPU-scope commit (CUPROBE_DIAG_RING_COMMIT=gpu)")):
         v = rows.get("%s.kernel_trace_%s" % (w, v_name))

@@ -103,6 +103,7 @@ ProbeCompileOptions ProbeCompileOptions::FromEnvironment(const Lookup& env) {
   options.ring.inline_reservations = value("CUPROBE_RING_INLINE") != "0";
   options.ring.commit = value("CUPROBE_DIAG_RING_COMMIT");
   options.ring.drop = value("CUPROBE_DIAG_RING_DROP");
+  options.maps.uniform_adds = value("CUPROBE_UNIFORM_ADDS") != "0";
   return options;
 }
 
@@ -509,6 +510,7 @@ absl::StatusOr<CompileResult> CompileObjects(absl::Span<const ProbeObject> input
   input.map_slot = slots[0];
   input.printk_slot = AddPrintkMap(result.verified, options, &b.maps);
   input.ring = options.ring;
+  input.maps = options.maps;
   AddPrograms(objects, slots, result.verified, &b, &input.programs);
   CUPROBE_RETURN_IF_ERROR(Generate(input, options, &result));
   return result;

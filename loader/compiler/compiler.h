@@ -38,10 +38,13 @@ struct ProbeCompileOptions {
   std::string include_dir;
   // The ring-buffer lowering's measuring switches.
   RingLowering ring;
+  // The map lowering's measuring switch.
+  MapLowering maps;
 
   // The defaults, with what the environment says: CUPROBE_CLANG,
   // CUPROBE_INCLUDE_DIR, CUPROBE_RING_INLINE, CUPROBE_DIAG_RING_COMMIT,
-  // CUPROBE_DIAG_RING_DROP, read through `env` (the CLI passes std::getenv).
+  // CUPROBE_DIAG_RING_DROP, CUPROBE_UNIFORM_ADDS, read through `env` (the
+  // CLI passes std::getenv).
   using Lookup = std::function<const char*(const char*)>;
   [[nodiscard]] static ProbeCompileOptions FromEnvironment(const Lookup& env);
 };

@@ -77,6 +77,13 @@ struct RingLowering {
   std::string drop;
 };
 
+// Measuring switch of the map lowering (ProbeCompileOptions::FromEnvironment).
+struct MapLowering {
+  // CUPROBE_UNIFORM_ADDS=0: warp-uniform adds (ARRAY, HIST_*, HASH) call
+  // the helper from every lane, as adds with keys that differ per lane do.
+  bool uniform_adds = true;
+};
+
 struct LowerInput {
   const BpfObject* object = nullptr;
   std::vector<ProgramToLower> programs;
@@ -85,6 +92,7 @@ struct LowerInput {
   std::vector<int32_t> map_slot;
   int32_t printk_slot = -1;  // slot of the implicit printk RINGBUF
   RingLowering ring;
+  MapLowering maps;
 };
 
 // Helper library symbols the IR of `module` calls (sorted).

@@ -141,7 +141,7 @@ class FunctionLowering {
   // A relaxed add whose old value nobody reads, as `red` (GPU, global
   // memory at `address`, an i64): the warp does not wait for it.
   void AddNoReturn(llvm::Value* address, llvm::Value* delta);
-  llvm::Value* KeyValue(uint32_t pc, uint32_t bytes);
+  llvm::Value* KeyValue(uint32_t pc, uint32_t bytes, uint32_t offset = 0);
   // map_add on an ARRAY and hist_add on a HIST_* map on the GPU: when every
   // active lane passes the same key (or value) and delta, the first lane
   // adds delta x lanes inline, to its SM's copy of the value; otherwise, and
@@ -150,6 +150,22 @@ class FunctionLowering {
   // type's helper, which groups, counts errors and answers exactly).
   llvm::Value* UniformAdd(const DescRef& map, uint32_t type, llvm::Value* key, llvm::Value* delta,
                           const std::function<llvm::Value*()>& slow);
+  // map_add on a HASH map on the GPU: when every active lane passes the
+  // same key (its words) and delta, the first lane alone calls `add` with
+  // delta x lanes (with `retry`, the others call with their own where it
+  // fails); otherwise every lane calls `add` with its own delta.
+  llvm::Value* UniformHashAdd(const std::vector<llvm::Value*>& key, llvm::Value* delta,
+                              bool retry, const std::function<llvm::Value*(llvm::Value*)>& add);
+  // The warp's active lanes, this lane, the first active lane, and whether
+  // every active lane holds the first one's `values` (i1; one shuffle per
+  // 32 bits and a vote).
+  struct WarpUniform {
+    llvm::Value* active;
+    llvm::Value* lane;
+    llvm::Value* leader;
+    llvm::Value* uniform;
+  };
+  WarpUniform UniformLanes(const std::vector<llvm::Value*>& values);
   // The inline target check of UniformAdd (i1) and, where it holds, the
   // u64 the add goes to before sharding.
   llvm::Value* UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key);

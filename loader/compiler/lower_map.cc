@@ -7,6 +7,7 @@
 // specialized by map type (abi.h 8.).
 #include "loader/compiler/lower_internal.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -301,19 +302,31 @@ llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t typ
   return b_.CreateAdd(values, b_.CreateShl(b_.CreateZExt(bucket, I64()), 3));
 }
 
+FunctionLowering::WarpUniform FunctionLowering::UniformLanes(
+    const std::vector<llvm::Value*>& values) {
+  WarpUniform w;
+  w.active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+  w.lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+  w.leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, w.active, b_.getTrue());
+  llvm::Value* same = b_.getTrue();
+  for (llvm::Value* v : values) {
+    same = b_.CreateAnd(same, b_.CreateICmpEQ(v, Shfl64(w.active, v, w.leader)));
+  }
+  w.uniform = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_vote_all_sync, {}, {w.active, same});
+  return w;
+}
+
 llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llvm::Value* key,
                                           llvm::Value* delta,
                                           const std::function<llvm::Value*()>& slow) {
-  if (target_ != LowerTarget::kNvptx || !ConstDesc(map)) return slow();
-  llvm::Value* active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
-  llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
-  llvm::Value* leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, active, b_.getTrue());
-  llvm::Value* same =
-      b_.CreateAnd(b_.CreateICmpEQ(key, Shfl64(active, key, leader)),
-                   b_.CreateICmpEQ(delta, Shfl64(active, delta, leader)));
-  llvm::Value* uniform =
-      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_vote_all_sync, {}, {active, same});
-  llvm::Value* fast = b_.CreateAnd(uniform, UniformAddOk(map, type, key));
+  if (target_ != LowerTarget::kNvptx || !ConstDesc(map) || !input_.maps.uniform_adds) {
+    return slow();
+  }
+  const WarpUniform w = UniformLanes({key, delta});
+  llvm::Value* active = w.active;
+  llvm::Value* lane = w.lane;
+  llvm::Value* leader = w.leader;
+  llvm::Value* fast = b_.CreateAnd(w.uniform, UniformAddOk(map, type, key));
   llvm::BasicBlock* fast_block = llvm::BasicBlock::Create(ctx_, "map.uniform", fn_);
   llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.uniform.lead", fn_);
   llvm::BasicBlock* slow_block = llvm::BasicBlock::Create(ctx_, "map.grouped", fn_);
@@ -348,21 +361,83 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
   return r0;
 }
 
+// HASH's helpers search (and insert) per key, so there is nothing to check
+// inline: a warp-uniform add is one call by the first lane with delta x
+// lanes, whose result the other lanes take. That is what the word helper
+// does itself for a group of lanes with one key (one search, one error
+// counted for the group). The wide-key helper searches and counts errors
+// per lane: there (`retry`), where the first lane's call fails (a full
+// map, a bad descriptor), every other lane calls with its own delta, so
+// that each lane's result and the map's error count are what per-lane
+// calls give (a failed add adds nothing).
+llvm::Value* FunctionLowering::UniformHashAdd(const std::vector<llvm::Value*>& key,
+                                              llvm::Value* delta, bool retry,
+                                              const std::function<llvm::Value*(llvm::Value*)>& add) {
+  if (target_ != LowerTarget::kNvptx || !input_.maps.uniform_adds) return add(delta);
+  std::vector<llvm::Value*> values = key;
+  values.push_back(delta);
+  const WarpUniform w = UniformLanes(values);
+  llvm::BasicBlock* uniform = llvm::BasicBlock::Create(ctx_, "map.hash.uniform", fn_);
+  llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.hash.lead", fn_);
+  llvm::BasicBlock* joined = llvm::BasicBlock::Create(ctx_, "map.hash.joined", fn_);
+  llvm::BasicBlock* others = llvm::BasicBlock::Create(ctx_, "map.hash.others", fn_);
+  llvm::BasicBlock* grouped = llvm::BasicBlock::Create(ctx_, "map.grouped", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
+  b_.CreateCondBr(w.uniform, uniform, grouped);
+
+  b_.SetInsertPoint(uniform);
+  llvm::Value* is_leader = b_.CreateICmpEQ(w.lane, w.leader);
+  b_.CreateCondBr(is_leader, lead, joined);
+
+  b_.SetInsertPoint(lead);
+  llvm::Value* lanes =
+      b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, w.active), I64());
+  llvm::Value* led = add(b_.CreateMul(delta, lanes));
+  llvm::BasicBlock* lead_end = b_.GetInsertBlock();
+  b_.CreateBr(joined);
+
+  b_.SetInsertPoint(joined);
+  llvm::PHINode* own = b_.CreatePHI(I64(), 2);
+  own->addIncoming(C64(0), uniform);
+  own->addIncoming(led, lead_end);
+  llvm::Value* result = Shfl64(w.active, own, w.leader);
+  b_.CreateCondBr(retry ? b_.CreateAnd(b_.CreateICmpNE(result, C64(0)), b_.CreateNot(is_leader))
+                        : b_.getFalse(),
+                  others, done);
+
+  b_.SetInsertPoint(others);
+  llvm::Value* retried = add(delta);
+  llvm::BasicBlock* others_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(grouped);
+  llvm::Value* called = add(delta);
+  llvm::BasicBlock* grouped_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(done);
+  llvm::PHINode* r0 = b_.CreatePHI(I64(), 3);
+  r0->addIncoming(result, joined);
+  r0->addIncoming(retried, others_end);
+  r0->addIncoming(called, grouped_end);
+  return r0;
+}
+
 // The key of the map helper call at `pc` (R2 points to it) as an integer of
-// `bytes` (1..8) bytes, zero-extended: read from the stack's alloca when the
+// `bytes` (1..8) bytes from `offset` on, zero-extended: read from the stack's alloca when the
 // verifier saw it at one constant stack offset (so the stack is never
 // addressed by a helper and stays in registers), else through R2.
-llvm::Value* FunctionLowering::KeyValue(uint32_t pc, uint32_t bytes) {
+llvm::Value* FunctionLowering::KeyValue(uint32_t pc, uint32_t bytes, uint32_t offset) {
   const InsnInfo& info = v_.insns[pc];
   llvm::Type* type = b_.getIntNTy(8 * bytes);
   llvm::Value* address;
   llvm::Align align(1);
   if (info.call_key_on_stack) {
-    const int64_t at = stack_depth_ + info.call_key_stack_offset;
+    const int64_t at = stack_depth_ + info.call_key_stack_offset + offset;
     address = b_.CreateConstGEP1_64(I8(), stack_, at);
     align = llvm::commonAlignment(llvm::Align(8), static_cast<uint64_t>(at));
   } else {
-    address = b_.CreateIntToPtr(Reg(2), b_.getPtrTy());
+    address = b_.CreateConstGEP1_64(I8(), b_.CreateIntToPtr(Reg(2), b_.getPtrTy()), offset);
   }
   return b_.CreateZExt(b_.CreateAlignedLoad(type, address, align), I64());
 }
@@ -444,11 +519,30 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
         case CUPROBE_MAP_PERSM:
           *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM, {Reg(1), KeyValue(pc, 4), Reg(3)});
           return true;
-        case CUPROBE_MAP_HASH:
-          *r0 = key_size <= 8 ? call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD,
-                                     {Reg(1), KeyValue(pc, key_size), Reg(3)})
-                              : call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, {Reg(1), Reg(2), Reg(3)});
+        case CUPROBE_MAP_HASH: {
+          if (key_size <= 8) {
+            llvm::Value* key = KeyValue(pc, key_size);
+            *r0 = UniformHashAdd({key}, Reg(3), /*retry=*/false, [&](llvm::Value* delta) {
+              return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, {Reg(1), key, delta});
+            });
+            return true;
+          }
+          auto add = [&](llvm::Value* delta) {
+            return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, {Reg(1), Reg(2), delta});
+          };
+          // Keys of up to four words are compared across the warp (a
+          // shuffle per 4 bytes); wider ones are rare and call per lane.
+          if (key_size > 32) {
+            *r0 = add(Reg(3));
+            return true;
+          }
+          std::vector<llvm::Value*> words;
+          for (uint32_t at = 0; at < key_size; at += 8) {
+            words.push_back(KeyValue(pc, std::min<uint32_t>(8, key_size - at), at));
+          }
+          *r0 = UniformHashAdd(words, Reg(3), /*retry=*/true, add);
           return true;
+        }
         default:
           return false;
       }

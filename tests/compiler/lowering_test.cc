@@ -36,12 +36,13 @@ using ::testing::Not;
 using namespace cuprobe::testing;  // NOLINT
 
 absl::StatusOr<CompileResult> CompileC(const std::string& body, bool keep_llvm = false,
-                                       RingLowering ring = {}) {
+                                       RingLowering ring = {}, MapLowering maps = {}) {
   auto object = CompileProbeSource(absl::StrCat("#include \"cuprobe/probe.h\"\n", body));
   if (!object.ok()) return object.status();
   ProbeCompileOptions options;
   options.keep_llvm = keep_llvm;
   options.ring = std::move(ring);
+  options.maps = maps;
   return CompileObject(*object, "probe.bpf.c", options);
 }
 
@@ -388,6 +389,7 @@ TEST(ProbeCompileOptions, FromTheEnvironmentThroughTheLookup) {
         if (n == "CUPROBE_RING_INLINE") return "0";
         if (n == "CUPROBE_DIAG_RING_COMMIT") return "gpu";
         if (n == "CUPROBE_DIAG_RING_DROP") return "always";
+        if (n == "CUPROBE_UNIFORM_ADDS") return "0";
         return nullptr;
       });
   EXPECT_EQ(ClangPath(set), "/opt/clang");
@@ -395,6 +397,8 @@ TEST(ProbeCompileOptions, FromTheEnvironmentThroughTheLookup) {
   EXPECT_FALSE(set.ring.inline_reservations);
   EXPECT_EQ(set.ring.commit, "gpu");
   EXPECT_EQ(set.ring.drop, "always");
+  EXPECT_TRUE(none.maps.uniform_adds);
+  EXPECT_FALSE(set.maps.uniform_adds);
 }
 
 TEST(Lowering, RecordFieldsAreStoredEightBytesAtATime) {
@@ -491,6 +495,60 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_EQ(wide->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add_hash"});
   EXPECT_THAT(wide->bundle.ptx, HasSubstr("__local_depot"));
   EXPECT_TRUE(PtxasAccepts(wide->bundle.ptx).ok());
+}
+
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Warp-uniform adds: ARRAY and histogram adds whose fixed map's descriptor
+// is in the constant bank become a vote and one inline `red` by the first
+// lane; a HASH add becomes a vote, the first lane's call (with delta x
+// lanes), its result shuffled to the others, and the others' own calls
+// where it failed, next to the per-lane call. CUPROBE_UNIFORM_ADDS=0 (and
+// HASH keys past 32 bytes) leave one per-lane call.
+TEST(Lowering, WarpUniformAddsVoteThenAddOncePerWarp) {
+  const std::string source = R"(
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 8); } arr SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
+         __uint(max_entries, 8); } h8 SEC(".maps");
+struct wide { u64 a, b; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct wide); __type(value, u64);
+         __uint(max_entries, 8); } h16 SEC(".maps");
+struct huge { u64 a, b, c, d, e; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct huge); __type(value, u64);
+         __uint(max_entries, 8); } h40 SEC(".maps");
+SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
+  u32 k = ctx->mem_addr >> 7; u64 k8 = ctx->mem_addr >> 21;
+  struct wide w = {k8, ctx->kernel_id}; struct huge h = {k8, 1, 2, 3, 4};
+  cuprobe_map_add(&arr, &k, 1); cuprobe_map_add(&h8, &k8, 1);
+  cuprobe_map_add(&h16, &w, ctx->mem_size); cuprobe_map_add(&h40, &h, 1);
+  return 0;
+})";
+  auto on = CompileC(source);
+  ASSERT_TRUE(on.ok()) << on.status();
+  const std::string& ptx = on->bundle.ptx;
+  EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 3u) << ptx;
+  EXPECT_THAT(ptx, HasSubstr("red.relaxed.gpu.global.add.u64"));
+  // Each uniform HASH site: the first lane's call, and the per-lane call
+  // that the others' retry shares (LLVM merges the two); h40 one call.
+  EXPECT_EQ(Occurrences(ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash_word, "), 2u) << ptx;
+  EXPECT_EQ(Occurrences(ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash, "), 3u) << ptx;
+  EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
+
+  MapLowering off;
+  off.uniform_adds = false;
+  auto called = CompileC(source, false, {}, off);
+  ASSERT_TRUE(called.ok()) << called.status();
+  EXPECT_THAT(called->bundle.ptx, Not(HasSubstr("vote.sync")));
+  EXPECT_EQ(Occurrences(called->bundle.ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash_word, "),
+            1u);
+  EXPECT_EQ(Occurrences(called->bundle.ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash, "),
+            2u);
+  EXPECT_TRUE(PtxasAccepts(called->bundle.ptx).ok());
 }
 
 TEST(Lowering, ACallSiteWhoseMapDiffersBetweenPathsUsesTheGenericHelper) {

@@ -563,7 +563,9 @@ TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
 // tests/gpu/probes/uniform_adds: the compiler's warp-uniform adds (the
 // first lane adds for its warp) give exactly what a per-lane add would,
 // next to keys that differ per lane (the helper's grouping), a uniform key
-// out of range, and values below, inside and past a linear histogram.
+// out of range, and values below, inside and past a linear histogram; HASH
+// adds with word and wide keys, uniform and per lane, and refused ones
+// counted as the helpers count them.
 TEST_F(Run, UniformAddsAreExact) {
   const int n = 1 << 16, launches = 2, threads = 256, blocks = n / threads;
   const std::string maps =
@@ -601,6 +603,47 @@ TEST_F(Run, UniformAddsAreExact) {
                                                                         40 | uint64_t{16} << 32)))
       << maps;
   EXPECT_THAT(maps, HasSubstr("@warp_log2:\n" + FormatLog2Histogram(warp_log2))) << maps;
+
+  // HASH: a word key and a 16-byte key uniform across each warp, keys that
+  // differ per lane, and maps with room for 4 of the 8 warps' keys.
+  const uint64_t per_block = uint64_t{blocks} * launches;
+  for (int w = 0; w < 8; ++w) {
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@warp_hash[", w, "]: ", 3 * per_warp, "\n")));
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@wide_hash[{warp: ", w, ", tag: 7, lane_bit: 0}]: ",
+                                             2 * per_warp, "\n")));
+    for (int bit = 0; bit < 2; ++bit) {
+      EXPECT_THAT(maps, HasSubstr(absl::StrCat("@wide_lane_hash[{warp: ", w,
+                                               ", tag: 7, lane_bit: ", bit, "]: ", 16 * per_block,
+                                               "\n")));
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    uint64_t lanes = 0;
+    for (int t = 0; t < threads; ++t) lanes += t % 3 == k;
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@lane_hash[", k, "]: ", lanes * per_block, "\n")));
+  }
+  // Exactly 4 keys get in, each with every add of its warps. The word
+  // helper counts one refusal per warp (its lanes share one search), the
+  // wide one one per lane.
+  auto map_block = [&](const std::string& name) {
+    const size_t at = maps.find("@" + name + "[");
+    return at == std::string::npos ? std::string() : maps.substr(at, maps.find("\n\n", at) - at);
+  };
+  for (const auto& [name, refused] :
+       {std::pair<std::string, uint64_t>{"full_hash", 4 * per_block},
+        {"full_wide_hash", 4 * per_warp}}) {
+    const std::string block = map_block(name);
+    uint64_t keys = 0, sum = 0;
+    std::smatch m;
+    for (std::string rest = block; std::regex_search(rest, m, std::regex(R"(\]: (\d+)\n)"));
+         rest = m.suffix()) {
+      ++keys;
+      sum += std::stoull(m[1]);
+    }
+    EXPECT_EQ(keys, 4u) << block;
+    EXPECT_EQ(sum, 4 * per_warp) << block;
+    EXPECT_THAT(block, HasSubstr(absl::StrCat("(", refused, " updates refused"))) << block;
+  }
 }
 
 // samples/mem_trace/addr_trace: every global access is one event, none

@@ -3,7 +3,10 @@
 // adds and HIST_LINEAR / HIST_LOG2 adds whose key is the same across a warp
 // (the first lane adds for all) and whose key differs per lane (the
 // helper), with a warp-uniform key out of range (refused) and values below
-// min, in range and past the last bucket (Run.UniformAddsAreExact).
+// min, in range and past the last bucket; HASH adds of word and wide keys,
+// uniform and per lane, and into maps too small for their keys, whose
+// refused adds are counted as the helpers count them
+// (Run.UniformAddsAreExact).
 #include "cuprobe/probe.h"
 
 struct {
@@ -43,6 +46,55 @@ struct {
   __uint(max_entries, 12);
 } warp_log2 SEC(".maps");
 
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 16);
+} warp_hash SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 16);
+} lane_hash SEC(".maps");
+
+struct wide_key {
+  u64 warp;
+  u32 tag;
+  u32 lane_bit;  // 0 for the uniform map's key, lane % 2 for the other's
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __type(key, struct wide_key);
+  __type(value, u64);
+  __uint(max_entries, 16);
+} wide_hash SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __type(key, struct wide_key);
+  __type(value, u64);
+  __uint(max_entries, 32);
+} wide_lane_hash SEC(".maps");
+
+// Room for 4 of the 8 warps' keys: the other 4 are refused.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 4);
+} full_hash SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __type(key, struct wide_key);
+  __type(value, u64);
+  __uint(max_entries, 4);
+} full_wide_hash SEC(".maps");
+
 SEC("cuprobe/entry/vec_add")
 int uniform_adds(struct cuprobe_ctx *ctx) {
   u32 t = ctx->thread_idx[0];
@@ -55,6 +107,15 @@ int uniform_adds(struct cuprobe_ctx *ctx) {
   cuprobe_hist_linear(&warp_linear, (u64)w * 40 + 4);
   cuprobe_hist_linear(&lane_linear, t);
   cuprobe_hist_log2(&warp_log2, w);
+  cuprobe_map_add(&warp_hash, &w, 3);
+  u32 lane_key = t % 3;
+  cuprobe_map_add(&lane_hash, &lane_key, 1);
+  struct wide_key wide = {.warp = w, .tag = 7, .lane_bit = 0};
+  cuprobe_map_add(&wide_hash, &wide, 2);
+  cuprobe_map_add(&full_hash, &w, 1);
+  cuprobe_map_add(&full_wide_hash, &wide, 1);
+  wide.lane_bit = t & 1;
+  cuprobe_map_add(&wide_lane_hash, &wide, 1);
   return 0;
 }
 
