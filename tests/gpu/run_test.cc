@@ -646,35 +646,54 @@ TEST_F(Run, UniformAddsAreExact) {
   }
 }
 
-// samples/mem_trace/addr_trace: every global access is one event, none
+// samples/mem_trace/addr_trace: every global access is in an event, none
 // lost below the ring's capacity: vec_add's 3 accesses per thread per
-// launch (two loads, a store) and scale's 2 (a load, a store), each with
-// its lane and a warp id that holds 32 lanes.
+// launch (two loads, a store) and scale's 2 (a load, a store), each at its
+// address, with a warp id that holds 32 lanes. vec_add's and scale's accesses
+// are coalesced: one event per warp and access. bench/addr_trace_lanes (an
+// event per lane) gives the same accesses.
 TEST_F(Run, AddressTraceHasEveryAccess) {
   const int n = 1 << 16, launches = 3;
-  std::string maps = RunProbe(Probe("addr_trace"),
-                              {SamplePath("vec_add"), std::to_string(n), std::to_string(launches)},
-                              {"--events", "json", "--quiet"});
-  ProcessResult r = RunProcess(
-      {"python3", "-c",
-       "import json,sys,collections,struct\n"
-       "kinds=collections.Counter(); lanes=collections.Counter(); bad=0\n"
-       "for l in open(sys.argv[1]):\n"
-       "  e=json.loads(l)\n"
-       "  if e.get('map')!='accesses': continue\n"
-       "  a,k,w,sm,size,kind,lane=struct.unpack('<QIIHBBB3x',bytes.fromhex(e['hex']))\n"
-       "  kinds[kind]+=1; lanes[(k,w,lane)]+=1\n"
-       "  bad+=size!=4 or lane>31 or a==0\n"
-       "warps=collections.Counter((k,w) for k,w,l in lanes)\n"
-       "print(sorted(kinds.items()), bad, max(warps.values()))\n",
-       prefix_ + ".events"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
   const int64_t loads = int64_t{n} * (2 * launches + 1), stores = int64_t{n} * (launches + 1);
-  EXPECT_EQ(r.out, absl::StrCat("[(", CUPROBE_ACCESS_LOAD, ", ", loads, "), (",
-                                CUPROBE_ACCESS_STORE, ", ", stores, ")] 0 32\n"))
-      << maps;
-  EXPECT_THAT(maps, HasSubstr(absl::StrCat(loads + stores, " records delivered, 0 dropped")))
-      << maps;
+  for (const char* probe : {"addr_trace", "addr_trace_lanes"}) {
+    SCOPED_TRACE(probe);
+    const bool lanes = std::string(probe) == "addr_trace_lanes";
+    std::string maps =
+        RunProbe(Probe(probe), {SamplePath("vec_add"), std::to_string(n), std::to_string(launches)},
+                 {"--events", "json", "--quiet"});
+    // Either layout, expanded into one access per lane.
+    ProcessResult r = RunProcess(
+        {"python3", "-c",
+         "import json,sys,collections,struct\n"
+         "kinds=collections.Counter(); at=collections.Counter(); bad=0; events=0\n"
+         "lanes=collections.defaultdict(set)\n"
+         "for l in open(sys.argv[1]):\n"
+         "  e=json.loads(l)\n"
+         "  if e.get('map')!='accesses': continue\n"
+         "  events+=1; b=bytes.fromhex(e['hex'])\n"
+         "  if sys.argv[2]=='1':\n"
+         "    a,k,w,sm,size,kind,lane=struct.unpack('<QIIHBBB3x',b); group=[(lane,a)]\n"
+         "  else:\n"
+         "    base,k,w,mask,sm,size,kind=struct.unpack('<QIIIHBB',b)\n"
+         "    group=[(i,base+i*size) for i in range(32) if mask>>i&1]\n"
+         "    bad+=not group\n"
+         "  for lane,a in group:\n"
+         "    kinds[kind]+=1; at[(k,kind,a)]+=1; lanes[(k,w)].add(lane)\n"
+         "    bad+=size!=4 or a==0 or lane>31\n"
+         "times=collections.Counter(at.values())\n"
+         "print(sorted(kinds.items()), sorted(times.items()), bad,"
+         " max(len(v) for v in lanes.values()), events)\n",
+         prefix_ + ".events", lanes ? "1" : "0"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const int64_t events = lanes ? loads + stores : (loads + stores) / 32;
+    // Each address of vec_add's 2n loads and n stores once per launch, of
+    // scale's n and n once.
+    EXPECT_EQ(r.out, absl::StrCat("[(", CUPROBE_ACCESS_LOAD, ", ", loads, "), (",
+                                  CUPROBE_ACCESS_STORE, ", ", stores, ")] [(1, ", 2 * n, "), (",
+                                  launches, ", ", 3 * n, ")] 0 32 ", events, "\n"))
+        << maps;
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat(events, " records delivered, 0 dropped"))) << maps;
+  }
 }
 
 // Live prints name kernels as the final one does: the names arrive with the

@@ -82,6 +82,8 @@ std::vector<SampleCase> Cases() {
        {kMatmul, "memory sites"}},
       {"mem_regions", "mem_trace/mem_regions.bpf.c", "vec_add", {"--mem"}, 2,
        {kVecAdd, kScale, "memory sites"}},
+      {"addr_trace", "mem_trace/addr_trace.bpf.c", "vec_add", {"--mem"}, 2,
+       {kVecAdd, kScale, "memory sites"}},
       // Written for cuBLAS under --backend patch; offline it instruments
       // vec_add's PTX like any probe.
       {"cublas_probe", "cublas_probe/cublas_probe.bpf.c", "vec_add", {"--entry", "--mem"}, 2,
