@@ -143,7 +143,8 @@ class FunctionLowering {
   void AddNoReturn(llvm::Value* address, llvm::Value* delta);
   llvm::Value* KeyValue(uint32_t pc, uint32_t bytes, uint32_t offset = 0);
   // map_add on an ARRAY and hist_add on a HIST_* map on the GPU: when every
-  // active lane passes the same key (or value) and delta, the first lane
+  // active lane passes the same key (or value; for HIST_LOG2, a value of
+  // the same bucket) and delta, the first lane
   // adds delta x lanes inline, to its SM's copy of the value; otherwise, and
   // whenever the inline checks refuse (a bad map, an index out of range, a
   // bucket that needs a 64-bit division), every lane calls `slow` (the

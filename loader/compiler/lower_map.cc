@@ -322,7 +322,14 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
   if (target_ != LowerTarget::kNvptx || !ConstDesc(map) || !input_.maps.uniform_adds) {
     return slow();
   }
-  const WarpUniform w = UniformLanes({key, delta});
+  // A log2 histogram's lanes agree on the bucket (two instructions), which
+  // values that differ share: a warp's addresses, say.
+  llvm::Value* same_as = key;
+  if (type == CUPROBE_MAP_HIST_LOG2) {
+    same_as = b_.CreateSub(C64(64), b_.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, key,
+                                                             b_.getFalse()));
+  }
+  const WarpUniform w = UniformLanes({same_as, delta});
   llvm::Value* active = w.active;
   llvm::Value* lane = w.lane;
   llvm::Value* leader = w.leader;

@@ -504,8 +504,8 @@ size_t Occurrences(const std::string& text, const std::string& what) {
 }
 
 // Warp-uniform adds: ARRAY and histogram adds whose fixed map's descriptor
-// is in the constant bank become a vote and one inline `red` by the first
-// lane; a HASH add becomes a vote, the first lane's call (with delta x
+// is in the constant bank become a vote (on the key, or for HIST_LOG2 the
+// bucket) and one inline `red` by the first lane; a HASH add becomes a vote, the first lane's call (with delta x
 // lanes), its result shuffled to the others, and the others' own calls
 // where it failed, next to the per-lane call. CUPROBE_UNIFORM_ADDS=0 (and
 // HASH keys past 32 bytes) leave one per-lane call.
@@ -518,6 +518,7 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
 struct wide { u64 a, b; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct wide); __type(value, u64);
          __uint(max_entries, 8); } h16 SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HIST_LOG2); __uint(max_entries, 65); } lg SEC(".maps");
 struct huge { u64 a, b, c, d, e; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct huge); __type(value, u64);
          __uint(max_entries, 8); } h40 SEC(".maps");
@@ -526,15 +527,18 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   struct wide w = {k8, ctx->kernel_id}; struct huge h = {k8, 1, 2, 3, 4};
   cuprobe_map_add(&arr, &k, 1); cuprobe_map_add(&h8, &k8, 1);
   cuprobe_map_add(&h16, &w, ctx->mem_size); cuprobe_map_add(&h40, &h, 1);
+  cuprobe_hist_log2(&lg, ctx->mem_addr);
   return 0;
 })";
   auto on = CompileC(source);
   ASSERT_TRUE(on.ok()) << on.status();
   const std::string& ptx = on->bundle.ptx;
-  EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 3u) << ptx;
+  // (The log2 histogram's lanes vote on their bucket, 64 - clz(value).)
+  EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 4u) << ptx;
+  EXPECT_THAT(ptx, HasSubstr("clz.b64"));
   EXPECT_THAT(ptx, HasSubstr("red.relaxed.gpu.global.add.u64"));
-  // Each uniform HASH site: the first lane's call, and the per-lane call
-  // that the others' retry shares (LLVM merges the two); h40 one call.
+  // Each uniform HASH site: the first lane's call and the per-lane one (for
+  // the wide key, LLVM merges the others' retry into it); h40: one call.
   EXPECT_EQ(Occurrences(ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash_word, "), 2u) << ptx;
   EXPECT_EQ(Occurrences(ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash, "), 3u) << ptx;
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);

@@ -588,13 +588,15 @@ TEST_F(Run, UniformAddsAreExact) {
     if (v < 40) return 0;
     return std::min<size_t>(9, 1 + static_cast<size_t>((v - 40) / 16));
   };
-  std::vector<uint64_t> warp_linear(10), lane_linear(10), warp_log2(12);
+  std::vector<uint64_t> warp_linear(10), lane_linear(10), warp_log2(12), bucket_log2(16);
   for (int t = 0; t < threads; ++t) {
     const int w = t / 32;
     warp_linear[linear(w * 40 + 4)] += uint64_t{blocks} * launches;
     lane_linear[linear(t)] += uint64_t{blocks} * launches;
     warp_log2[w == 0 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(w))] +=
         uint64_t{blocks} * launches;
+    // 2^(w + 5) + lane: bucket w + 6 for every lane of warp w.
+    bucket_log2[w + 6] += uint64_t{blocks} * launches;
   }
   EXPECT_THAT(maps, HasSubstr("@warp_linear:\n" + FormatLinearHistogram(warp_linear,
                                                                         40 | uint64_t{16} << 32)))
@@ -603,6 +605,7 @@ TEST_F(Run, UniformAddsAreExact) {
                                                                         40 | uint64_t{16} << 32)))
       << maps;
   EXPECT_THAT(maps, HasSubstr("@warp_log2:\n" + FormatLog2Histogram(warp_log2))) << maps;
+  EXPECT_THAT(maps, HasSubstr("@bucket_log2:\n" + FormatLog2Histogram(bucket_log2))) << maps;
 
   // HASH: a word key and a 16-byte key uniform across each warp, keys that
   // differ per lane, and maps with room for 4 of the 8 warps' keys.

@@ -95,6 +95,14 @@ struct {
   __uint(max_entries, 4);
 } full_wide_hash SEC(".maps");
 
+// Values that differ per lane, in one log2 bucket per warp.
+struct {
+  __uint(type, BPF_MAP_TYPE_HIST_LOG2);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 16);
+} bucket_log2 SEC(".maps");
+
 SEC("cuprobe/entry/vec_add")
 int uniform_adds(struct cuprobe_ctx *ctx) {
   u32 t = ctx->thread_idx[0];
@@ -107,6 +115,7 @@ int uniform_adds(struct cuprobe_ctx *ctx) {
   cuprobe_hist_linear(&warp_linear, (u64)w * 40 + 4);
   cuprobe_hist_linear(&lane_linear, t);
   cuprobe_hist_log2(&warp_log2, w);
+  cuprobe_hist_log2(&bucket_log2, ((u64)1 << (w + 5)) + (t & 31));
   cuprobe_map_add(&warp_hash, &w, 3);
   u32 lane_key = t % 3;
   cuprobe_map_add(&lane_hash, &lane_key, 1);
