@@ -36,7 +36,9 @@ namespace cuprobe::mapalgo {
 //  - WordKey: a key of at most 8 bytes passed by value, as its little-endian
 //    word with the bytes past key_size zero (the specialized entry points of
 //    the helper library take small keys this way, so the probe's stack never
-//    has to be addressable).
+//    has to be addressable);
+//  - PairKey: a key of 9 to 16 bytes passed by value as its two words, the
+//    second with the bytes past key_size zero.
 
 struct BytesKey {
   const uint8_t* bytes;
@@ -50,6 +52,14 @@ struct WordKey {
   uint32_t size;  // 1..8
   CUPROBE_HD uint32_t Words() const { return 1; }
   CUPROBE_HD uint64_t Word(uint32_t) const { return word; }
+};
+
+struct PairKey {
+  uint64_t lo;
+  uint64_t hi;    // zero past `size` - 8 bytes (KeyWordOf)
+  uint32_t size;  // 9..16
+  CUPROBE_HD uint32_t Words() const { return 2; }
+  CUPROBE_HD uint64_t Word(uint32_t i) const { return i == 0 ? lo : hi; }
 };
 
 // The word of a key of `size` (1..8) bytes: the bytes past `size` cleared.

@@ -90,6 +90,9 @@
  *      - HASH with key_size <= 8 (`_HASH_WORD`): `word`, the key's bytes as a
  *        little-endian u64 (bytes past key_size ignored); refuses maps with
  *        wider keys;
+ *      - HASH with 8 < key_size <= 16 (`_HASH_2WORD`, version 10): `lo` and
+ *        `hi`, the key's bytes as two little-endian u64 (bytes past key_size
+ *        ignored); refuses maps with other key sizes;
  *      - HASH (`_HASH`): the key's address, as the generic helper.
  *    The generic helpers stay for call sites whose map differs between paths.
  * 9. (Version 5) bpf_ringbuf_reserve by one lane on a ring the call site
@@ -161,10 +164,10 @@
 #ifndef CUPROBE_ABI_H_
 #define CUPROBE_ABI_H_
 
-/* 9: site counters on the patch backend (10. above); 8: the patch
- * backend; 7: rings that reserve first and leave
- * holes (probe/map_desc.h) */
-#define CUPROBE_ABI_VERSION 9
+/* 10: HASH adds of two-word keys by value (8. above); 9: site counters
+ * on the patch backend (10. above); 8: the patch backend; 7: rings that
+ * reserve first and leave holes (probe/map_desc.h) */
+#define CUPROBE_ABI_VERSION 10
 
 typedef __UINT8_TYPE__ cuprobe_u8;
 typedef __UINT16_TYPE__ cuprobe_u16;
@@ -365,6 +368,9 @@ struct cuprobe_ctx {
 #define CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM "__cuprobe_map_add_persm"     /* (map, index, delta) */
 #define CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH "__cuprobe_map_add_hash"       /* (map, key, delta) */
 #define CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD "__cuprobe_map_add_hash_word" /* (map, word, delta) */
+/* (Version 10) */
+#define CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_2WORD \
+  "__cuprobe_map_add_hash_2word" /* (map, lo, hi, delta) */
 #define CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2 "__cuprobe_hist_add_log2"     /* (map, value, count) */
 #define CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR "__cuprobe_hist_add_linear" /* (map, value, count) */
 /* (Version 2) The helper library's one global: pid_tgid reads it. The hook

@@ -179,6 +179,7 @@ class FunctionLowering {
     llvm::Value* last_start;  // i64: the last bucket's offset from min
   };
   LinearBucket LinearBucketOf(const DescRef& map, llvm::Value* value, llvm::Value* last);
+  llvm::Value* HashAdd(uint32_t pc, uint32_t key_size);
   const ObjectMap* CallMap(uint32_t pc) const;
   bool LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0);
 

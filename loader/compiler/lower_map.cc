@@ -370,10 +370,11 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
 
 // HASH's helpers search (and insert) per key, so there is nothing to check
 // inline: a warp-uniform add is one call by the first lane with delta x
-// lanes, whose result the other lanes take. That is what the word helper
-// does itself for a group of lanes with one key (one search, one error
-// counted for the group). The wide-key helper searches and counts errors
-// per lane: there (`retry`), where the first lane's call fails (a full
+// lanes, whose result the other lanes take. That is what the one- and
+// two-word helpers do themselves for a group of lanes with one key (one
+// search, one error counted for the group). The helper of keys by address
+// searches and counts errors per lane: there (`retry`), where the first
+// lane's call fails (a full
 // map, a bad descriptor), every other lane calls with its own delta, so
 // that each lane's result and the map's error count are what per-lane
 // calls give (a failed add adds nothing).
@@ -459,6 +460,38 @@ const ObjectMap* FunctionLowering::CallMap(uint32_t pc) const {
   return &obj_.maps[map];
 }
 
+// map_add on a HASH map the call site fixes, by the size of its keys: one
+// word or two by value (the key's stack slot then stays in registers),
+// wider keys by address; warp-uniform keys of up to four words add once
+// per warp (UniformHashAdd), wider ones are rare and call per lane.
+llvm::Value* FunctionLowering::HashAdd(uint32_t pc, uint32_t key_size) {
+  auto call = [&](const char* name, std::vector<llvm::Value*> args) {
+    return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
+  };
+  if (key_size <= 8) {
+    llvm::Value* key = KeyValue(pc, key_size);
+    return UniformHashAdd({key}, Reg(3), /*retry=*/false, [&](llvm::Value* delta) {
+      return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, {Reg(1), key, delta});
+    });
+  }
+  if (key_size <= 16) {
+    llvm::Value* lo = KeyValue(pc, 8);
+    llvm::Value* hi = KeyValue(pc, key_size - 8, 8);
+    return UniformHashAdd({lo, hi}, Reg(3), /*retry=*/false, [&](llvm::Value* delta) {
+      return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_2WORD, {Reg(1), lo, hi, delta});
+    });
+  }
+  auto add = [&](llvm::Value* delta) {
+    return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, {Reg(1), Reg(2), delta});
+  };
+  if (key_size > 32) return add(Reg(3));
+  std::vector<llvm::Value*> words;
+  for (uint32_t at = 0; at < key_size; at += 8) {
+    words.push_back(KeyValue(pc, std::min<uint32_t>(8, key_size - at), at));
+  }
+  return UniformHashAdd(words, Reg(3), /*retry=*/true, add);
+}
+
 // lookup / map_add / hist_add on a map whose type the call site fixes: inline
 // for ARRAY / HIST_* / PER* lookups and PERTHREAD adds, else a call of the
 // type's specialized entry point (abi.h 8.). False: the generic helper.
@@ -526,30 +559,9 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
         case CUPROBE_MAP_PERSM:
           *r0 = call(CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM, {Reg(1), KeyValue(pc, 4), Reg(3)});
           return true;
-        case CUPROBE_MAP_HASH: {
-          if (key_size <= 8) {
-            llvm::Value* key = KeyValue(pc, key_size);
-            *r0 = UniformHashAdd({key}, Reg(3), /*retry=*/false, [&](llvm::Value* delta) {
-              return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, {Reg(1), key, delta});
-            });
-            return true;
-          }
-          auto add = [&](llvm::Value* delta) {
-            return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, {Reg(1), Reg(2), delta});
-          };
-          // Keys of up to four words are compared across the warp (a
-          // shuffle per 4 bytes); wider ones are rare and call per lane.
-          if (key_size > 32) {
-            *r0 = add(Reg(3));
-            return true;
-          }
-          std::vector<llvm::Value*> words;
-          for (uint32_t at = 0; at < key_size; at += 8) {
-            words.push_back(KeyValue(pc, std::min<uint32_t>(8, key_size - at), at));
-          }
-          *r0 = UniformHashAdd(words, Reg(3), /*retry=*/true, add);
+        case CUPROBE_MAP_HASH:
+          *r0 = HashAdd(pc, key_size);
           return true;
-        }
         default:
           return false;
       }

@@ -226,8 +226,18 @@ __device__ __forceinline__ uint64_t IndexedAdd(uint64_t map, uint32_t index, uin
 // L1 hits 21% -> 69%).
 constexpr uint32_t kCachedProbes = 32;
 
-__device__ __forceinline__ uint64_t* HashCachedValue(const cuprobe_map_desc* d,
-                                                     const WordKey& key) {
+// Whether the stored key at `stored` is `key`, with plain loads that are
+// all issued before any is compared.
+__device__ __forceinline__ bool CachedKeyIs(const uint8_t* stored, const WordKey& key) {
+  return *reinterpret_cast<const uint64_t*>(stored) == key.word;
+}
+__device__ __forceinline__ bool CachedKeyIs(const uint8_t* stored, const PairKey& key) {
+  const auto* words = reinterpret_cast<const uint64_t*>(stored);
+  return (words[0] == key.lo) & (words[1] == key.hi);
+}
+
+template <typename Key>
+__device__ __forceinline__ uint64_t* HashCachedValue(const cuprobe_map_desc* d, const Key& key) {
   const uint64_t h = HashOf(key);
   const uint64_t mask = DescField(d->slot_mask);
   const uint32_t* states = Ptr<const uint32_t>(DescField(d->states));
@@ -238,10 +248,9 @@ __device__ __forceinline__ uint64_t* HashCachedValue(const cuprobe_map_desc* d,
   CUPROBE_NO_UNROLL
   for (uint32_t i = 0; i < kCachedProbes; ++i, slot = (slot + 1) & mask) {
     const uint32_t state = states[slot];
-    const uint64_t stored = *reinterpret_cast<const uint64_t*>(keys + slot * key_stride);
-    // Both conditions evaluated (not short-circuited), so that both loads
-    // are issued before either is waited for.
-    const bool hit = (state == live) & (stored == key.word);
+    // Both conditions evaluated (not short-circuited), so that the state's
+    // and the key's loads are issued before either is waited for.
+    const bool hit = (state == live) & CachedKeyIs(keys + slot * key_stride, key);
     if (hit) return reinterpret_cast<uint64_t*>(ValueOf(d, slot));
     if (state == CUPROBE_HASH_EMPTY) return nullptr;
   }
@@ -275,6 +284,35 @@ __device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uin
   }
   // A lane alone in its group has its own result (uniform keys: nearly
   // every lane); the shuffle over a partial mask costs a convergence check.
+  if (__popc(group) == 1) return static_cast<uint64_t>(err);
+  return static_cast<uint64_t>(__shfl_sync(group, static_cast<long long>(err), __ffs(group) - 1));
+}
+
+// map_add on a HASH map whose keys have 9 to 16 bytes, the key as two
+// words: as HashAddWord, the lanes grouped by both words.
+__device__ __forceinline__ uint64_t HashAddPair(uint64_t map, uint64_t lo, uint64_t hi,
+                                                uint64_t delta) {
+  const auto* d = Ptr<const cuprobe_map_desc>(map);
+  const uint32_t key_size = DescField(d->key_size);
+  // (The call site fixes the map, so `ok` is the same in every lane.)
+  const bool ok = DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8 && key_size > 8 &&
+                  key_size <= 16;
+  const PairKey key{lo, ok ? KeyWordOf(hi, key_size - 8) : 0, key_size};
+  const uint32_t group = KeyGroup(__activemask(), key.lo, key.hi);
+  const uint64_t sum = GroupSum(group, delta);
+  int64_t err = kEINVAL;
+  if (ok && IsGroupLeader(group)) {
+    const uint64_t shard = ValueShardOffset(d);
+    uint64_t* target = HashCachedValue(d, key);
+    if (target != nullptr) {
+      err = 0;
+    } else {
+      target = HashAddTarget(d, key, &err);
+    }
+    if (target != nullptr) {
+      AtomicAdd64(Ptr<uint64_t>(reinterpret_cast<uintptr_t>(target) + shard), sum);
+    }
+  }
   if (__popc(group) == 1) return static_cast<uint64_t>(err);
   return static_cast<uint64_t>(__shfl_sync(group, static_cast<long long>(err), __ffs(group) - 1));
 }
@@ -342,8 +380,8 @@ extern "C" __device__ uint64_t __cuprobe_hist_add(uint64_t map, uint64_t value, 
 // ---- Specialized entry points (abi.h: one map type each) -------------------
 // Indexed maps take the u32 key by value (the low 32 bits of `index`); HASH
 // maps with keys of at most 8 bytes take the key as its little-endian word
-// (`_hash_word`; the bytes past key_size are ignored), wider keys by address
-// (`_hash`).
+// (`_hash_word`; the bytes past key_size are ignored), adds of keys of 9 to
+// 16 bytes its two words (`_hash_2word`), wider keys by address (`_hash`).
 
 extern "C" __device__ uint64_t __cuprobe_map_lookup_array(uint64_t map, uint64_t index) {
   return IndexedLookup(Ptr<const cuprobe_map_desc>(map), CUPROBE_MAP_ARRAY,
@@ -411,6 +449,11 @@ extern "C" __device__ uint64_t __cuprobe_map_add_hash(uint64_t map, uint64_t key
 extern "C" __device__ uint64_t __cuprobe_map_add_hash_word(uint64_t map, uint64_t word,
                                                            uint64_t delta) {
   return HashAddWord(map, word, delta);
+}
+
+extern "C" __device__ uint64_t __cuprobe_map_add_hash_2word(uint64_t map, uint64_t lo,
+                                                            uint64_t hi, uint64_t delta) {
+  return HashAddPair(map, lo, hi, delta);
 }
 
 extern "C" __device__ uint64_t __cuprobe_hist_add_log2(uint64_t map, uint64_t value,

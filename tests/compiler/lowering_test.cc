@@ -463,7 +463,7 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_EQ(r->bundle.helpers,
             (std::vector<std::string>{
                 "__cuprobe_hist_add_linear", "__cuprobe_hist_add_log2", "__cuprobe_map_add_array",
-                "__cuprobe_map_add_hash", "__cuprobe_map_add_hash_word", "__cuprobe_map_add_persm",
+                "__cuprobe_map_add_hash_2word", "__cuprobe_map_add_hash_word", "__cuprobe_map_add_persm",
                 "__cuprobe_map_add_perwarp", "__cuprobe_map_lookup_hash",
                 "__cuprobe_map_lookup_hash_word"}));
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
@@ -471,30 +471,30 @@ SEC("cuprobe/entry/*") int p(struct cuprobe_ctx *ctx) {
 
 TEST(Lowering, SmallHashKeysPassByValueWideOnesByAddress) {
   // mem_trace: an 8-byte struct key built on the stack goes by value, so the
-  // stack stays in registers; a 16-byte key needs the stack's address.
-  auto small = CompileC(R"(
-struct key { u32 kernel, kind; };
+  // stack stays in registers; so does mem_regions' 16-byte key (two words);
+  // a 24-byte key needs the stack's address.
+  auto compile = [](const std::string& key) {
+    return CompileC("struct key { " + key + R"( };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct key); __type(value, u64);
          __uint(max_entries, 64); } m SEC(".maps");
 SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   struct key k = {ctx->kernel_id, ctx->mem_kind};
   cuprobe_map_add(&m, &k, 1); cuprobe_map_add(&m, &k, ctx->mem_size); return 0;
 })");
-  ASSERT_TRUE(small.ok()) << small.status();
-  EXPECT_EQ(small->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add_hash_word"});
-  EXPECT_THAT(small->bundle.ptx, Not(HasSubstr("__local_depot")));
-  EXPECT_TRUE(PtxasAccepts(small->bundle.ptx).ok());
-  auto wide = CompileC(R"(
-struct key { u64 a, b; };
-struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct key); __type(value, u64);
-         __uint(max_entries, 64); } m SEC(".maps");
-SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
-  struct key k = {ctx->mem_addr, ctx->kernel_id}; cuprobe_map_add(&m, &k, 1); return 0;
-})");
-  ASSERT_TRUE(wide.ok()) << wide.status();
-  EXPECT_EQ(wide->bundle.helpers, std::vector<std::string>{"__cuprobe_map_add_hash"});
-  EXPECT_THAT(wide->bundle.ptx, HasSubstr("__local_depot"));
-  EXPECT_TRUE(PtxasAccepts(wide->bundle.ptx).ok());
+  };
+  for (const auto& [key, helper, stack] :
+       {std::tuple<const char*, const char*, bool>{"u32 kernel, kind;",
+                                                   "__cuprobe_map_add_hash_word", false},
+        {"u32 kernel, kind; u64 region;", "__cuprobe_map_add_hash_2word", false},
+        {"u32 kernel, kind, region;", "__cuprobe_map_add_hash_2word", false},
+        {"u64 kernel, kind, region;", "__cuprobe_map_add_hash", true}}) {
+    SCOPED_TRACE(key);
+    auto r = compile(key);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->bundle.helpers, std::vector<std::string>{helper});
+    EXPECT_EQ(r->bundle.ptx.find("__local_depot") != std::string::npos, stack);
+    EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok());
+  }
 }
 
 size_t Occurrences(const std::string& text, const std::string& what) {
@@ -518,15 +518,20 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, u64); __type(value, u64);
 struct wide { u64 a, b; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct wide); __type(value, u64);
          __uint(max_entries, 8); } h16 SEC(".maps");
+struct three { u64 a, b, c; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct three); __type(value, u64);
+         __uint(max_entries, 8); } h24 SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HIST_LOG2); __uint(max_entries, 65); } lg SEC(".maps");
 struct huge { u64 a, b, c, d, e; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct huge); __type(value, u64);
          __uint(max_entries, 8); } h40 SEC(".maps");
 SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   u32 k = ctx->mem_addr >> 7; u64 k8 = ctx->mem_addr >> 21;
-  struct wide w = {k8, ctx->kernel_id}; struct huge h = {k8, 1, 2, 3, 4};
+  struct wide w = {k8, ctx->kernel_id}; struct three t = {k8, 1, 2};
+  struct huge h = {k8, 1, 2, 3, 4};
   cuprobe_map_add(&arr, &k, 1); cuprobe_map_add(&h8, &k8, 1);
-  cuprobe_map_add(&h16, &w, ctx->mem_size); cuprobe_map_add(&h40, &h, 1);
+  cuprobe_map_add(&h16, &w, ctx->mem_size); cuprobe_map_add(&h24, &t, 1);
+  cuprobe_map_add(&h40, &h, 1);
   cuprobe_hist_log2(&lg, ctx->mem_addr);
   return 0;
 })";
@@ -534,12 +539,15 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   ASSERT_TRUE(on.ok()) << on.status();
   const std::string& ptx = on->bundle.ptx;
   // (The log2 histogram's lanes vote on their bucket, 64 - clz(value).)
-  EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 4u) << ptx;
+  EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 5u) << ptx;
   EXPECT_THAT(ptx, HasSubstr("clz.b64"));
   EXPECT_THAT(ptx, HasSubstr("red.relaxed.gpu.global.add.u64"));
   // Each uniform HASH site: the first lane's call and the per-lane one (for
-  // the wide key, LLVM merges the others' retry into it); h40: one call.
-  EXPECT_EQ(Occurrences(ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash_word, "), 2u) << ptx;
+  // h24, LLVM merges the others' retry into it); h40: one call.
+  for (const char* helper : {"__cuprobe_map_add_hash_word", "__cuprobe_map_add_hash_2word"}) {
+    EXPECT_EQ(Occurrences(ptx, absl::StrCat("call.uni (retval0), \n\t", helper, ", ")), 2u)
+        << helper;
+  }
   EXPECT_EQ(Occurrences(ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash, "), 3u) << ptx;
   EXPECT_TRUE(PtxasAccepts(ptx).ok()) << PtxasAccepts(ptx);
 
@@ -548,8 +556,11 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   auto called = CompileC(source, false, {}, off);
   ASSERT_TRUE(called.ok()) << called.status();
   EXPECT_THAT(called->bundle.ptx, Not(HasSubstr("vote.sync")));
-  EXPECT_EQ(Occurrences(called->bundle.ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash_word, "),
-            1u);
+  for (const char* helper : {"__cuprobe_map_add_hash_word", "__cuprobe_map_add_hash_2word"}) {
+    EXPECT_EQ(Occurrences(called->bundle.ptx, absl::StrCat("call.uni (retval0), \n\t", helper, ", ")),
+              1u)
+        << helper;
+  }
   EXPECT_EQ(Occurrences(called->bundle.ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash, "),
             2u);
   EXPECT_TRUE(PtxasAccepts(called->bundle.ptx).ok());

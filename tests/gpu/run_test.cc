@@ -564,8 +564,8 @@ TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
 // first lane adds for its warp) give exactly what a per-lane add would,
 // next to keys that differ per lane (the helper's grouping), a uniform key
 // out of range, and values below, inside and past a linear histogram; HASH
-// adds with word and wide keys, uniform and per lane, and refused ones
-// counted as the helpers count them.
+// adds with keys of one, two and three words, uniform and per lane, and
+// refused ones counted as the helpers count them.
 TEST_F(Run, UniformAddsAreExact) {
   const int n = 1 << 16, launches = 2, threads = 256, blocks = n / threads;
   const std::string maps =
@@ -625,16 +625,16 @@ TEST_F(Run, UniformAddsAreExact) {
     for (int t = 0; t < threads; ++t) lanes += t % 3 == k;
     EXPECT_THAT(maps, HasSubstr(absl::StrCat("@lane_hash[", k, "]: ", lanes * per_block, "\n")));
   }
-  // Exactly 4 keys get in, each with every add of its warps. The word
-  // helper counts one refusal per warp (its lanes share one search), the
-  // wide one one per lane.
+  // Exactly 4 keys get in, each with every add of its warps. The one- and
+  // two-word helpers count one refusal per warp (its lanes share one
+  // search), the one for keys by address one per lane.
   auto map_block = [&](const std::string& name) {
     const size_t at = maps.find("@" + name + "[");
     return at == std::string::npos ? std::string() : maps.substr(at, maps.find("\n\n", at) - at);
   };
   for (const auto& [name, refused] :
        {std::pair<std::string, uint64_t>{"full_hash", 4 * per_block},
-        {"full_wide_hash", 4 * per_warp}}) {
+        {"full_wide_hash", 4 * per_block}, {"full_big_hash", 4 * per_warp}}) {
     const std::string block = map_block(name);
     uint64_t keys = 0, sum = 0;
     std::smatch m;

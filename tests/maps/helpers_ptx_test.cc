@@ -60,6 +60,8 @@ const std::map<std::string, int>& ExpectedHelpers() {
       {CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, 3},
       // The end of an inline reservation (ABI v5).
       {CUPROBE_HELPER_SYMBOL_RINGBUF_RESERVE_AT, 4},
+      // Two-word HASH keys by value (ABI v10).
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_2WORD, 4},
   };
   return *helpers;
 }
@@ -327,6 +329,10 @@ TEST(HelpersPtx, EveryHelperStaysWithinItsRegisterBudget) {
       {CUPROBE_HELPER_SYMBOL_MAP_ADD_PERSM, 48},
       {CUPROBE_HELPER_SYMBOL_MAP_LOOKUP_HASH_WORD, 64},
       {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, 64},
+      // The second word and the grouping by both cost what the byte-key
+      // path's unaligned reads do (in mem_regions on vec_add the kernel
+      // ends at 46 registers).
+      {CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_2WORD, 88},
       {CUPROBE_HELPER_SYMBOL_HIST_ADD_LOG2, 48},
       {CUPROBE_HELPER_SYMBOL_HIST_ADD_LINEAR, 64},
       {CUPROBE_HELPER_SYMBOL_RINGBUF_SUBMIT, 32},

@@ -339,6 +339,34 @@ TEST(TypedOps, WordKeysHashCompareAndStoreLikeByteKeys) {
   }
 }
 
+// Keys of 9 to 16 bytes by value (the two-word entry point): the same hash,
+// slot and value as the key's bytes, the second word's bytes past key_size
+// ignored.
+TEST(TypedOps, PairKeysHashCompareAndStoreLikeByteKeys) {
+  std::mt19937_64 rng(5);
+  for (uint32_t size = 9; size <= 16; ++size) {
+    HostMap m = HostMap::Make(Spec("h", CUPROBE_MAP_HASH, size, 8, 512));
+    const cuprobe_map_desc* d = m.desc();
+    for (int i = 0; i < 300; ++i) {
+      const uint64_t lo = rng(), hi = rng();
+      uint8_t bytes[16];
+      std::memcpy(bytes, &lo, 8);
+      std::memcpy(bytes + 8, &hi, 8);
+      const uint64_t garbage = size < 16 ? ~uint64_t{0} << (8 * (size - 8)) : 0;
+      const algo::PairKey pair{lo, algo::KeyWordOf(hi | garbage, size - 8), size};
+      ASSERT_EQ(algo::HashOf(pair), algo::HashKey(bytes, size)) << size;
+      int64_t err_pair = 1, err_bytes = 1;
+      uint64_t* by_pair = algo::HashAddTarget(d, pair, &err_pair);
+      uint64_t* by_bytes = algo::MapAddTarget(d, bytes, 0, &err_bytes);
+      ASSERT_EQ(err_pair, 0);
+      ASSERT_EQ(err_bytes, 0);
+      ASSERT_EQ(by_pair, by_bytes) << "size " << size << " key " << lo << " " << hi;
+      *by_pair += 1;
+      ASSERT_EQ(algo::HashLookup(d, pair), algo::MapLookup(d, bytes, 0));
+    }
+  }
+}
+
 TEST(TypedOps, EntryPointsRefuseDescriptorsOfAnotherType) {
   HostMap array = HostMap::Make(Spec("a", CUPROBE_MAP_ARRAY, 4, 8, 4));
   HostMap per = HostMap::Make(Spec("p", CUPROBE_MAP_PERTHREAD, 4, 8, 4, 8));

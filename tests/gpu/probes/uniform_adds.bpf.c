@@ -3,9 +3,9 @@
 // adds and HIST_LINEAR / HIST_LOG2 adds whose key is the same across a warp
 // (the first lane adds for all) and whose key differs per lane (the
 // helper), with a warp-uniform key out of range (refused) and values below
-// min, in range and past the last bucket; HASH adds of word and wide keys,
-// uniform and per lane, and into maps too small for their keys, whose
-// refused adds are counted as the helpers count them
+// min, in range and past the last bucket; HASH adds of keys of one, two
+// and three words, uniform and per lane, and into maps too small for their
+// keys, whose refused adds are counted as the helpers count them
 // (Run.UniformAddsAreExact).
 #include "cuprobe/probe.h"
 
@@ -103,6 +103,21 @@ struct {
   __uint(max_entries, 16);
 } bucket_log2 SEC(".maps");
 
+// A 24-byte key (passed by address): the full map's refusals are counted
+// per lane.
+struct big_key {
+  u64 warp;
+  u64 tag;
+  u64 zero;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __type(key, struct big_key);
+  __type(value, u64);
+  __uint(max_entries, 4);
+} full_big_hash SEC(".maps");
+
 SEC("cuprobe/entry/vec_add")
 int uniform_adds(struct cuprobe_ctx *ctx) {
   u32 t = ctx->thread_idx[0];
@@ -123,6 +138,8 @@ int uniform_adds(struct cuprobe_ctx *ctx) {
   cuprobe_map_add(&wide_hash, &wide, 2);
   cuprobe_map_add(&full_hash, &w, 1);
   cuprobe_map_add(&full_wide_hash, &wide, 1);
+  struct big_key big = {.warp = w, .tag = 9, .zero = 0};
+  cuprobe_map_add(&full_big_hash, &big, 1);
   wide.lane_bit = t & 1;
   cuprobe_map_add(&wide_lane_hash, &wide, 1);
   return 0;

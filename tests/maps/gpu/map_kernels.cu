@@ -36,6 +36,8 @@ __device__ uint64_t __cuprobe_map_add_perwarp(uint64_t map, uint64_t index, uint
 __device__ uint64_t __cuprobe_map_add_persm(uint64_t map, uint64_t index, uint64_t delta);
 __device__ uint64_t __cuprobe_map_add_hash(uint64_t map, uint64_t key, uint64_t delta);
 __device__ uint64_t __cuprobe_map_add_hash_word(uint64_t map, uint64_t word, uint64_t delta);
+__device__ uint64_t __cuprobe_map_add_hash_2word(uint64_t map, uint64_t lo, uint64_t hi,
+                                                uint64_t delta);
 __device__ uint64_t __cuprobe_hist_add_log2(uint64_t map, uint64_t value, uint64_t count);
 __device__ uint64_t __cuprobe_hist_add_linear(uint64_t map, uint64_t value, uint64_t count);
 }
@@ -193,6 +195,12 @@ extern "C" __global__ void hash_add_wide_keys_typed(uint32_t map, uint32_t modul
   const uint64_t gid = GID;
   uint64_t key[2] = {gid % modulo, ~(gid % modulo)};
   (void)__cuprobe_map_add_hash(MAP(map), ADDR(key), 1);
+}
+
+// hash_add_wide_keys_typed's keys by value, as two words.
+extern "C" __global__ void hash_add_wide_keys_2word(uint32_t map, uint32_t modulo) {
+  const uint64_t gid = GID;
+  (void)__cuprobe_map_add_hash_2word(MAP(map), gid % modulo, ~(gid % modulo), 1);
 }
 
 // out[gid] = the value of gid's key (0 when absent), by word and by address.

@@ -142,17 +142,21 @@ TEST_F(MapsGpu, TypedHashEntryPointsMatchTheGenericOnes) {
     const std::vector<uint64_t> values = Download(out, kN);
     for (uint64_t gid = 0; gid < kN; ++gid) ASSERT_EQ(values[gid], gid + 1) << gid << " " << by_word;
   }
-  // Wide keys by address.
+  // Wide keys by address, then the same keys by value (two words): the
+  // same slots, so every count doubles.
   map = 3;
   uint32_t modulo = 1000;
   Run("hash_add_wide_keys_typed", {&map, &modulo});
-  MapSnapshot wide = Snapshot(3);
-  EXPECT_EQ(wide.CountEntries(), 1000u);
-  for (uint64_t k = 0; k < 1000; ++k) {
-    const uint64_t key[2] = {k, ~k};
-    ASSERT_EQ(U64(*wide.Lookup(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(key), 16))),
-              kN / 1000 + (k < kN % 1000 ? 1 : 0))
-        << k;
+  for (int by_value = 0; by_value < 2; ++by_value) {
+    if (by_value == 1) Run("hash_add_wide_keys_2word", {&map, &modulo});
+    MapSnapshot wide = Snapshot(3);
+    EXPECT_EQ(wide.CountEntries(), 1000u);
+    for (uint64_t k = 0; k < 1000; ++k) {
+      const uint64_t key[2] = {k, ~k};
+      ASSERT_EQ(U64(*wide.Lookup(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(key), 16))),
+                (1 + by_value) * (kN / 1000 + (k < kN % 1000 ? 1 : 0)))
+          << k << " " << by_value;
+    }
   }
   // The word entry point on a 4-byte key map uses the low 4 bytes only; on a
   // 16-byte key map it refuses (-EINVAL) and writes nothing.
