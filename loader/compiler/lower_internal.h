@@ -143,8 +143,8 @@ class FunctionLowering {
   void AddNoReturn(llvm::Value* address, llvm::Value* delta);
   llvm::Value* KeyValue(uint32_t pc, uint32_t bytes, uint32_t offset = 0);
   // map_add on an ARRAY and hist_add on a HIST_* map on the GPU: when every
-  // active lane passes the same key (or value; for HIST_LOG2, a value of
-  // the same bucket) and delta, the first lane
+  // active lane passes the same key (or value; for HIST_*, a value of the
+  // same bucket) and delta, the first lane
   // adds delta x lanes inline, to its SM's copy of the value; otherwise, and
   // whenever the inline checks refuse (a bad map, an index out of range, a
   // bucket that needs a 64-bit division), every lane calls `slow` (the
@@ -159,14 +159,14 @@ class FunctionLowering {
                               bool retry, const std::function<llvm::Value*(llvm::Value*)>& add);
   // The warp's active lanes, this lane, the first active lane, and whether
   // every active lane holds the first one's `values` (i1; one shuffle per
-  // 32 bits and a vote).
+  // 32 bits and a vote), and `also` (i1) where given.
   struct WarpUniform {
     llvm::Value* active;
     llvm::Value* lane;
     llvm::Value* leader;
     llvm::Value* uniform;
   };
-  WarpUniform UniformLanes(const std::vector<llvm::Value*>& values);
+  WarpUniform UniformLanes(const std::vector<llvm::Value*>& values, llvm::Value* also = nullptr);
   // The inline target check of UniformAdd (i1) and, where it holds, the
   // u64 the add goes to before sharding.
   llvm::Value* UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key);

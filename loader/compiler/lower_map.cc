@@ -303,12 +303,12 @@ llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t typ
 }
 
 FunctionLowering::WarpUniform FunctionLowering::UniformLanes(
-    const std::vector<llvm::Value*>& values) {
+    const std::vector<llvm::Value*>& values, llvm::Value* also) {
   WarpUniform w;
   w.active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
   w.lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
   w.leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, w.active, b_.getTrue());
-  llvm::Value* same = b_.getTrue();
+  llvm::Value* same = also != nullptr ? also : b_.getTrue();
   for (llvm::Value* v : values) {
     same = b_.CreateAnd(same, b_.CreateICmpEQ(v, Shfl64(w.active, v, w.leader)));
   }
@@ -338,7 +338,19 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
   llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.uniform.lead", fn_);
   llvm::BasicBlock* slow_block = llvm::BasicBlock::Create(ctx_, "map.grouped", fn_);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
-  b_.CreateCondBr(fast, fast_block, slow_block);
+  if (type != CUPROBE_MAP_HIST_LINEAR) {
+    b_.CreateCondBr(fast, fast_block, slow_block);
+  } else {
+    // Values that differ may still share a linear bucket (a warp's
+    // addresses, bucketed by page): then the lanes compare the counter each
+    // would add to (a 32-bit division each), every lane's checks included.
+    llvm::BasicBlock* bucket = llvm::BasicBlock::Create(ctx_, "map.uniform.bucket", fn_);
+    b_.CreateCondBr(fast, fast_block, bucket);
+    b_.SetInsertPoint(bucket);
+    const WarpUniform by_bucket =
+        UniformLanes({UniformAddTarget(map, type, key), delta}, UniformAddOk(map, type, key));
+    b_.CreateCondBr(by_bucket.uniform, fast_block, slow_block);
+  }
 
   b_.SetInsertPoint(fast_block);
   b_.CreateCondBr(b_.CreateICmpEQ(lane, leader), lead, done);

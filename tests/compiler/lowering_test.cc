@@ -504,7 +504,7 @@ size_t Occurrences(const std::string& text, const std::string& what) {
 }
 
 // Warp-uniform adds: ARRAY and histogram adds whose fixed map's descriptor
-// is in the constant bank become a vote (on the key, or for HIST_LOG2 the
+// is in the constant bank become a vote (on the key; for histograms, the
 // bucket) and one inline `red` by the first lane; a HASH add becomes a vote, the first lane's call (with delta x
 // lanes), its result shuffled to the others, and the others' own calls
 // where it failed, next to the per-lane call. CUPROBE_UNIFORM_ADDS=0 (and
@@ -522,6 +522,8 @@ struct three { u64 a, b, c; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct three); __type(value, u64);
          __uint(max_entries, 8); } h24 SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HIST_LOG2); __uint(max_entries, 65); } lg SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HIST_LINEAR); __uint(max_entries, 10);
+         __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(0, 4096)); } ln SEC(".maps");
 struct huge { u64 a, b, c, d, e; };
 struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, struct huge); __type(value, u64);
          __uint(max_entries, 8); } h40 SEC(".maps");
@@ -532,14 +534,15 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   cuprobe_map_add(&arr, &k, 1); cuprobe_map_add(&h8, &k8, 1);
   cuprobe_map_add(&h16, &w, ctx->mem_size); cuprobe_map_add(&h24, &t, 1);
   cuprobe_map_add(&h40, &h, 1);
-  cuprobe_hist_log2(&lg, ctx->mem_addr);
+  cuprobe_hist_log2(&lg, ctx->mem_addr); cuprobe_hist_linear(&ln, ctx->mem_addr & 0xffff);
   return 0;
 })";
   auto on = CompileC(source);
   ASSERT_TRUE(on.ok()) << on.status();
   const std::string& ptx = on->bundle.ptx;
-  // (The log2 histogram's lanes vote on their bucket, 64 - clz(value).)
-  EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 5u) << ptx;
+  // (The log2 histogram's lanes vote on their bucket, 64 - clz(value); the
+  // linear one's on the value, then on the bucket.)
+  EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 7u) << ptx;
   EXPECT_THAT(ptx, HasSubstr("clz.b64"));
   EXPECT_THAT(ptx, HasSubstr("red.relaxed.gpu.global.add.u64"));
   // Each uniform HASH site: the first lane's call and the per-lane one (for
