@@ -166,7 +166,10 @@ class FunctionLowering {
     llvm::Value* leader;
     llvm::Value* uniform;
   };
-  WarpUniform UniformLanes(const std::vector<llvm::Value*>& values, llvm::Value* also = nullptr);
+  // `lanes`, when given, supplies the active mask, lane and leader of an
+  // earlier vote at the same point, so a second vote does not re-read them.
+  WarpUniform UniformLanes(const std::vector<llvm::Value*>& values, llvm::Value* also = nullptr,
+                           const WarpUniform* lanes = nullptr);
   // The inline target check of UniformAdd (i1) and, where it holds, the
   // u64 the add goes to before sharding.
   llvm::Value* UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key);

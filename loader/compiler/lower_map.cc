@@ -303,11 +303,15 @@ llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t typ
 }
 
 FunctionLowering::WarpUniform FunctionLowering::UniformLanes(
-    const std::vector<llvm::Value*>& values, llvm::Value* also) {
+    const std::vector<llvm::Value*>& values, llvm::Value* also, const WarpUniform* lanes) {
   WarpUniform w;
-  w.active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
-  w.lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
-  w.leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, w.active, b_.getTrue());
+  if (lanes != nullptr) {
+    w = *lanes;
+  } else {
+    w.active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+    w.lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+    w.leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, w.active, b_.getTrue());
+  }
   llvm::Value* same = also != nullptr ? also : b_.getTrue();
   for (llvm::Value* v : values) {
     same = b_.CreateAnd(same, b_.CreateICmpEQ(v, Shfl64(w.active, v, w.leader)));
@@ -348,7 +352,7 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
     b_.CreateCondBr(fast, fast_block, bucket);
     b_.SetInsertPoint(bucket);
     const WarpUniform by_bucket =
-        UniformLanes({UniformAddTarget(map, type, key), delta}, UniformAddOk(map, type, key));
+        UniformLanes({UniformAddTarget(map, type, key), delta}, UniformAddOk(map, type, key), &w);
     b_.CreateCondBr(by_bucket.uniform, fast_block, slow_block);
   }
 

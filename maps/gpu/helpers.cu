@@ -293,12 +293,15 @@ __device__ __forceinline__ uint64_t HashAddWord(uint64_t map, uint64_t word, uin
 __device__ __forceinline__ uint64_t HashAddPair(uint64_t map, uint64_t lo, uint64_t hi,
                                                 uint64_t delta) {
   const auto* d = Ptr<const cuprobe_map_desc>(map);
-  const uint32_t key_size = DescField(d->key_size);
-  // (The call site fixes the map, so `ok` is the same in every lane.)
-  const bool ok = DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8 && key_size > 8 &&
-                  key_size <= 16;
+  // The descriptor's type is checked before any other field is read.
+  bool ok = DescIs(d, CUPROBE_MAP_HASH) && DescField(d->value_size) >= 8;
+  const uint32_t key_size = ok ? DescField(d->key_size) : 0;
+  ok = ok && key_size > 8 && key_size <= 16;
   const PairKey key{lo, ok ? KeyWordOf(hi, key_size - 8) : 0, key_size};
-  const uint32_t group = KeyGroup(__activemask(), key.lo, key.hi);
+  // Lanes that reach this body from call sites with different maps never
+  // share a group: they are split by map first (free when the map is uniform).
+  const uint32_t same_map = KeyGroup(__activemask(), map);
+  const uint32_t group = KeyGroup(same_map, key.lo, key.hi);
   const uint64_t sum = GroupSum(group, delta);
   int64_t err = kEINVAL;
   if (ok && IsGroupLeader(group)) {

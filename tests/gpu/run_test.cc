@@ -611,13 +611,16 @@ TEST_F(Run, UniformAddsAreExact) {
   // differ per lane, and maps with room for 4 of the 8 warps' keys.
   const uint64_t per_block = uint64_t{blocks} * launches;
   for (int w = 0; w < 8; ++w) {
-    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@warp_hash[", w, "]: ", 3 * per_warp, "\n")));
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@warp_hash[", w, "]: ", 3 * per_warp, "\n")))
+        << maps;
     EXPECT_THAT(maps, HasSubstr(absl::StrCat("@wide_hash[{warp: ", w, ", tag: 7, lane_bit: 0}]: ",
-                                             2 * per_warp, "\n")));
+                                             2 * per_warp, "\n")))
+        << maps;
     for (int bit = 0; bit < 2; ++bit) {
       EXPECT_THAT(maps, HasSubstr(absl::StrCat("@wide_lane_hash[{warp: ", w,
-                                               ", tag: 7, lane_bit: ", bit, "]: ", 16 * per_block,
-                                               "\n")));
+                                               ", tag: 7, lane_bit: ", bit, "}]: ", 16 * per_block,
+                                               "\n")))
+          << maps;
     }
   }
   for (int k = 0; k < 3; ++k) {
