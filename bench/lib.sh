@@ -3,6 +3,8 @@
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #   bench_init NAME.tsv [RESULTS_DIR]     # sets root, build, results, tsv, tmp, cuprobe
 #   bench_case NAME [VAR=value...] -- command...   # appends "NAME<TAB>seconds" to $tsv
+#                                         # (only NAMEs matching CUPROBE_BENCH_CASES, a
+#                                         # bash regex, when it is set)
 #   bench_recorded LABEL REPORT.json [N]  # "bench: LABEL recorded X launches and Y kernels"
 #   bench_build_launch_activity EXE       # nvcc-builds bench/experiments/launch_activity.cu
 #   bench_empty_probe_instruments LOOP    # says whether the empty probe instruments LOOP's kernel
@@ -26,6 +28,7 @@ bench_init() {
 
 bench_case() {
   local name=$1; shift
+  [[ -z "${CUPROBE_BENCH_CASES:-}" || "$name" =~ $CUPROBE_BENCH_CASES ]] || return 0
   local envs=()
   while [[ $# -gt 0 && "$1" != "--" ]]; do envs+=("$1"); shift; done
   [[ "${1:-}" == "--" ]] && shift

@@ -7,6 +7,7 @@
 #   bench/probe_bench.sh [RESULTS_DIR]
 #   CUPROBE_BENCH_ONLY=patch bench/probe_bench.sh   # the patch backend's rows alone
 #   CUPROBE_BENCH_ONLY=ptx bench/probe_bench.sh     # the PTX backend's rows alone
+#   CUPROBE_BENCH_CASES='native|addr_hist' bench/probe_bench.sh   # cases by name (bash regex)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init probes.tsv "${1:-}"

@@ -143,20 +143,20 @@ class FunctionLowering {
   void AddNoReturn(llvm::Value* address, llvm::Value* delta);
   llvm::Value* KeyValue(uint32_t pc, uint32_t bytes, uint32_t offset = 0);
   // map_add on an ARRAY and hist_add on a HIST_* map on the GPU: when every
-  // active lane passes the same key (or value; for HIST_*, a value of the
-  // same bucket) and delta, the first lane
-  // adds delta x lanes inline, to its SM's copy of the value; otherwise, and
-  // whenever the inline checks refuse (a bad map, an index out of range, a
-  // bucket that needs a 64-bit division), every lane calls `slow` (the
-  // type's helper, which groups, counts errors and answers exactly).
+  // active lane passes the same key (or value; for HIST_LOG2, a value of
+  // the same bucket) and delta, the first lane adds delta x lanes inline,
+  // to its SM's copy of the value; when they differ, GroupedAdd; whenever
+  // the inline checks refuse (a bad map, an index out of range, a bucket
+  // that needs a 64-bit division), every lane calls `slow` (the type's
+  // helper, which groups, counts errors and answers exactly).
   llvm::Value* UniformAdd(const DescRef& map, uint32_t type, llvm::Value* key, llvm::Value* delta,
                           const std::function<llvm::Value*()>& slow);
-  // map_add on a HASH map on the GPU: when every active lane passes the
-  // same key (its words) and delta, the first lane alone calls `add` with
-  // delta x lanes (with `retry`, the others call with their own where it
-  // fails); otherwise every lane calls `add` with its own delta.
+  // map_add on a HASH map of keys by address on the GPU: when every active
+  // lane passes the same key (its words) and delta, the first lane alone
+  // calls `add` with delta x lanes, the others calling with their own where
+  // it fails; otherwise every lane calls `add` with its own delta.
   llvm::Value* UniformHashAdd(const std::vector<llvm::Value*>& key, llvm::Value* delta,
-                              bool retry, const std::function<llvm::Value*(llvm::Value*)>& add);
+                              const std::function<llvm::Value*(llvm::Value*)>& add);
   // The warp's active lanes, this lane, the first active lane, and whether
   // every active lane holds the first one's `values` (i1; one shuffle per
   // 32 bits and a vote), and `also` (i1) where given.
@@ -166,10 +166,13 @@ class FunctionLowering {
     llvm::Value* leader;
     llvm::Value* uniform;
   };
-  // `lanes`, when given, supplies the active mask, lane and leader of an
-  // earlier vote at the same point, so a second vote does not re-read them.
-  WarpUniform UniformLanes(const std::vector<llvm::Value*>& values, llvm::Value* also = nullptr,
-                           const WarpUniform* lanes = nullptr);
+  WarpUniform UniformLanes(const std::vector<llvm::Value*>& values);
+  // UniformAdd's adds when the lanes differ, and its add to an SM's copy.
+  llvm::BasicBlock* GroupedAdd(const DescRef& map, uint32_t type, llvm::Value* key,
+                               llvm::Value* delta, const WarpUniform& w, llvm::BasicBlock* grouped,
+                               llvm::BasicBlock* slow, llvm::BasicBlock* done);
+  void AddToShard(const DescRef& map, llvm::Value* target, llvm::Value* delta);
+  llvm::Value* LinearQuotient(llvm::Value* diff, llvm::Value* step);
   // The inline target check of UniformAdd (i1) and, where it holds, the
   // u64 the add goes to before sharding.
   llvm::Value* UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key);

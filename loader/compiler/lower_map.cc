@@ -253,6 +253,31 @@ FunctionLowering::LinearBucket FunctionLowering::LinearBucketOf(const DescRef& m
   return l;
 }
 
+// diff / step for a linear histogram's bucket. A step that
+// is a power of two (pages, cache lines, 1) is a shift; any other a
+// division (about 20 instructions), behind a branch on the step, which is
+// the same in every lane.
+llvm::Value* FunctionLowering::LinearQuotient(llvm::Value* diff, llvm::Value* step) {
+  llvm::Value* pow2 =
+      b_.CreateICmpEQ(b_.CreateAnd(step, b_.CreateSub(step, b_.getInt32(1))), b_.getInt32(0));
+  llvm::BasicBlock* before = b_.GetInsertBlock();
+  llvm::BasicBlock* divide = llvm::BasicBlock::Create(ctx_, "hist.divide", fn_);
+  llvm::BasicBlock* joined = llvm::BasicBlock::Create(ctx_, "hist.quotient", fn_);
+  // Step 0 passes the test; its cttz, 32, masked to 0 gives diff, which
+  // the caller never uses (below min, the bucket is 0).
+  llvm::Value* shift = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, step, b_.getFalse());
+  llvm::Value* shifted = b_.CreateLShr(diff, b_.CreateAnd(shift, b_.getInt32(31)));
+  b_.CreateCondBr(pow2, joined, divide);
+  b_.SetInsertPoint(divide);
+  llvm::Value* divided = b_.CreateUDiv(diff, step);
+  b_.CreateBr(joined);
+  b_.SetInsertPoint(joined);
+  llvm::PHINode* quotient = b_.CreatePHI(I32(), 2);
+  quotient->addIncoming(shifted, before);
+  quotient->addIncoming(divided, divide);
+  return quotient;
+}
+
 llvm::Value* FunctionLowering::UniformAddOk(const DescRef& map, uint32_t type, llvm::Value* key) {
   llvm::Value* max = DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
   llvm::Value* ok = DescHeadOk(map, type);
@@ -290,9 +315,7 @@ llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t typ
     const LinearBucket l = LinearBucketOf(map, key, last);
     // (UniformAddOk sent offsets past 32 bits below the last bucket to the
     // helper; the divisor is never 0 where the quotient is used.)
-    llvm::Value* zero_step = b_.CreateICmpEQ(l.step, b_.getInt32(0));
-    llvm::Value* quotient = b_.CreateUDiv(b_.CreateTrunc(l.diff, I32()),
-                                          b_.CreateSelect(zero_step, b_.getInt32(1), l.step));
+    llvm::Value* quotient = LinearQuotient(b_.CreateTrunc(l.diff, I32()), l.step);
     bucket = b_.CreateSelect(
         l.below, b_.getInt32(0),
         b_.CreateSelect(b_.CreateICmpUGE(l.diff, l.last_start), last,
@@ -303,16 +326,12 @@ llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t typ
 }
 
 FunctionLowering::WarpUniform FunctionLowering::UniformLanes(
-    const std::vector<llvm::Value*>& values, llvm::Value* also, const WarpUniform* lanes) {
+    const std::vector<llvm::Value*>& values) {
   WarpUniform w;
-  if (lanes != nullptr) {
-    w = *lanes;
-  } else {
-    w.active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
-    w.lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
-    w.leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, w.active, b_.getTrue());
-  }
-  llvm::Value* same = also != nullptr ? also : b_.getTrue();
+  w.active = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_activemask, {}, {});
+  w.lane = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+  w.leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, w.active, b_.getTrue());
+  llvm::Value* same = b_.getTrue();
   for (llvm::Value* v : values) {
     same = b_.CreateAnd(same, b_.CreateICmpEQ(v, Shfl64(w.active, v, w.leader)));
   }
@@ -334,42 +353,25 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
                                                              b_.getFalse()));
   }
   const WarpUniform w = UniformLanes({same_as, delta});
-  llvm::Value* active = w.active;
-  llvm::Value* lane = w.lane;
-  llvm::Value* leader = w.leader;
-  llvm::Value* fast = b_.CreateAnd(w.uniform, UniformAddOk(map, type, key));
   llvm::BasicBlock* fast_block = llvm::BasicBlock::Create(ctx_, "map.uniform", fn_);
   llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.uniform.lead", fn_);
-  llvm::BasicBlock* slow_block = llvm::BasicBlock::Create(ctx_, "map.grouped", fn_);
+  llvm::BasicBlock* grouped = llvm::BasicBlock::Create(ctx_, "map.grouped", fn_);
+  llvm::BasicBlock* slow_block = llvm::BasicBlock::Create(ctx_, "map.helper", fn_);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
-  if (type != CUPROBE_MAP_HIST_LINEAR) {
-    b_.CreateCondBr(fast, fast_block, slow_block);
-  } else {
-    // Values that differ may still share a linear bucket (a warp's
-    // addresses, bucketed by page): then the lanes compare the counter each
-    // would add to (a 32-bit division each), every lane's checks included.
-    llvm::BasicBlock* bucket = llvm::BasicBlock::Create(ctx_, "map.uniform.bucket", fn_);
-    b_.CreateCondBr(fast, fast_block, bucket);
-    b_.SetInsertPoint(bucket);
-    const WarpUniform by_bucket =
-        UniformLanes({UniformAddTarget(map, type, key), delta}, UniformAddOk(map, type, key), &w);
-    b_.CreateCondBr(by_bucket.uniform, fast_block, slow_block);
-  }
+  b_.CreateCondBr(b_.CreateAnd(w.uniform, UniformAddOk(map, type, key)), fast_block, grouped);
 
   b_.SetInsertPoint(fast_block);
-  b_.CreateCondBr(b_.CreateICmpEQ(lane, leader), lead, done);
+  b_.CreateCondBr(b_.CreateICmpEQ(w.lane, w.leader), lead, done);
 
-  // The first lane adds for all: to its SM's copy of the value
-  // (maps/map_algo_desc.h ValueShard; one copy unless the map is add-only).
+  // The first lane adds for all.
   b_.SetInsertPoint(lead);
-  llvm::Value* sm = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_smid, {}, {});
-  llvm::Value* shard_mask = DescLoad(map, offsetof(cuprobe_map_desc, shard_mask), I32());
-  llvm::Value* shard_bytes = DescLoad(map, offsetof(cuprobe_map_desc, shard_bytes), I64());
-  llvm::Value* shard = b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, shard_mask), I64()), shard_bytes);
-  llvm::Value* lanes = b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, active), I64());
-  AddNoReturn(b_.CreateAdd(UniformAddTarget(map, type, key), shard), b_.CreateMul(delta, lanes));
+  llvm::Value* lanes =
+      b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, w.active), I64());
+  AddToShard(map, UniformAddTarget(map, type, key), b_.CreateMul(delta, lanes));
   llvm::BasicBlock* lead_end = b_.GetInsertBlock();
   b_.CreateBr(done);
+
+  llvm::BasicBlock* grouped_end = GroupedAdd(map, type, key, delta, w, grouped, slow_block, done);
 
   b_.SetInsertPoint(slow_block);
   llvm::Value* r = slow();
@@ -377,25 +379,85 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
   b_.CreateBr(done);
 
   b_.SetInsertPoint(done);
-  llvm::PHINode* r0 = b_.CreatePHI(I64(), 3);
+  llvm::PHINode* r0 = b_.CreatePHI(I64(), 4);
   r0->addIncoming(C64(0), fast_block);
   r0->addIncoming(C64(0), lead_end);
+  r0->addIncoming(C64(0), grouped_end);
   r0->addIncoming(r, slow_end);
   return r0;
 }
 
-// HASH's helpers search (and insert) per key, so there is nothing to check
-// inline: a warp-uniform add is one call by the first lane with delta x
-// lanes, whose result the other lanes take. That is what the one- and
-// two-word helpers do themselves for a group of lanes with one key (one
-// search, one error counted for the group). The helper of keys by address
-// searches and counts errors per lane: there (`retry`), where the first
-// lane's call fails (a full
-// map, a bad descriptor), every other lane calls with its own delta, so
-// that each lane's result and the map's error count are what per-lane
-// calls give (a failed add adds nothing).
+// map.grouped: the lanes differ, yet every one passes the inline checks and
+// the same delta (a constant, as usual, or one vote): they are grouped by
+// the counter each adds to (one match.any), and each group's first lane
+// adds delta x its lanes. A warp whose lanes fall on a few buckets (a tiled
+// kernel's rows, each on its own page) thus makes a few atomics and no
+// call. Otherwise every lane calls the helper (`slow`). Returns the block
+// that branches to `done` after the adds (R0 is 0 there).
+llvm::BasicBlock* FunctionLowering::GroupedAdd(const DescRef& map, uint32_t type, llvm::Value* key,
+                                              llvm::Value* delta, const WarpUniform& w,
+                                              llvm::BasicBlock* grouped, llvm::BasicBlock* slow,
+                                              llvm::BasicBlock* done) {
+  b_.SetInsertPoint(grouped);
+  llvm::BasicBlock* constant = llvm::BasicBlock::Create(ctx_, "map.grouped.constant", fn_);
+  llvm::BasicBlock* voted = llvm::BasicBlock::Create(ctx_, "map.grouped.delta", fn_);
+  llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "map.grouped.check", fn_);
+  llvm::BasicBlock* match = llvm::BasicBlock::Create(ctx_, "map.grouped.match", fn_);
+  llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.grouped.lead", fn_);
+  llvm::BasicBlock* added = llvm::BasicBlock::Create(ctx_, "map.grouped.done", fn_);
+  // llvm.is.constant is decided after the optimizer has propagated delta:
+  // a constant needs no shuffle (the other branch then folds away).
+  b_.CreateCondBr(b_.CreateIntrinsic(llvm::Intrinsic::is_constant, {I64()}, {delta}), constant,
+                  voted);
+  b_.SetInsertPoint(constant);
+  b_.CreateBr(check);
+  b_.SetInsertPoint(voted);
+  llvm::Value* same_delta = b_.CreateICmpEQ(delta, Shfl64(w.active, delta, w.leader));
+  b_.CreateBr(check);
+
+  b_.SetInsertPoint(check);
+  llvm::PHINode* same = b_.CreatePHI(b_.getInt1Ty(), 2);
+  same->addIncoming(b_.getTrue(), constant);
+  same->addIncoming(same_delta, voted);
+  llvm::Value* all = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_vote_all_sync, {},
+                                        {w.active, b_.CreateAnd(same, UniformAddOk(map, type, key))});
+  b_.CreateCondBr(all, match, slow);
+
+  b_.SetInsertPoint(match);
+  llvm::Value* target = UniformAddTarget(map, type, key);
+  llvm::Value* group =
+      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_match_any_sync_i64, {}, {w.active, target});
+  llvm::Value* first = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, group, b_.getTrue());
+  b_.CreateCondBr(b_.CreateICmpEQ(w.lane, first), lead, added);
+
+  b_.SetInsertPoint(lead);
+  llvm::Value* lanes = b_.CreateZExt(b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, group), I64());
+  AddToShard(map, target, b_.CreateMul(delta, lanes));
+  b_.CreateBr(added);
+
+  b_.SetInsertPoint(added);
+  b_.CreateBr(done);
+  return added;
+}
+
+// A red.add of `delta` to the counter at `target` in this SM's copy of the
+// value (maps/map_algo_desc.h ValueShard; one copy unless the map is add-only).
+void FunctionLowering::AddToShard(const DescRef& map, llvm::Value* target, llvm::Value* delta) {
+  llvm::Value* sm = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_smid, {}, {});
+  llvm::Value* shard_mask = DescLoad(map, offsetof(cuprobe_map_desc, shard_mask), I32());
+  llvm::Value* shard_bytes = DescLoad(map, offsetof(cuprobe_map_desc, shard_bytes), I64());
+  llvm::Value* shard = b_.CreateMul(b_.CreateZExt(b_.CreateAnd(sm, shard_mask), I64()), shard_bytes);
+  AddNoReturn(b_.CreateAdd(target, shard), delta);
+}
+
+// The helper of HASH keys by address searches (and inserts) per lane, so a
+// warp-uniform add is one call by the first lane with delta x lanes, whose
+// result the other lanes take. Where that call fails (a full map, a bad
+// descriptor), every other lane calls with its own delta, so that each
+// lane's result and the map's error count are what per-lane calls give (a
+// failed add adds nothing).
 llvm::Value* FunctionLowering::UniformHashAdd(const std::vector<llvm::Value*>& key,
-                                              llvm::Value* delta, bool retry,
+                                              llvm::Value* delta,
                                               const std::function<llvm::Value*(llvm::Value*)>& add) {
   if (target_ != LowerTarget::kNvptx || !input_.maps.uniform_adds) return add(delta);
   std::vector<llvm::Value*> values = key;
@@ -425,9 +487,8 @@ llvm::Value* FunctionLowering::UniformHashAdd(const std::vector<llvm::Value*>& k
   own->addIncoming(C64(0), uniform);
   own->addIncoming(led, lead_end);
   llvm::Value* result = Shfl64(w.active, own, w.leader);
-  b_.CreateCondBr(retry ? b_.CreateAnd(b_.CreateICmpNE(result, C64(0)), b_.CreateNot(is_leader))
-                        : b_.getFalse(),
-                  others, done);
+  b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpNE(result, C64(0)), b_.CreateNot(is_leader)), others,
+                  done);
 
   b_.SetInsertPoint(others);
   llvm::Value* retried = add(delta);
@@ -477,25 +538,21 @@ const ObjectMap* FunctionLowering::CallMap(uint32_t pc) const {
 }
 
 // map_add on a HASH map the call site fixes, by the size of its keys: one
-// word or two by value (the key's stack slot then stays in registers),
-// wider keys by address; warp-uniform keys of up to four words add once
-// per warp (UniformHashAdd), wider ones are rare and call per lane.
+// word or two by value (the key's stack slot then stays in registers; those
+// helpers group a warp's lanes by key themselves, which measured cheaper
+// than a call by the first lane alone), wider keys by address, where
+// warp-uniform keys of up to four words add once per warp (UniformHashAdd)
+// and wider ones, rare, call per lane.
 llvm::Value* FunctionLowering::HashAdd(uint32_t pc, uint32_t key_size) {
   auto call = [&](const char* name, std::vector<llvm::Value*> args) {
     return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
   };
   if (key_size <= 8) {
-    llvm::Value* key = KeyValue(pc, key_size);
-    return UniformHashAdd({key}, Reg(3), /*retry=*/false, [&](llvm::Value* delta) {
-      return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, {Reg(1), key, delta});
-    });
+    return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_WORD, {Reg(1), KeyValue(pc, key_size), Reg(3)});
   }
   if (key_size <= 16) {
-    llvm::Value* lo = KeyValue(pc, 8);
-    llvm::Value* hi = KeyValue(pc, key_size - 8, 8);
-    return UniformHashAdd({lo, hi}, Reg(3), /*retry=*/false, [&](llvm::Value* delta) {
-      return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_2WORD, {Reg(1), lo, hi, delta});
-    });
+    return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH_2WORD,
+                {Reg(1), KeyValue(pc, 8), KeyValue(pc, key_size - 8, 8), Reg(3)});
   }
   auto add = [&](llvm::Value* delta) {
     return call(CUPROBE_HELPER_SYMBOL_MAP_ADD_HASH, {Reg(1), Reg(2), delta});
@@ -505,7 +562,7 @@ llvm::Value* FunctionLowering::HashAdd(uint32_t pc, uint32_t key_size) {
   for (uint32_t at = 0; at < key_size; at += 8) {
     words.push_back(KeyValue(pc, std::min<uint32_t>(8, key_size - at), at));
   }
-  return UniformHashAdd(words, Reg(3), /*retry=*/true, add);
+  return UniformHashAdd(words, Reg(3), add);
 }
 
 // lookup / map_add / hist_add on a map whose type the call site fixes: inline

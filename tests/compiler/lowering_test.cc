@@ -504,11 +504,15 @@ size_t Occurrences(const std::string& text, const std::string& what) {
 }
 
 // Warp-uniform adds: ARRAY and histogram adds whose fixed map's descriptor
-// is in the constant bank become a vote (on the key; for histograms, the
-// bucket) and one inline `red` by the first lane; a HASH add becomes a vote, the first lane's call (with delta x
-// lanes), its result shuffled to the others, and the others' own calls
-// where it failed, next to the per-lane call. CUPROBE_UNIFORM_ADDS=0 (and
-// HASH keys past 32 bytes) leave one per-lane call.
+// is in the constant bank become a vote (on the key; for a log2 histogram,
+// the bucket) and one inline `red` by the first lane, and, for lanes that
+// differ, a second vote (every lane's checks pass) and a match.any that
+// groups them by counter, one `red` per group, next to the per-lane call.
+// A HASH add of keys by address becomes a vote, the first lane's call
+// (with delta x lanes), its result shuffled to the others, and the others'
+// own calls where it failed; word and 2-word keys call their helper once
+// (it groups lanes itself). CUPROBE_UNIFORM_ADDS=0 (and HASH keys past 32
+// bytes) leave one per-lane call.
 TEST(Lowering, WarpUniformAddsVoteThenAddOncePerWarp) {
   const std::string source = R"(
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
@@ -540,15 +544,19 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   auto on = CompileC(source);
   ASSERT_TRUE(on.ok()) << on.status();
   const std::string& ptx = on->bundle.ptx;
-  // (The log2 histogram's lanes vote on their bucket, 64 - clz(value); the
-  // linear one's on the value, then on the bucket.)
+  // (The log2 histogram's lanes vote on their bucket, 64 - clz(value);
+  // the others' on the key. Two votes each for arr, lg and ln, one for h24.)
   EXPECT_EQ(Occurrences(ptx, "vote.sync.all.pred"), 7u) << ptx;
+  EXPECT_EQ(Occurrences(ptx, "match.any.sync.b64"), 3u) << ptx;
   EXPECT_THAT(ptx, HasSubstr("clz.b64"));
-  EXPECT_THAT(ptx, HasSubstr("red.relaxed.gpu.global.add.u64"));
-  // Each uniform HASH site: the first lane's call and the per-lane one (for
-  // h24, LLVM merges the others' retry into it); h40: one call.
+  // The linear histogram's step, 4096, is a power of two: a shift, the
+  // division behind a branch for other steps.
+  EXPECT_THAT(ptx, HasSubstr("shr.u32"));
+  EXPECT_EQ(Occurrences(ptx, "red.relaxed.gpu.global.add.u64"), 6u) << ptx;
+  // h24: the first lane's call and the per-lane one (LLVM merges the
+  // others' retry into it); h40, h8 and h16: one call.
   for (const char* helper : {"__cuprobe_map_add_hash_word", "__cuprobe_map_add_hash_2word"}) {
-    EXPECT_EQ(Occurrences(ptx, absl::StrCat("call.uni (retval0), \n\t", helper, ", ")), 2u)
+    EXPECT_EQ(Occurrences(ptx, absl::StrCat("call.uni (retval0), \n\t", helper, ", ")), 1u)
         << helper;
   }
   EXPECT_EQ(Occurrences(ptx, "call.uni (retval0), \n\t__cuprobe_map_add_hash, "), 3u) << ptx;

@@ -562,7 +562,8 @@ TEST_F(Run, AddressHistogramsAreTheSameInlinedOrCalled) {
 
 // tests/gpu/probes/uniform_adds: the compiler's warp-uniform adds (the
 // first lane adds for its warp) give exactly what a per-lane add would,
-// next to keys that differ per lane (the helper's grouping), a uniform key
+// next to keys that differ per lane (grouped inline by counter, or by the
+// helper where their deltas differ), a uniform key
 // out of range, and values below, inside and past a linear histogram; HASH
 // adds with keys of one, two and three words, uniform and per lane, and
 // refused ones counted as the helpers count them.
@@ -581,6 +582,14 @@ TEST_F(Run, UniformAddsAreExact) {
     for (int t = 0; t < threads; ++t) lanes += t % 5 == slot;
     EXPECT_THAT(maps, HasSubstr(absl::StrCat("@lane_slots[", slot, "]: ",
                                              2 * lanes * blocks * launches, "\n")))
+        << maps;
+    uint64_t voted = 0, lane_delta = 0;
+    for (int b = 0; b < blocks; ++b) voted += (b % 3 + 1) * lanes * launches;
+    for (int t = 0; t < threads; ++t) {
+      if (t % 5 == slot) lane_delta += uint64_t((t & 3) + 1) * blocks * launches;
+    }
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@voted_slots[", slot, "]: ", voted, "\n"))) << maps;
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@lane_delta_slots[", slot, "]: ", lane_delta, "\n")))
         << maps;
   }
   // Linear buckets: min 40, step 16, 10 buckets (0: below 40; 9: 168 and up).

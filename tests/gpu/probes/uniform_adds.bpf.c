@@ -1,8 +1,8 @@
 // The compiler's warp-uniform add (loader/compiler/lower_map.cc UniformAdd)
 // against the helpers' grouped add, on every vec_add thread's entry: ARRAY
 // adds and HIST_LINEAR / HIST_LOG2 adds whose key is the same across a warp
-// (the first lane adds for all) and whose key differs per lane (the
-// helper), with a warp-uniform key out of range (refused) and values below
+// (the first lane adds for all) and whose key differs per lane (grouped by
+// counter inline, or, with deltas that differ, the helper), with a warp-uniform key out of range (refused) and values below
 // min, in range and past the last bucket; HASH adds of keys of one, two
 // and three words, uniform and per lane, and into maps too small for their
 // keys, whose refused adds are counted as the helpers count them
@@ -22,6 +22,23 @@ struct {
   __type(value, u64);
   __uint(max_entries, 8);
 } lane_slots SEC(".maps");
+
+// Keys that differ per lane with a delta the same in every lane yet not a
+// constant (the lanes vote on it), and with a delta that differs per lane
+// (the helper).
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 8);
+} voted_slots SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 8);
+} lane_delta_slots SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HIST_LINEAR);
@@ -127,6 +144,8 @@ int uniform_adds(struct cuprobe_ctx *ctx) {
   cuprobe_map_add(&warp_slots, &slot, 1);
   u32 lane_slot = t % 5;
   cuprobe_map_add(&lane_slots, &lane_slot, 2);
+  cuprobe_map_add(&voted_slots, &lane_slot, ctx->block_idx[0] % 3 + 1);
+  cuprobe_map_add(&lane_delta_slots, &lane_slot, (t & 3) + 1);
   cuprobe_hist_linear(&warp_linear, (u64)w * 40 + 4);
   cuprobe_hist_linear(&lane_linear, t);
   cuprobe_hist_log2(&warp_log2, w);
