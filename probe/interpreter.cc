@@ -148,8 +148,14 @@ class Machine {
   void Jump(const Insn& insn, uint64_t src) {
     const uint8_t op = insn.Op();
     if (op == kJmpCall) {
-      reg_[0] = env_.helper_on_stack ? env_.helper_on_stack(insn.imm, &reg_[1], stack_, stack_lo_)
-                                     : env_.helper(insn.imm, &reg_[1]);
+      // A pure helper is the interpreter's own: it reads nothing else.
+      if (insn.imm == CUPROBE_HELPER_CLZ) {
+        reg_[0] = reg_[1] == 0 ? 64 : static_cast<uint64_t>(__builtin_clzll(reg_[1]));
+      } else {
+        reg_[0] = env_.helper_on_stack
+                      ? env_.helper_on_stack(insn.imm, &reg_[1], stack_, stack_lo_)
+                      : env_.helper(insn.imm, &reg_[1]);
+      }
       ++pc_;
       return;
     }

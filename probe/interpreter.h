@@ -26,7 +26,8 @@ namespace cuprobe {
 struct InterpreterEnv {
   // The value of the context field at `offset` (a whole field, see abi.h).
   std::function<uint64_t(int32_t offset)> ctx_field;
-  // Helper `id` called with r1..r5; returns r0.
+  // Helper `id` called with r1..r5; returns r0. (cuprobe_clz, a pure
+  // function, is the interpreter's own and never reaches it.)
   std::function<uint64_t(int32_t id, const uint64_t* args)> helper;
   // ld_imm64 of map `index`: the value a program sees (a map handle), and of
   // a global-data map's value: its address.

@@ -340,6 +340,7 @@ struct cuprobe_ctx {
 #define CUPROBE_HELPER_GLOBAL_THREAD_ID 1004 /* inline: linear id over the grid */
 #define CUPROBE_HELPER_WARP_MATCH 1005  /* inline: (value) -> lanes here with the same value */
 #define CUPROBE_HELPER_GRID_ID 1006     /* inline: %gridid, this launch's id in its context */
+#define CUPROBE_HELPER_CLZ 1007         /* inline: (value) -> leading zero bits, 64 for 0 */
 
 /* Symbols of the GPU helper library (extern "C" __device__, all .b64). */
 #define CUPROBE_HELPER_SYMBOL_MAP_LOOKUP "__cuprobe_map_lookup"       /* (map, key) */

@@ -155,6 +155,10 @@ static u32 (*const cuprobe_warp_match)(u64 value) = (void *)CUPROBE_HELPER_WARP_
  * record's gridId, so the trace joins a probe's events to their launch
  * (name, stream, CPU launch time): key maps by it to count per launch. */
 static u64 (*const cuprobe_grid_id)(void) = (void *)CUPROBE_HELPER_GRID_ID;
+/* The leading zero bits of `value` (64 for 0): one instruction on the GPU,
+ * where eBPF has none, so floor(log2(v)) of a nonzero v is
+ * 63 - cuprobe_clz(v) without a loop of shifts. */
+static u32 (*const cuprobe_clz)(u64 value) = (void *)CUPROBE_HELPER_CLZ;
 #define cuprobe_is_lowest_lane(ctx, mask) \
   (((mask) & ((1u << (ctx)->lane_id) - 1u)) == 0)
 

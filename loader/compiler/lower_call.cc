@@ -84,6 +84,9 @@ absl::Status FunctionLowering::LowerCall(uint32_t pc, const Insn& insn) {
     case CUPROBE_HELPER_GLOBAL_THREAD_ID: r0 = GlobalThreadId(); break;
     case CUPROBE_HELPER_GRID_ID: r0 = GridId(); break;
     case CUPROBE_HELPER_WARP_MATCH: r0 = WarpMatch(); break;
+    case CUPROBE_HELPER_CLZ:  // clz.b64 on the GPU; 64 for 0 on both targets
+      r0 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, Reg(1), b_.getFalse());
+      break;
     case CUPROBE_HELPER_TRACE_PRINTK:
     case CUPROBE_HELPER_BPFTIME_PUTS: {
       CUPROBE_ASSIGN_OR_RETURN(r0, Printk(pc));

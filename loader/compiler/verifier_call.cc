@@ -89,6 +89,7 @@ constexpr HelperSpec kHelpers[] = {
     {CUPROBE_HELPER_GLOBAL_THREAD_ID, "global_thread_id", {}, HelperSpec::Ret::kScalar},
     {CUPROBE_HELPER_WARP_MATCH, "warp_match", {Arg::kScalar}, HelperSpec::Ret::kU32},
     {CUPROBE_HELPER_GRID_ID, "grid_id", {}, HelperSpec::Ret::kScalar},
+    {CUPROBE_HELPER_CLZ, "clz", {Arg::kScalar}, HelperSpec::Ret::kU32},
 };
 
 const HelperSpec* FindHelper(int32_t id) {

@@ -143,16 +143,7 @@ static __always_inline s64 ol_div(s64 a, s64 b) { return b ? (s64)((u64)a / (u64
 static __always_inline s64 ol_mod(s64 a, s64 b) { return b ? (s64)((u64)a % (u64)b) : 0; }
 /* hist: 0 below zero, 1 for 0, 2 + floor(log2(v)) above. */
 static __always_inline s64 ol_log2_slot(s64 v) {
-  if (v < 0) return 0;
-  if (v == 0) return 1;
-  u64 x = (u64)v, n = 0;
-  if (x >> 32) { x >>= 32; n += 32; }
-  if (x >> 16) { x >>= 16; n += 16; }
-  if (x >> 8) { x >>= 8; n += 8; }
-  if (x >> 4) { x >>= 4; n += 4; }
-  if (x >> 2) { x >>= 2; n += 2; }
-  if (x >> 1) { n += 1; }
-  return (s64)(2 + n);
+  return v < 0 ? 0 : (s64)(65 - cuprobe_clz((u64)v));
 }
 /* lhist: 0 below min, 1 + (v - min) / step inside, buckets + 1 from max. */
 static __always_inline s64 ol_linear_slot(s64 v, s64 min, s64 max, s64 step, s64 buckets) {

@@ -1,5 +1,5 @@
 // Differential test of the lowering: randomized eBPF programs (every ALU,
-// JMP, JMP32, LDX, ST, STX and atomic opcode) are verified, lowered to LLVM
+// JMP, JMP32, LDX, ST, STX and atomic opcode, and cuprobe_clz) are verified, lowered to LLVM
 // IR for the host (LowerTarget::kHost), optimized with O2, JIT-compiled with
 // LLVM ORC and run on random inputs; the reference interpreter runs the same
 // programs. The return values and every byte of memory the programs wrote
@@ -18,6 +18,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "cuprobe/abi.h"
 #include "gtest/gtest.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -85,6 +86,21 @@ class Generator {
     p.push_back(ld);
     p.push_back(Insn{0, 0, 0, 0, 0});
     for (int s = 1; s <= 8; ++s) p.push_back(Stx(kSizeDw, 10, static_cast<uint8_t>(s % 9), -8 * s));
+    // r0 = cuprobe_clz(rK >> n), n in 0..63 (every magnitude; 0 too, once
+    // the shift passes rK's top bit), then r1..r5, which the call
+    // clobbers, back from their stack slots.
+    Insn mov;
+    mov.code = kClassAlu64 | kAluMov | 0x08;
+    mov.dst = 1;
+    mov.src = Reg();
+    p.push_back(mov);
+    Insn shift;
+    shift.code = kClassAlu64 | kAluRsh;
+    shift.dst = 1;
+    shift.imm = static_cast<int32_t>(rng_() % 64);
+    p.push_back(shift);
+    p.push_back(Call(CUPROBE_HELPER_CLZ));
+    for (int r = 1; r <= 5; ++r) p.push_back(Ldx(kSizeDw, static_cast<uint8_t>(r), 10, -8 * r));
     const int body = 40 + static_cast<int>(rng_() % 40);
     int jumps = 0;
     std::vector<Insn> b;

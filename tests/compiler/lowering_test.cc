@@ -577,6 +577,22 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(PtxasAccepts(called->bundle.ptx).ok());
 }
 
+// cuprobe_clz() is one clz.b64, no helper call: a one-liner's hist() slot.
+TEST(Lowering, ClzIsOneInstruction) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 66); } slots SEC(".maps");
+SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
+  u32 slot = 65 - cuprobe_clz(ctx->mem_addr);
+  cuprobe_map_add(&slots, &slot, 1);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Occurrences(r->bundle.ptx, "clz.b64"), 1u) << r->bundle.ptx;
+  EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("shr.u64"))) << "no loop of shifts";
+  EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
+}
+
 TEST(Lowering, ACallSiteWhoseMapDiffersBetweenPathsUsesTheGenericHelper) {
   auto r = CompileC(R"(
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
