@@ -272,7 +272,8 @@ bool CallResultUsed(const std::vector<Insn>& insns, size_t call) {
 
 // Fills `pp`'s summary code when the program may reduce to adds of site
 // constants (bundle.h, ProbeProgram::summary_code): it calls only map_add
-// and hist_add, on add-only maps, ignores what they return, reads no
+// and hist_add, on add-only maps, ignores what they return (and cuprobe_clz,
+// which the interpreter computes), reads no
 // argument and no global data, and calls no function of its own. Whether it
 // reads anything a site does not fix (thread ids, timers, the address) is
 // found per site, by running it (ptx_rewriter/site_summary.h).
@@ -281,7 +282,9 @@ void AddSummaryCode(const BpfProgram& program, const VerifiedProgram& verified,
                     ProbeProgram* pp) {
   if (verified.reads_args || verified.helpers_used.empty()) return;
   for (int32_t h : verified.helpers_used) {
-    if (h != CUPROBE_HELPER_MAP_ADD && h != CUPROBE_HELPER_HIST_ADD) return;
+    if (h != CUPROBE_HELPER_MAP_ADD && h != CUPROBE_HELPER_HIST_ADD && h != CUPROBE_HELPER_CLZ) {
+      return;
+    }
   }
   std::vector<std::pair<uint32_t, uint32_t>> refs;
   for (const auto& [insn, ref] : program.map_refs) {
@@ -294,7 +297,9 @@ void AddSummaryCode(const BpfProgram& program, const VerifiedProgram& verified,
   for (size_t pc = 0; pc < insns.size(); ++pc) {
     const Insn& i = insns[pc];
     if ((i.Class() == kClassJmp || i.Class() == kClassJmp32) && i.Op() == kJmpCall) {
-      if (i.src != 0 || CallResultUsed(insns, pc)) return;  // a bpf-to-bpf call or a used result
+      // A bpf-to-bpf call, or a used result of an add (cuprobe_clz's is a
+      // value like any other).
+      if (i.src != 0 || (i.imm != CUPROBE_HELPER_CLZ && CallResultUsed(insns, pc))) return;
     }
     if (i.code == kLdImm64 && i.src != 0 && !program.map_refs.contains(static_cast<uint32_t>(pc))) {
       return;

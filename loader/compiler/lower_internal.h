@@ -145,10 +145,11 @@ class FunctionLowering {
   // map_add on an ARRAY and hist_add on a HIST_* map on the GPU: when every
   // active lane passes the same key (or value; for HIST_LOG2, a value of
   // the same bucket) and delta, the first lane adds delta x lanes inline,
-  // to its SM's copy of the value; when they differ, GroupedAdd; whenever
-  // the inline checks refuse (a bad map, an index out of range, a bucket
-  // that needs a 64-bit division), every lane calls `slow` (the type's
-  // helper, which groups, counts errors and answers exactly).
+  // to its SM's copy of the value; when the keys differ, GroupedAdd; when
+  // the deltas differ, or whenever the inline checks refuse (a bad map, an
+  // index out of range, a bucket that needs a 64-bit division), every lane
+  // calls `slow` (the type's helper, which groups, counts errors and
+  // answers exactly).
   llvm::Value* UniformAdd(const DescRef& map, uint32_t type, llvm::Value* key, llvm::Value* delta,
                           const std::function<llvm::Value*()>& slow);
   // map_add on a HASH map of keys by address on the GPU: when every active
@@ -159,7 +160,7 @@ class FunctionLowering {
                               const std::function<llvm::Value*(llvm::Value*)>& add);
   // The warp's active lanes, this lane, the first active lane, and whether
   // every active lane holds the first one's `values` (i1; one shuffle per
-  // 32 bits and a vote), and `also` (i1) where given.
+  // 32 bits and a vote).
   struct WarpUniform {
     llvm::Value* active;
     llvm::Value* lane;

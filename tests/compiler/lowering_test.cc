@@ -593,6 +593,32 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(PtxasAccepts(r->bundle.ptx).ok()) << PtxasAccepts(r->bundle.ptx);
 }
 
+// A slot computed with cuprobe_clz from site constants still reduces to a
+// site counter: the compiler ships the summary code, and the interpreter
+// computes the call (hist(size) of a one-liner).
+TEST(Lowering, ClzOfSiteConstantsKeepsTheSiteCounter) {
+  auto r = CompileC(R"(
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
+         __uint(max_entries, 66); } slots SEC(".maps");
+SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
+  u32 slot = 65 - cuprobe_clz(ctx->mem_size);
+  cuprobe_map_add(&slots, &slot, 1);
+  return 0;
+})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->bundle.programs[0].summary_code.empty());
+  SiteConstants site;
+  site.attach = AttachKind::kMemory;
+  site.mem_info = CUPROBE_MEM_INFO(8, CUPROBE_SPACE_GLOBAL, CUPROBE_ACCESS_LOAD);
+  std::optional<std::vector<SiteAdd>> adds =
+      SummarizeSite(r->bundle.programs[0], r->bundle.maps, site);
+  ASSERT_TRUE(adds.has_value());
+  ASSERT_EQ(adds->size(), 1u);
+  // 65 - clz(8) = 5: the slot of [8, 16).
+  EXPECT_EQ((*adds)[0].key, (std::vector<uint8_t>{5, 0, 0, 0}));
+  EXPECT_EQ((*adds)[0].delta, 1u);
+}
+
 TEST(Lowering, ACallSiteWhoseMapDiffersBetweenPathsUsesTheGenericHelper) {
   auto r = CompileC(R"(
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);

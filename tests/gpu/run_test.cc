@@ -613,6 +613,20 @@ TEST_F(Run, UniformAddsAreExact) {
   EXPECT_THAT(maps, HasSubstr("@lane_linear:\n" + FormatLinearHistogram(lane_linear,
                                                                         40 | uint64_t{16} << 32)))
       << maps;
+  // Step 12 (a division): min 10, 12 buckets (11: 130 and up).
+  std::vector<uint64_t> divided(12);
+  for (int t = 0; t < threads; ++t) {
+    divided[t < 10 ? 0 : std::min(11, 1 + (t - 10) / 12)] += uint64_t{blocks} * launches;
+  }
+  EXPECT_THAT(maps, HasSubstr("@divided_linear:\n" +
+                              FormatLinearHistogram(divided, 10 | uint64_t{12} << 32)))
+      << maps;
+  // Lanes 30 and 31 refused, the others' adds all there.
+  for (int k = 0; k < 30; ++k) {
+    EXPECT_THAT(maps, HasSubstr(absl::StrCat("@some_refused[", k, "]: ",
+                                             uint64_t{8} * blocks * launches, "\n")))
+        << maps;
+  }
   EXPECT_THAT(maps, HasSubstr("@warp_log2:\n" + FormatLog2Histogram(warp_log2))) << maps;
   EXPECT_THAT(maps, HasSubstr("@bucket_log2:\n" + FormatLog2Histogram(bucket_log2))) << maps;
 

@@ -2,10 +2,12 @@
 // against the helpers' grouped add, on every vec_add thread's entry: ARRAY
 // adds and HIST_LINEAR / HIST_LOG2 adds whose key is the same across a warp
 // (the first lane adds for all) and whose key differs per lane (grouped by
-// counter inline, or, with deltas that differ, the helper), with a warp-uniform key out of range (refused) and values below
-// min, in range and past the last bucket; HASH adds of keys of one, two
-// and three words, uniform and per lane, and into maps too small for their
-// keys, whose refused adds are counted as the helpers count them
+// counter inline, or, with deltas that differ or a few lanes' keys out of
+// range, the helper), with a warp-uniform key out of range (refused),
+// values below min, in range and past the last bucket, and a step that is
+// not a power of two (a division); HASH adds of keys of one, two and three
+// words, uniform and per lane, and into maps too small for their keys,
+// whose refused adds are counted as the helpers count them
 // (Run.UniformAddsAreExact).
 #include "cuprobe/probe.h"
 
@@ -39,6 +41,23 @@ struct {
   __type(value, u64);
   __uint(max_entries, 8);
 } lane_delta_slots SEC(".maps");
+
+// Per-lane keys of which lanes 30 and 31 are out of range (refused).
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 30);
+} some_refused SEC(".maps");
+
+// A step of 12: the bucket is a division.
+struct {
+  __uint(type, BPF_MAP_TYPE_HIST_LINEAR);
+  __type(key, u32);
+  __type(value, u64);
+  __uint(max_entries, 12);
+  __uint(map_extra, CUPROBE_HIST_LINEAR_RANGE(10, 12));
+} divided_linear SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HIST_LINEAR);
@@ -146,6 +165,9 @@ int uniform_adds(struct cuprobe_ctx *ctx) {
   cuprobe_map_add(&lane_slots, &lane_slot, 2);
   cuprobe_map_add(&voted_slots, &lane_slot, ctx->block_idx[0] % 3 + 1);
   cuprobe_map_add(&lane_delta_slots, &lane_slot, (t & 3) + 1);
+  u32 lane = t & 31;
+  cuprobe_map_add(&some_refused, &lane, 1);
+  cuprobe_hist_linear(&divided_linear, t);
   cuprobe_hist_linear(&warp_linear, (u64)w * 40 + 4);
   cuprobe_hist_linear(&lane_linear, t);
   cuprobe_hist_log2(&warp_log2, w);
