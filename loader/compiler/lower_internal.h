@@ -160,12 +160,13 @@ class FunctionLowering {
                               const std::function<llvm::Value*(llvm::Value*)>& add);
   // The warp's active lanes, this lane, the first active lane, and whether
   // every active lane holds the first one's `values` (i1; one shuffle per
-  // 32 bits and a vote).
+  // 32 bits and a vote), and whether this lane holds each of them (i1s).
   struct WarpUniform {
     llvm::Value* active;
     llvm::Value* lane;
     llvm::Value* leader;
     llvm::Value* uniform;
+    std::vector<llvm::Value*> same;
   };
   WarpUniform UniformLanes(const std::vector<llvm::Value*>& values);
   // UniformAdd's adds when the lanes differ, and its add to an SM's copy.

@@ -333,7 +333,8 @@ FunctionLowering::WarpUniform FunctionLowering::UniformLanes(
   w.leader = b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, w.active, b_.getTrue());
   llvm::Value* same = b_.getTrue();
   for (llvm::Value* v : values) {
-    same = b_.CreateAnd(same, b_.CreateICmpEQ(v, Shfl64(w.active, v, w.leader)));
+    w.same.push_back(b_.CreateICmpEQ(v, Shfl64(w.active, v, w.leader)));
+    same = b_.CreateAnd(same, w.same.back());
   }
   w.uniform = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_vote_all_sync, {}, {w.active, same});
   return w;
@@ -388,7 +389,7 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
 }
 
 // map.grouped: the lanes differ, yet every one passes the inline checks and
-// the same delta (a constant, as usual, or one vote): they are grouped by
+// the same delta (one more vote): they are grouped by
 // the counter each adds to (one match.any), and each group's first lane
 // adds delta x its lanes. A warp whose lanes fall on a few buckets (a tiled
 // kernel's rows, each on its own page) thus makes a few atomics and no
@@ -399,28 +400,15 @@ llvm::BasicBlock* FunctionLowering::GroupedAdd(const DescRef& map, uint32_t type
                                               llvm::BasicBlock* grouped, llvm::BasicBlock* slow,
                                               llvm::BasicBlock* done) {
   b_.SetInsertPoint(grouped);
-  llvm::BasicBlock* constant = llvm::BasicBlock::Create(ctx_, "map.grouped.constant", fn_);
-  llvm::BasicBlock* voted = llvm::BasicBlock::Create(ctx_, "map.grouped.delta", fn_);
-  llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx_, "map.grouped.check", fn_);
   llvm::BasicBlock* match = llvm::BasicBlock::Create(ctx_, "map.grouped.match", fn_);
   llvm::BasicBlock* lead = llvm::BasicBlock::Create(ctx_, "map.grouped.lead", fn_);
   llvm::BasicBlock* added = llvm::BasicBlock::Create(ctx_, "map.grouped.done", fn_);
-  // llvm.is.constant is decided after the optimizer has propagated delta:
-  // a constant needs no shuffle (the other branch then folds away).
-  b_.CreateCondBr(b_.CreateIntrinsic(llvm::Intrinsic::is_constant, {I64()}, {delta}), constant,
-                  voted);
-  b_.SetInsertPoint(constant);
-  b_.CreateBr(check);
-  b_.SetInsertPoint(voted);
-  llvm::Value* same_delta = b_.CreateICmpEQ(delta, Shfl64(w.active, delta, w.leader));
-  b_.CreateBr(check);
-
-  b_.SetInsertPoint(check);
-  llvm::PHINode* same = b_.CreatePHI(b_.getInt1Ty(), 2);
-  same->addIncoming(b_.getTrue(), constant);
-  same->addIncoming(same_delta, voted);
-  llvm::Value* all = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_vote_all_sync, {},
-                                        {w.active, b_.CreateAnd(same, UniformAddOk(map, type, key))});
+  // Whether this lane's delta is the first lane's: UniformLanes' compare
+  // (a constant delta folds it to true).
+  llvm::Value* same_delta = w.same.at(1);
+  llvm::Value* all = b_.CreateIntrinsic(
+      llvm::Intrinsic::nvvm_vote_all_sync, {},
+      {w.active, b_.CreateAnd(same_delta, UniformAddOk(map, type, key))});
   b_.CreateCondBr(all, match, slow);
 
   b_.SetInsertPoint(match);
