@@ -41,7 +41,8 @@
  *  - values of an ADD-ONLY map (CUPROBE_MAP_F_ADD_ONLY: the probe compiler
  *    proved that probes only add to it, through map_add or hist_add, and
  *    never look a value up): HASH, ARRAY and HIST_* maps get S = shard_mask
- *    + 1 copies of their values array, shard_bytes apart, the first being
+ *    + 1 copies of their values array, shard_bytes apart (whole 128-byte
+ *    lines: SMs never share one), the first being
  *    the image's own; an add goes to copy (%smid & shard_mask). HASH keys and
  *    states are not copied: a key's slot is the same in every copy.
  * (Version 4: a ring's full hints in per-SM lines after the counter

@@ -12,7 +12,8 @@
 //
 // Add-only maps (MapSpec.flags & CUPROBE_MAP_F_ADD_ONLY) of type HASH,
 // ARRAY or HIST_* get as many value copies as fit kValueShardBudget bytes,
-// up to CUPROBE_MAP_MAX_VALUE_SHARDS (a power of two).
+// up to CUPROBE_MAP_MAX_VALUE_SHARDS (a power of two), each starting a
+// whole number of 128-byte lines after the one before.
 //
 // Spec rules (BPF's where BPF has the type; each violation is an
 // INVALID_ARGUMENT that names the map and says what to change):

@@ -95,6 +95,33 @@ TEST(MapDesc, RingsHaveFullHintLinesAfterTheirCounterShards) {
             array.geometry().aux_offset + CUPROBE_MAP_AUX_BYTES);
 }
 
+// A one-counter ARRAY's copies are a line apart (8 bytes apart, 16 SMs
+// would add to one line), and the host folds only the values, not the
+// padding between copies.
+TEST(MapDesc, SmallAddOnlyMapsKeepEachCopyOnItsOwnLine) {
+  MapSpec spec = Spec("one", CUPROBE_MAP_ARRAY, 4, 8, 1);
+  spec.flags = CUPROBE_MAP_F_ADD_ONLY;
+  HostMap m = HostMap::Make(spec);
+  const MapGeometry& g = m.geometry();
+  EXPECT_EQ(g.value_shards, uint32_t{CUPROBE_MAP_MAX_VALUE_SHARDS});
+  EXPECT_EQ(g.shard_bytes, uint64_t{CUPROBE_MAP_COUNTER_SHARD_STRIDE});
+  EXPECT_EQ(m.desc()->shard_bytes, g.shard_bytes);
+  EXPECT_GE(g.aux_offset, 256 + g.values_offset + g.value_shards * g.shard_bytes - g.shard_bytes + 8);
+  uint64_t* value = reinterpret_cast<uint64_t*>(m.desc()->values);
+  *value = 1;
+  const uint64_t two = 2, padding = 99;
+  std::memcpy(reinterpret_cast<uint8_t*>(value) + 3 * g.shard_bytes, &two, 8);
+  std::memcpy(reinterpret_cast<uint8_t*>(value) + 3 * g.shard_bytes + 8, &padding, 8);
+  std::vector<uint8_t> copy(DeviceCopyBytes(g));
+  std::memcpy(copy.data(), m.control(), copy.size());
+  FoldMapImage(g, copy.data());
+  uint64_t folded = 0, next = 0;
+  std::memcpy(&folded, copy.data() + CUPROBE_MAP_CONTROL_SIZE + g.values_offset, 8);
+  std::memcpy(&next, copy.data() + CUPROBE_MAP_CONTROL_SIZE + g.values_offset + 8, 8);
+  EXPECT_EQ(folded, 3u);
+  EXPECT_EQ(next, 0u) << "padding is not a value";
+}
+
 TEST(MapDesc, AddOnlyMapsSpreadTheirValuesAndTheHostFoldsThem) {
   MapSpec spec = Spec("h", CUPROBE_MAP_HASH, 8, 8, 4096);
   spec.flags = CUPROBE_MAP_F_ADD_ONLY;
