@@ -121,9 +121,6 @@ class FunctionLowering {
   struct DescRef {
     llvm::Value* map;
     int32_t slot;
-    // The map's spec where the call site fixes the map: its geometry as
-    // constants, checked against the descriptor (LinearGeometry).
-    const MapSpec* spec = nullptr;
   };
   DescRef SlotRef(int32_t slot) { return DescRef{TableEntry(slot), slot}; }
   // The constant copy takes 128 bytes of the module's 64 KiB constant bank
@@ -190,16 +187,6 @@ class FunctionLowering {
     llvm::Value* last_start;  // i64: the last bucket's offset from min
   };
   LinearBucket LinearBucketOf(const DescRef& map, llvm::Value* value, llvm::Value* last);
-  // HIST_LINEAR's max_entries, min (i64) and step (i32): the spec's
-  // constants where the call site fixes the map (then `matches` says
-  // whether the descriptor holds them), else the descriptor's fields.
-  struct LinearGeometry {
-    llvm::Value* max;
-    llvm::Value* min;
-    llvm::Value* step;
-    llvm::Value* matches;
-  };
-  LinearGeometry LinearGeometryOf(const DescRef& map);
   llvm::Value* HashAdd(uint32_t pc, uint32_t key_size);
   const ObjectMap* CallMap(uint32_t pc) const;
   bool LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value** r0);

@@ -233,24 +233,7 @@ llvm::Value* FunctionLowering::Shfl64(llvm::Value* mask, llvm::Value* v, llvm::V
 
 // HIST_LINEAR's min (s32, map_extra's low half) and step (u32, its high
 // half), each loaded on its own: splitting one 64-bit load makes LLVM emit
-// a scoped temporary register, which the inline pass does not rename. With
-// the map's spec, the bucket arithmetic works on its constants (a step of
-// 4096 is a shift, min 0 no subtraction), and the descriptor's fields are
-// only compared with them, once per add.
-FunctionLowering::LinearGeometry FunctionLowering::LinearGeometryOf(const DescRef& map) {
-  llvm::Value* max = DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
-  llvm::Value* min = DescLoad(map, offsetof(cuprobe_map_desc, map_extra), I32());
-  llvm::Value* step = DescLoad(map, offsetof(cuprobe_map_desc, map_extra) + 4, I32());
-  if (map.spec == nullptr) return {max, b_.CreateSExt(min, I64()), step, b_.getTrue()};
-  llvm::Value* spec_max = b_.getInt32(map.spec->max_entries);
-  llvm::Value* spec_min = b_.getInt32(static_cast<uint32_t>(map.spec->map_extra));
-  llvm::Value* spec_step = b_.getInt32(static_cast<uint32_t>(map.spec->map_extra >> 32));
-  llvm::Value* matches = b_.CreateAnd(
-      b_.CreateICmpEQ(max, spec_max),
-      b_.CreateAnd(b_.CreateICmpEQ(min, spec_min), b_.CreateICmpEQ(step, spec_step)));
-  return {spec_max, b_.CreateSExt(spec_min, I64()), spec_step, matches};
-}
-
+// a scoped temporary register, which the inline pass does not rename.
 // With the rest of HistBucketOf's arithmetic for `value` and the last
 // bucket `last` (max_entries - 1): below min (or step 0), the offset from
 // min, and where the last bucket starts.
@@ -258,9 +241,9 @@ FunctionLowering::LinearBucket FunctionLowering::LinearBucketOf(const DescRef& m
                                                                 llvm::Value* value,
                                                                 llvm::Value* last) {
   LinearBucket l;
-  const LinearGeometry g = LinearGeometryOf(map);
-  llvm::Value* min = g.min;
-  l.step = g.step;
+  llvm::Value* min =
+      b_.CreateSExt(DescLoad(map, offsetof(cuprobe_map_desc, map_extra), I32()), I64());
+  l.step = DescLoad(map, offsetof(cuprobe_map_desc, map_extra) + 4, I32());
   l.below = b_.CreateOr(b_.CreateICmpSLT(value, min), b_.CreateICmpEQ(l.step, b_.getInt32(0)));
   l.diff = b_.CreateSub(value, min);
   l.last_start = b_.CreateSelect(
@@ -303,12 +286,11 @@ llvm::Value* FunctionLowering::UniformAddOk(const DescRef& map, uint32_t type, l
     ok = b_.CreateAnd(ok, b_.CreateICmpUGE(value_size, b_.getInt32(8)));
     return b_.CreateAnd(ok, b_.CreateICmpULT(b_.CreateTrunc(key, I32()), max));
   }
-  if (type == CUPROBE_MAP_HIST_LOG2) return b_.CreateAnd(ok, b_.CreateICmpNE(max, b_.getInt32(0)));
-  const LinearGeometry g = LinearGeometryOf(map);
-  ok = b_.CreateAnd(ok, b_.CreateAnd(g.matches, b_.CreateICmpNE(g.max, b_.getInt32(0))));
+  ok = b_.CreateAnd(ok, b_.CreateICmpNE(max, b_.getInt32(0)));
+  if (type == CUPROBE_MAP_HIST_LOG2) return ok;
   // A bucket between min and the last one whose offset passes 32 bits
   // needs a 64-bit division: the helper's.
-  const LinearBucket l = LinearBucketOf(map, key, b_.CreateSub(g.max, b_.getInt32(1)));
+  const LinearBucket l = LinearBucketOf(map, key, b_.CreateSub(max, b_.getInt32(1)));
   llvm::Value* wide = b_.CreateAnd(b_.CreateICmpULT(l.diff, l.last_start),
                                    b_.CreateICmpUGT(l.diff, C64(0xffffffffull)));
   return b_.CreateAnd(ok, b_.CreateNot(b_.CreateAnd(b_.CreateNot(l.below), wide)));
@@ -322,9 +304,7 @@ llvm::Value* FunctionLowering::UniformAddTarget(const DescRef& map, uint32_t typ
     return b_.CreateAdd(values, b_.CreateMul(b_.CreateAnd(key, C64(0xffffffffull)),
                                              b_.CreateZExt(stride, I64())));
   }
-  llvm::Value* max = type == CUPROBE_MAP_HIST_LINEAR
-                         ? LinearGeometryOf(map).max
-                         : DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
+  llvm::Value* max = DescLoad(map, offsetof(cuprobe_map_desc, max_entries), I32());
   llvm::Value* last = b_.CreateSub(max, b_.getInt32(1));
   llvm::Value* bucket;
   if (type == CUPROBE_MAP_HIST_LOG2) {
@@ -588,7 +568,7 @@ bool FunctionLowering::LowerMapCall(uint32_t pc, const Insn& insn, llvm::Value**
     return b_.CreateCall(Helper(name, static_cast<int>(args.size())), args);
   };
   auto index = [&] { return b_.CreateTrunc(KeyValue(pc, 4), I32()); };
-  const DescRef ref{Reg(1), map_slot_[static_cast<size_t>(v_.insns[pc].call_map)], &map->spec};
+  const DescRef ref{Reg(1), map_slot_[static_cast<size_t>(v_.insns[pc].call_map)]};
   switch (insn.imm) {
     case CUPROBE_HELPER_MAP_LOOKUP_ELEM:
       if (indexed) {
