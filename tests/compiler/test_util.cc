@@ -137,4 +137,15 @@ ObjectMap RingbufMap(std::string name, uint32_t bytes) {
   return m;
 }
 
+absl::StatusOr<CompileResult> CompileC(const std::string& body, bool keep_llvm,
+                                       RingLowering ring, MapLowering maps) {
+  auto object = CompileProbeSource(absl::StrCat("#include \"cuprobe/probe.h\"\n", body));
+  if (!object.ok()) return object.status();
+  ProbeCompileOptions options;
+  options.keep_llvm = keep_llvm;
+  options.ring = std::move(ring);
+  options.maps = maps;
+  return CompileObject(*object, "probe.bpf.c", options);
+}
+
 }  // namespace cuprobe::testing

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "probe/ebpf.h"
+#include "loader/compiler/compiler.h"
 #include "loader/compiler/object.h"
 
 namespace cuprobe::testing {
@@ -19,6 +20,10 @@ namespace cuprobe::testing {
 // Writes `source` to a temporary .bpf.c file and compiles it with clang-19
 // -target bpf -O2 -g (the probe include path set). Returns the object bytes.
 absl::StatusOr<std::vector<uint8_t>> CompileProbeSource(const std::string& source);
+// `body` after #include "cuprobe/probe.h", compiled and lowered into a
+// bundle with these lowering switches.
+absl::StatusOr<CompileResult> CompileC(const std::string& body, bool keep_llvm = false,
+                                       RingLowering ring = {}, MapLowering maps = {});
 
 // Assembles PTX with `ptxas -arch=sm_90 -c`; returns ptxas' output on failure.
 absl::Status PtxasAccepts(const std::string& ptx);
