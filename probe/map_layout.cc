@@ -162,6 +162,9 @@ absl::Status TypeLayout(const MapSpec& spec, MapGeometry& g) {
   }
 }
 
+// The bytes of one copy of the values (they end the image).
+uint64_t ValuesBytes(const MapGeometry& g) { return g.image_bytes - g.values_offset; }
+
 // Add-only maps of a shardable type get value copies (map_layout.h), whole
 // 128-byte lines apart: the atomics of two SMs on one line serialize in L2
 // as if on one address, so a small map's copies (a one-counter ARRAY) must
@@ -171,8 +174,7 @@ void ShardValues(const MapSpec& spec, MapGeometry& g) {
                          spec.type == CUPROBE_MAP_HIST_LOG2 ||
                          spec.type == CUPROBE_MAP_HIST_LINEAR;
   if ((spec.flags & CUPROBE_MAP_F_ADD_ONLY) == 0 || !shardable || spec.value_size < 8) return;
-  const uint64_t values_bytes = g.image_bytes - g.values_offset;  // values end the image
-  const uint64_t stride = RoundUp(values_bytes, CUPROBE_MAP_COUNTER_SHARD_STRIDE);
+  const uint64_t stride = RoundUp(ValuesBytes(g), CUPROBE_MAP_COUNTER_SHARD_STRIDE);
   while (g.value_shards < CUPROBE_MAP_MAX_VALUE_SHARDS &&
          2 * g.value_shards * stride <= kValueShardBudget) {
     g.value_shards *= 2;
@@ -321,7 +323,7 @@ void FoldMapImage(const MapGeometry& g, uint8_t* device_copy) {
   if (g.value_shards <= 1) return;
   uint8_t* values = device_copy + CUPROBE_MAP_CONTROL_SIZE + g.values_offset;
   const uint64_t stride = g.value_stride;  // HIST_*: 8
-  const uint64_t values_bytes = g.image_bytes - g.values_offset;  // a copy, less its padding
+  const uint64_t values_bytes = ValuesBytes(g);  // a copy, less its padding
   for (uint32_t shard = 1; shard < g.value_shards; ++shard) {
     uint8_t* copy = values + uint64_t{shard} * g.shard_bytes;
     for (uint64_t at = 0; at < values_bytes; at += stride) {

@@ -169,10 +169,12 @@ class FunctionLowering {
     std::vector<llvm::Value*> same;
   };
   WarpUniform UniformLanes(const std::vector<llvm::Value*>& values);
-  // UniformAdd's adds when the lanes differ, and its add to an SM's copy.
+  // UniformAdd's adds when the lanes differ (`ok`: this lane's
+  // UniformAddOk), and its add to an SM's copy.
   llvm::BasicBlock* GroupedAdd(const DescRef& map, uint32_t type, llvm::Value* key,
-                               llvm::Value* delta, const WarpUniform& w, llvm::BasicBlock* grouped,
-                               llvm::BasicBlock* slow, llvm::BasicBlock* done);
+                               llvm::Value* delta, llvm::Value* ok, const WarpUniform& w,
+                               llvm::BasicBlock* grouped, llvm::BasicBlock* slow,
+                               llvm::BasicBlock* done);
   void AddToShard(const DescRef& map, llvm::Value* target, llvm::Value* delta);
   llvm::Value* LinearQuotient(llvm::Value* diff, llvm::Value* step);
   // The inline target check of UniformAdd (i1) and, where it holds, the

@@ -359,7 +359,8 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
   llvm::BasicBlock* grouped = llvm::BasicBlock::Create(ctx_, "map.grouped", fn_);
   llvm::BasicBlock* slow_block = llvm::BasicBlock::Create(ctx_, "map.helper", fn_);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "map.add.done", fn_);
-  b_.CreateCondBr(b_.CreateAnd(w.uniform, UniformAddOk(map, type, key)), fast_block, grouped);
+  llvm::Value* ok = UniformAddOk(map, type, key);  // this lane's inline checks
+  b_.CreateCondBr(b_.CreateAnd(w.uniform, ok), fast_block, grouped);
 
   b_.SetInsertPoint(fast_block);
   b_.CreateCondBr(b_.CreateICmpEQ(w.lane, w.leader), lead, done);
@@ -372,7 +373,8 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
   llvm::BasicBlock* lead_end = b_.GetInsertBlock();
   b_.CreateBr(done);
 
-  llvm::BasicBlock* grouped_end = GroupedAdd(map, type, key, delta, w, grouped, slow_block, done);
+  llvm::BasicBlock* grouped_end =
+      GroupedAdd(map, type, key, delta, ok, w, grouped, slow_block, done);
 
   b_.SetInsertPoint(slow_block);
   llvm::Value* r = slow();
@@ -396,7 +398,8 @@ llvm::Value* FunctionLowering::UniformAdd(const DescRef& map, uint32_t type, llv
 // call. Otherwise every lane calls the helper (`slow`). Returns the block
 // that branches to `done` after the adds (R0 is 0 there).
 llvm::BasicBlock* FunctionLowering::GroupedAdd(const DescRef& map, uint32_t type, llvm::Value* key,
-                                              llvm::Value* delta, const WarpUniform& w,
+                                              llvm::Value* delta, llvm::Value* ok,
+                                              const WarpUniform& w,
                                               llvm::BasicBlock* grouped, llvm::BasicBlock* slow,
                                               llvm::BasicBlock* done) {
   b_.SetInsertPoint(grouped);
@@ -408,7 +411,7 @@ llvm::BasicBlock* FunctionLowering::GroupedAdd(const DescRef& map, uint32_t type
   llvm::Value* same_delta = w.same.at(1);
   llvm::Value* all = b_.CreateIntrinsic(
       llvm::Intrinsic::nvvm_vote_all_sync, {},
-      {w.active, b_.CreateAnd(same_delta, UniformAddOk(map, type, key))});
+      {w.active, b_.CreateAnd(same_delta, ok)});
   b_.CreateCondBr(all, match, slow);
 
   b_.SetInsertPoint(match);

@@ -106,16 +106,22 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
   EXPECT_TRUE(PtxasAccepts(called->bundle.ptx).ok());
 }
 
-// cuprobe_clz() is one clz.b64, no helper call: a one-liner's hist() slot.
-TEST(Lowering, ClzIsOneInstruction) {
-  auto r = CompileC(R"(
+// A memory probe that adds 1 to slot 65 - cuprobe_clz(ctx->`field`) of an
+// ARRAY: a one-liner's hist() slot.
+std::string ClzSlotProbe(const std::string& field) {
+  return absl::StrCat(R"(
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
          __uint(max_entries, 66); } slots SEC(".maps");
 SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
-  u32 slot = 65 - cuprobe_clz(ctx->mem_addr);
+  u32 slot = 65 - cuprobe_clz(ctx->)", field, R"();
   cuprobe_map_add(&slots, &slot, 1);
   return 0;
 })");
+}
+
+// cuprobe_clz() is one clz.b64, no helper call: a one-liner's hist() slot.
+TEST(Lowering, ClzIsOneInstruction) {
+  auto r = CompileC(ClzSlotProbe("mem_addr"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(Occurrences(r->bundle.ptx, "clz.b64"), 1u) << r->bundle.ptx;
   EXPECT_THAT(r->bundle.ptx, Not(HasSubstr("shr.u64"))) << "no loop of shifts";
@@ -126,14 +132,7 @@ SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
 // site counter: the compiler ships the summary code, and the interpreter
 // computes the call (hist(size) of a one-liner).
 TEST(Lowering, ClzOfSiteConstantsKeepsTheSiteCounter) {
-  auto r = CompileC(R"(
-struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, u32); __type(value, u64);
-         __uint(max_entries, 66); } slots SEC(".maps");
-SEC("cuprobe/mem/*") int p(struct cuprobe_ctx *ctx) {
-  u32 slot = 65 - cuprobe_clz(ctx->mem_size);
-  cuprobe_map_add(&slots, &slot, 1);
-  return 0;
-})");
+  auto r = CompileC(ClzSlotProbe("mem_size"));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_FALSE(r->bundle.programs[0].summary_code.empty());
   SiteConstants site;
